@@ -1,0 +1,46 @@
+# The two commands of the README: `make demo` and `make test`.
+# Each installs missing Debian packages first (scripts/install-deps.sh is a no-op
+# when everything is present), then configures and builds with CMake + Ninja.
+JOBS ?= 2
+CMAKE_COMMON = -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+
+.PHONY: deps release asan tsan test demo bench format clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+release: deps
+	cmake -S . -B build/release $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release
+	cmake --build build/release -j $(JOBS)
+
+asan: deps
+	cmake -S . -B build/asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug \
+	  -DSLUICE_SANITIZE=address,undefined -DSLUICE_WERROR=ON
+	cmake --build build/asan -j $(JOBS)
+
+tsan: deps
+	cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug \
+	  -DSLUICE_SANITIZE=thread -DSLUICE_WERROR=ON
+	cmake --build build/tsan -j $(JOBS)
+	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest -L threads --output-on-failure -j $(JOBS)
+
+# Every test under ASan+UBSan; any sanitizer report aborts the process that
+# hit it, which fails its test (children started by integration tests are
+# checked for a clean exit too).
+test: asan
+	cd build/asan && ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1" \
+	  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+	  ctest --output-on-failure -j $(JOBS)
+
+demo: release
+	bash scripts/demo.sh build/release
+
+bench: release
+	SLUICE_BIN=build/release/sluice bash bench/proxy_overhead.sh
+
+format:
+	git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf build

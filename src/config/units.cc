@@ -1,0 +1,104 @@
+#include "config/units.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace sluice::config {
+namespace {
+
+// Reads a decimal number ("12", "1.5", ".5") from the front of text.
+std::optional<double> take_number(std::string_view& text) {
+  std::size_t i = 0;
+  bool digits = false;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i, digits = true;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i, digits = true;
+  }
+  if (!digits) return std::nullopt;
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + i, value);
+  if (ec != std::errc() || ptr != text.data() + i) return std::nullopt;
+  text.remove_prefix(i);
+  return value;
+}
+
+}  // namespace
+
+std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
+  if (text == "0") return std::chrono::nanoseconds{0};
+  if (text.empty()) return std::nullopt;
+  long double total_ns = 0;
+  while (!text.empty()) {
+    auto number = take_number(text);
+    if (!number) return std::nullopt;
+    long double unit = 0;
+    auto starts = [&](std::string_view u) {
+      if (text.substr(0, u.size()) == u) {
+        text.remove_prefix(u.size());
+        return true;
+      }
+      return false;
+    };
+    if (starts("ns")) unit = 1;
+    else if (starts("us") || starts("\xC2\xB5s")) unit = 1e3;
+    else if (starts("ms")) unit = 1e6;
+    else if (starts("s")) unit = 1e9;
+    else if (starts("m")) unit = 60e9;
+    else if (starts("h")) unit = 3600e9;
+    else return std::nullopt;
+    total_ns += *number * unit;
+  }
+  if (total_ns > 9.2e18L) return std::nullopt;
+  return std::chrono::nanoseconds{static_cast<std::int64_t>(std::llround(total_ns))};
+}
+
+std::optional<std::uint64_t> parse_quantity(std::string_view text) {
+  std::string_view rest = text;
+  auto number = take_number(rest);
+  if (!number) return std::nullopt;
+  long double mult = 1;
+  if (rest.empty()) {
+  } else if (rest == "Ki") mult = 1024.0L;
+  else if (rest == "Mi") mult = 1024.0L * 1024;
+  else if (rest == "Gi") mult = 1024.0L * 1024 * 1024;
+  else if (rest == "Ti") mult = 1024.0L * 1024 * 1024 * 1024;
+  else if (rest == "Pi") mult = 1024.0L * 1024 * 1024 * 1024 * 1024;
+  else if (rest == "Ei") mult = 1024.0L * 1024 * 1024 * 1024 * 1024 * 1024;
+  else if (rest == "k") mult = 1e3L;
+  else if (rest == "M") mult = 1e6L;
+  else if (rest == "G") mult = 1e9L;
+  else if (rest == "T") mult = 1e12L;
+  else if (rest == "P") mult = 1e15L;
+  else if (rest == "E") mult = 1e18L;
+  else return std::nullopt;
+  long double value = static_cast<long double>(*number) * mult;
+  if (value > 1.8e19L) return std::nullopt;
+  if (value != std::floor(value)) return std::nullopt;
+  return static_cast<std::uint64_t>(value);
+}
+
+std::optional<HostPort> parse_host_port(std::string_view text) {
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return std::nullopt;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) return std::nullopt;
+  }
+  if (host.empty() || port.empty()) return std::nullopt;
+  unsigned value = 0;
+  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || ptr != port.data() + port.size() || value > 65535) return std::nullopt;
+  return HostPort{host, static_cast<std::uint16_t>(value)};
+}
+
+}  // namespace sluice::config

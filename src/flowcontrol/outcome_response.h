@@ -1,0 +1,32 @@
+// The one place where a non-dispatched outcome becomes an HTTP answer
+// (status, reason header, Retry-After, OpenAI error body); Pingora's
+// fail_to_proxy idea. The server layer renders it; nothing else decides it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "sluice/flowcontrol/outcome.h"
+
+namespace sluice::flowcontrol {
+
+struct ErrorAnswer {
+  int status = 500;
+  std::string_view reason;      // x-gateway-inference-dropped-reason; may be empty
+  int retry_after_seconds = 0;  // 0: no Retry-After header
+  bool close_connection = false;
+  std::string body;  // {"error":{"message":...,"type":...,"code":...}}
+};
+
+// OpenAI-shaped error body. `code` may be empty (then JSON null).
+std::string openai_error_body(std::string_view message, std::string_view type,
+                              std::string_view code);
+
+// Answer for a request that was not dispatched. Must not be called with
+// kDispatched or kEvictedContextCancelled (no one is left to answer).
+ErrorAnswer answer_for(QueueOutcome outcome, std::string_view detail = {});
+
+// Answer for a client error detected before admission (400, 404, 405, 413, 431...).
+ErrorAnswer client_error(int status, std::string_view code, std::string_view message);
+
+}  // namespace sluice::flowcontrol

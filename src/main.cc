@@ -1,0 +1,104 @@
+// sluice: priority-and-fairness gateway for LLM inference servers.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <string_view>
+
+#include "config/config.h"
+#include "config/units.h"
+#include "server/log.h"
+#include "server/server.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: sluice --config FILE [--listen HOST:PORT] [--admin-listen HOST:PORT]\n"
+    "              [--threads N] [--admin-token-file FILE] [--log-level debug|info|warn|error]\n";
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::cerr << "sluice: " << what << "\n" << kUsage;
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path, listen, admin_listen, token_file;
+  int threads = -1;
+  sluice::log::Level level = sluice::log::Level::kInfo;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(std::string(arg) + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--config") config_path = value();
+    else if (arg == "--listen") listen = value();
+    else if (arg == "--admin-listen") admin_listen = value();
+    else if (arg == "--admin-token-file") token_file = value();
+    else if (arg == "--threads") {
+      auto v = value();
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > 256) usage_error("--threads must be 1..256");
+      threads = static_cast<int>(n);
+    } else if (arg == "--log-level") {
+      if (!sluice::log::parse_level(value(), level)) usage_error("unknown --log-level");
+    } else if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else {
+      usage_error("unknown argument '" + std::string(arg) + "'");
+    }
+  }
+  if (config_path.empty()) usage_error("--config is required");
+  sluice::log::set_level(level);
+
+  sluice::config::Config config;
+  try {
+    config = sluice::config::load_config_file(config_path);
+  } catch (const sluice::config::ConfigError& e) {
+    std::cerr << "sluice: invalid config: " << e.what() << "\n";
+    return 2;
+  }
+  if (!listen.empty()) {
+    if (!sluice::config::parse_host_port(listen)) usage_error("--listen must be HOST:PORT");
+    config.server.listen = listen;
+  }
+  if (!admin_listen.empty()) {
+    if (!sluice::config::parse_host_port(admin_listen)) usage_error("--admin-listen must be HOST:PORT");
+    config.server.admin_listen = admin_listen;
+  }
+  if (threads > 0) config.server.threads = threads;
+
+  // Block the shutdown signals in every thread; the main thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  sluice::server::Server server(config);
+  std::string bound;
+  try {
+    bound = server.bind(config.server.listen);
+  } catch (const std::exception& e) {
+    std::cerr << "sluice: cannot start: " << e.what() << "\n";
+    return 1;
+  }
+  server.start();
+  std::printf("listening on %s\n", bound.c_str());
+  std::fflush(stdout);
+  SLUICE_LOG(kInfo, "server", "listening on " << bound << " with " << config.endpoints.size()
+                                              << " endpoint(s)");
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  SLUICE_LOG(kInfo, "server", "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+  server.shutdown();
+  return 0;
+}

@@ -1,0 +1,54 @@
+#include "server/log.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+
+namespace sluice::log {
+namespace {
+std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
+constexpr const char* kNames[] = {"debug", "info", "warn", "error"};
+}  // namespace
+
+void set_level(Level level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
+
+bool enabled(Level level) {
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
+}
+
+bool parse_level(std::string_view text, Level& out) {
+  for (int i = 0; i < 4; ++i) {
+    if (text == kNames[i]) {
+      out = static_cast<Level>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+void write(Level level, std::string_view component, const std::string& message) {
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[80];
+  std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  std::string line;
+  line.reserve(64 + message.size());
+  line += stamp;
+  line += ' ';
+  line += kNames[static_cast<int>(level)];
+  line += ' ';
+  line += component;
+  line += ": ";
+  line += message;
+  line += '\n';
+  ssize_t rc = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)rc;
+}
+
+}  // namespace sluice::log

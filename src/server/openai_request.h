@@ -1,0 +1,39 @@
+// The fields of an OpenAI-style request body that admission, flow control and
+// scheduling need, read on the I/O thread before admission.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "server/routes.h"
+
+namespace sluice::server {
+
+struct OpenAIRequest {
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;            // stream_options.include_usage
+  std::optional<std::int64_t> max_tokens;  // max_tokens or max_completion_tokens
+  std::uint64_t prompt_chars = 0;        // characters of prompt text seen
+  std::uint64_t prompt_token_ids = 0;    // tokens given directly as integer ids
+  std::uint32_t message_count = 0;
+  // Estimate of input tokens: ~4 characters per token for text, one per
+  // given token id, plus a small per-message overhead for chat templates.
+  std::uint64_t estimated_input_tokens = 0;
+};
+
+struct ParseResult {
+  OpenAIRequest request;
+  // Empty on success; otherwise the OpenAI error `code` and a message for a 400.
+  std::string error_code;
+  std::string error_message;
+  bool ok() const { return error_code.empty(); }
+};
+
+// Parses `body` (a JSON object). The string's capacity may be grown to give
+// the JSON reader its required padding; its contents are not changed.
+// Never throws; all failures are returned as values.
+ParseResult parse_openai_request(Route route, std::string& body);
+
+}  // namespace sluice::server

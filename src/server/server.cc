@@ -1,0 +1,140 @@
+#include "server/server.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <random>
+
+#include "config/units.h"
+#include "server/http_session.h"
+#include "server/log.h"
+
+namespace sluice::server {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+Server::Server(const config::Config& config) : ctx_(config) {
+  std::size_t n = config.server.threads > 0 ? static_cast<std::size_t>(config.server.threads)
+                                            : std::max(1u, std::thread::hardware_concurrency());
+  std::random_device rd;
+  for (std::size_t i = 0; i < n; ++i) {
+    workers_.push_back(std::make_unique<Worker>(i, ctx_));
+    workers_.back()->id_prefix = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }
+}
+
+Server::~Server() {
+  if (!threads_.empty()) shutdown();
+}
+
+std::string Server::bind(const std::string& listen) {
+  // Resolve endpoints once, at startup: the static pool does not change.
+  tcp::resolver resolver(workers_[0]->ioc);
+  for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+    const auto& ec = ctx_.endpoints.at(i).config;
+    auto results = resolver.resolve(ec.host, std::to_string(ec.port));
+    ctx_.upstream_addresses.push_back(results.begin()->endpoint());
+  }
+  auto hp = config::parse_host_port(listen);
+  if (!hp) throw std::runtime_error("invalid listen address '" + listen + "'");
+  auto addr = resolver.resolve(std::string(hp->host), std::to_string(hp->port)).begin()->endpoint();
+  acceptor_.emplace(workers_[0]->ioc);
+  acceptor_->open(addr.protocol());
+  acceptor_->set_option(net::socket_base::reuse_address(true));
+  acceptor_->bind(addr);
+  acceptor_->listen(net::socket_base::max_listen_connections);
+  auto bound = acceptor_->local_endpoint();
+  std::string host = bound.address().to_string();
+  if (bound.address().is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(bound.port());
+}
+
+void Server::start() {
+  for (auto& w : workers_) guards_.emplace_back(net::make_work_guard(w->ioc));
+  net::post(workers_[0]->ioc, [this] { do_accept(); });
+  for (auto& w : workers_) {
+    threads_.emplace_back([this, w = w.get()] {
+      w->ioc.run();
+      std::lock_guard lock(done_mu_);
+      ++threads_done_;
+      done_cv_.notify_all();
+    });
+  }
+}
+
+void Server::do_accept() {
+  Worker* target = workers_[next_worker_++ % workers_.size()].get();
+  acceptor_->async_accept(target->ioc, [this, target](boost::system::error_code ec, tcp::socket s) {
+    if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
+    if (ec) {
+      // Out of descriptors and the like: back off briefly instead of spinning.
+      SLUICE_LOG(kWarn, "listener", "accept failed: " << ec.message());
+      auto timer = std::make_shared<net::steady_timer>(workers_[0]->ioc, std::chrono::milliseconds(50));
+      timer->async_wait([this, timer](boost::system::error_code) {
+        if (acceptor_->is_open()) do_accept();
+      });
+      return;
+    }
+    boost::system::error_code ignored;
+    s.set_option(tcp::no_delay(true), ignored);
+    net::post(target->ioc, [this, target, s = std::move(s)]() mutable {
+      std::make_shared<HttpSession>(std::move(s), *target, ctx_)->start();
+    });
+    do_accept();
+  });
+}
+
+void Server::shutdown() {
+  if (threads_.empty()) return;
+  const auto grace = ctx_.config.server.shutdown_grace_period;
+  SLUICE_LOG(kInfo, "server", "shutting down: no longer accepting; in-flight requests have "
+                                  << std::chrono::duration_cast<std::chrono::milliseconds>(grace).count()
+                                  << " ms to finish");
+  ctx_.shutting_down.store(true);
+  net::post(workers_[0]->ioc, [this] {
+    boost::system::error_code ec;
+    acceptor_->close(ec);
+  });
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    Worker* w = workers_[i].get();
+    net::post(w->ioc, [w] {
+      // begin_close may destroy sessions (unlinking them): iterate over a copy.
+      std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
+      for (auto* s : live) s->begin_close();
+      w->pool.close_all();
+    });
+    guards_[i].reset();  // run() returns once the last session is gone
+  }
+  {
+    std::unique_lock lock(done_mu_);
+    if (!done_cv_.wait_for(lock, grace, [&] { return threads_done_ == threads_.size(); })) {
+      SLUICE_LOG(kWarn, "server", "grace period over; closing remaining connections");
+      for (auto& wp : workers_) {
+        Worker* w = wp.get();
+        net::post(w->ioc, [w] {
+          std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
+          for (auto* s : live) s->force_close();
+          w->pool.close_all();
+        });
+      }
+      if (!done_cv_.wait_for(lock, std::chrono::seconds(2),
+                             [&] { return threads_done_ == threads_.size(); })) {
+        for (auto& w : workers_) w->ioc.stop();
+      }
+    }
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  // Handlers still queued on a stopped context hold sessions; destroy them on
+  // this thread now that no I/O thread runs.
+  for (auto& w : workers_) {
+    w->ioc.restart();
+    w->ioc.poll();
+    w->pool.close_all();
+  }
+  SLUICE_LOG(kInfo, "server", "stopped");
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,85 @@
+// The sluice data-plane server: one acceptor, N I/O threads each running its
+// own single-threaded io_context (an implicit strand per connection, no
+// mutex), graceful shutdown with a deadline.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/config.h"
+#include "datalayer/endpoint_set.h"
+#include "server/upstream_pool.h"
+
+namespace sluice::server {
+
+class HttpSession;
+
+// Read-mostly state shared by all I/O threads.
+struct ProxyContext {
+  ProxyContext(const config::Config& c) : config(c), endpoints(c.endpoints) {}
+  config::Config config;
+  datalayer::EndpointSet endpoints;
+  std::vector<boost::asio::ip::tcp::endpoint> upstream_addresses;  // same order as endpoints
+  std::atomic<bool> shutting_down{false};
+};
+
+// One I/O thread: everything here is touched only by that thread.
+struct Worker {
+  Worker(std::size_t index, ProxyContext& ctx)
+      : index(index),
+        ioc(1),
+        pool(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint) {}
+
+  std::size_t index;
+  // Declared before ioc: sessions still owned by queued handlers unlink
+  // themselves from this list when the io_context destroys those handlers.
+  std::list<HttpSession*> sessions;
+  boost::asio::io_context ioc;
+  UpstreamPool pool;  // after ioc: its sockets must go before their io_context
+  std::uint32_t rotation = 0;      // tie-break for the endpoint picker
+  std::uint64_t request_seq = 0;   // for generated request ids
+  std::uint64_t id_prefix = 0;
+};
+
+class Server {
+ public:
+  explicit Server(const config::Config& config);
+  ~Server();
+
+  // Resolves endpoints and binds the listener (throws on failure, at startup).
+  // Returns the bound address, e.g. "127.0.0.1:40123".
+  std::string bind(const std::string& listen);
+  // Starts the I/O threads.
+  void start();
+  // Stops accepting, lets in-flight requests finish up to the grace period,
+  // then closes what is left. Blocks until all I/O threads have exited.
+  void shutdown();
+
+  ProxyContext& context() { return ctx_; }
+
+ private:
+  void do_accept();
+
+  ProxyContext ctx_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::size_t next_worker_ = 0;
+  std::vector<std::thread> threads_;
+  using Guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+  std::vector<std::optional<Guard>> guards_;
+  std::mutex done_mu_;  // startup/shutdown only
+  std::condition_variable done_cv_;
+  std::size_t threads_done_ = 0;
+};
+
+}  // namespace sluice::server
