@@ -53,7 +53,7 @@ void HttpSession::start() {
 
 void HttpSession::begin_close() {
   closing_ = true;
-  if (state_ == State::kIdle) {
+  if (state_ == State::kIdle || state_ == State::kLingering) {
     error_code ec;
     client_.socket().cancel(ec);
   }
@@ -103,6 +103,8 @@ void HttpSession::on_header(error_code ec, std::size_t) {
   keep_alive_ = false;  // until a full request is read, errors close the connection
   if (ec == http::error::header_limit)
     return answer(client_error(431, "headers-too-large", "request headers exceed the limit"));
+  if (ec == http::error::body_limit)  // a Content-Length over the limit
+    return answer(client_error(413, "body-too-large", "request body exceeds the limit"));
   if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof ||
       ec == net::error::operation_aborted || ec == net::error::connection_reset)
     return close();
@@ -453,6 +455,7 @@ void HttpSession::on_answer_written(error_code ec, std::size_t) {
 }
 
 void HttpSession::linger() {
+  state_ = State::kLingering;
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   client_.expires_after(std::chrono::seconds(2));

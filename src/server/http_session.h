@@ -44,7 +44,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   using ResponseSerializer =
       boost::beast::http::response_serializer<boost::beast::http::buffer_body>;
 
-  enum class State { kIdle, kReadingRequest, kProxying, kAnswering, kClosed };
+  enum class State { kIdle, kReadingRequest, kProxying, kAnswering, kLingering, kClosed };
 
   // Request side.
   void wait_for_request();

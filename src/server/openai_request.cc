@@ -27,24 +27,36 @@ using simdjson::dom::element_type;
 // Counts prompt text in a value that is a string, an array of strings, an
 // array of token ids, an array of arrays of token ids, or content parts /
 // input items ({"type":"text","text":...}, {"role":...,"content":...}).
-void count_prompt(element v, OpenAIRequest& r, int depth = 0) {
+void count_prompt(element v, OpenAIRequest& r, std::string* text, int depth = 0) {
   if (depth > 8) return;
   switch (v.type()) {
-    case element_type::STRING:
-      r.prompt_chars += v.get_string_length().value_unsafe();
+    case element_type::STRING: {
+      std::string_view s = v.get_string().value_unsafe();
+      r.prompt_chars += s.size();
+      if (text) {
+        if (!text->empty()) text->push_back('\n');
+        text->append(s);
+      }
       break;
+    }
     case element_type::INT64:
     case element_type::UINT64:
       r.prompt_token_ids += 1;
       break;
-    case element_type::ARRAY:
-      for (element item : v.get_array().value_unsafe()) count_prompt(item, r, depth + 1);
+    case element_type::ARRAY: {
+      // Bind the array first: ranging over value_unsafe() of a temporary
+      // result would dangle.
+      simdjson::dom::array arr = v.get_array().value_unsafe();
+      for (element item : arr) count_prompt(item, r, text, depth + 1);
       break;
-    case element_type::OBJECT:
-      for (auto [key, value] : v.get_object().value_unsafe()) {
-        if (key == "text" || key == "content" || key == "input_text") count_prompt(value, r, depth + 1);
+    }
+    case element_type::OBJECT: {
+      simdjson::dom::object obj = v.get_object().value_unsafe();
+      for (auto [key, value] : obj) {
+        if (key == "text" || key == "content" || key == "input_text") count_prompt(value, r, text, depth + 1);
       }
       break;
+    }
     default:
       break;  // null, bool, double: no prompt text
   }
@@ -59,7 +71,7 @@ ParseResult fail(std::string code, std::string message) {
 
 }  // namespace
 
-ParseResult parse_openai_request(Route route, std::string& body) {
+ParseResult parse_openai_request(Route route, std::string& body, std::string* prompt_text) {
   // One parser per I/O thread: its buffers are reused across requests.
   thread_local simdjson::dom::parser parser;
   if (body.capacity() < body.size() + simdjson::SIMDJSON_PADDING)
@@ -97,7 +109,7 @@ ParseResult parse_openai_request(Route route, std::string& body) {
       if (n < 0) return fail("invalid-field", "'" + std::string(key) + "' must not be negative");
       r.max_tokens = n;
     } else if (key == "prompt" || key == "input") {
-      count_prompt(v, r);
+      count_prompt(v, r, prompt_text);
     } else if (key == "messages") {
       simdjson::dom::array messages;
       if (v.get_array().get(messages))
@@ -106,7 +118,7 @@ ParseResult parse_openai_request(Route route, std::string& body) {
         if (!m.is_object()) return fail("invalid-field", "'messages' must be an array of message objects");
         r.message_count += 1;
         element content;
-        if (m["content"].get(content) == simdjson::SUCCESS) count_prompt(content, r);
+        if (m["content"].get(content) == simdjson::SUCCESS) count_prompt(content, r, prompt_text);
       }
     }
     // Any other field is forwarded untouched and not inspected.

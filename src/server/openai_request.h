@@ -33,7 +33,9 @@ struct ParseResult {
 
 // Parses `body` (a JSON object). The string's capacity may be grown to give
 // the JSON reader its required padding; its contents are not changed.
-// Never throws; all failures are returned as values.
-ParseResult parse_openai_request(Route route, std::string& body);
+// If `prompt_text` is given, every piece of prompt text is appended to it,
+// pieces separated by '\n' (for prefix hashing). Never throws; all failures
+// are returned as values.
+ParseResult parse_openai_request(Route route, std::string& body, std::string* prompt_text = nullptr);
 
 }  // namespace sluice::server

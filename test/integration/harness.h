@@ -1,0 +1,84 @@
+// Shared helpers for integration tests: start sluice-mock and sluice on
+// loopback port 0, write configs, wait for conditions with deadlines.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/http_client.h"
+#include "support/process.h"
+
+namespace sluice::test {
+
+using namespace std::chrono_literals;
+
+inline std::unique_ptr<Process> start_mock(std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {SLUICE_MOCK_BIN, "--listen", "127.0.0.1:0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string error;
+  auto p = Process::start(argv, Process::Options{}, &error);
+  EXPECT_TRUE(p) << error;
+  return p;
+}
+
+// A config with the given endpoints and extra `server:` lines.
+inline std::string make_config(const std::vector<std::string>& endpoints,
+                               const std::string& server_extra = "") {
+  std::string c = "server:\n  listen: 127.0.0.1:0\n  threads: 1\n" + server_extra + "endpoints:\n";
+  for (const auto& e : endpoints) c += "  - address: " + e + "\n";
+  if (endpoints.empty()) c = "server:\n  listen: 127.0.0.1:0\n  threads: 1\n" + server_extra;
+  return c;
+}
+
+inline std::unique_ptr<Process> start_sluice(const TempFile& config, std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {SLUICE_BIN, "--config", config.path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string error;
+  auto p = Process::start(argv, Process::Options{}, &error);
+  EXPECT_TRUE(p) << error;
+  return p;
+}
+
+// Polls `condition` until it holds or `timeout` passes. For conditions that
+// another process makes true; the timeout is the test's bound, not a guess
+// at how long something takes.
+inline bool eventually(const std::function<bool()>& condition,
+                       std::chrono::milliseconds timeout = 5000ms) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return condition();
+}
+
+// A loopback port with nothing listening on it (connections are refused).
+inline std::uint16_t closed_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+inline std::string completion_body(int max_tokens, bool stream = false,
+                                   const std::string& prompt = "Say something about fairness.") {
+  return std::string(R"({"model":"mock-model","prompt":")") + prompt + R"(","max_tokens":)" +
+         std::to_string(max_tokens) + (stream ? R"(,"stream":true})" : "}");
+}
+
+}  // namespace sluice::test

@@ -1,0 +1,368 @@
+// The data plane end to end: real sluice in front of real sluice-mock
+// processes on loopback.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <thread>
+
+#include "harness.h"
+
+namespace sluice::test {
+namespace {
+
+using nlohmann::json;
+
+const std::string kHost = "127.0.0.1";
+
+TEST(Proxy, NonStreamingRoundTrip) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+
+  auto res = client.post_json("/v1/completions", completion_body(5),
+                              {{"x-request-id", "req-123"},
+                               {"x-gateway-inference-fairness-id", "tenant-a"},
+                               {"x-gateway-inference-objective", "batch"},
+                               {"x-gateway-inference-ttl-ms", "1000"},
+                               {"x-slo-ttft-ms", "200"}});
+  ASSERT_EQ(res.status, 200) << res.error << res.body;
+  auto body = json::parse(res.body);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 5);
+  EXPECT_FALSE(body["choices"][0]["text"].get<std::string>().empty());
+  EXPECT_EQ(res.header("x-gateway-destination-endpoint-served"), mock->address());
+  EXPECT_EQ(res.header("x-request-id"), "req-123");
+  // The control headers were removed before the request reached the mock.
+  EXPECT_EQ(res.header("x-mock-control-headers-seen"), "0");
+
+  auto chat = client.post_json(
+      "/v1/chat/completions",
+      R"({"model":"mock-model","messages":[{"role":"user","content":"hi"}],"max_tokens":3})");
+  ASSERT_EQ(chat.status, 200) << chat.error;
+  auto cb = json::parse(chat.body);
+  EXPECT_EQ(cb["object"], "chat.completion");
+  EXPECT_EQ(cb["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(chat.header("x-request-id").size(), 32u);  // generated
+
+  auto models = client.request("GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(json::parse(models.body)["data"][0]["id"], "mock-model");
+
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+// Each SSE event must reach the client through sluice within a few
+// milliseconds of when it reaches a client connected directly.
+TEST(Proxy, StreamingEventsArriveAsTheyAreProduced) {
+  auto mock = start_mock({"--decode-ms-per-token", "20", "--prefix-cache", "off"});
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  const int kTokens = 20;
+  auto body = completion_body(kTokens, true);
+
+  auto offsets = [](const StreamResult& r) {
+    std::vector<double> ms;
+    for (const auto& e : r.events)
+      ms.push_back(std::chrono::duration<double, std::milli>(e.at - r.sent_at).count());
+    return ms;
+  };
+  // Median over a few runs of each, interleaved, to keep scheduling noise out.
+  std::vector<double> delays;
+  double spread = 0;
+  for (int round = 0; round < 3; ++round) {
+    HttpClient direct(kHost, mock->port());
+    HttpClient proxied(kHost, sluice->port());
+    auto d = direct.stream("/v1/completions", body);
+    auto p = proxied.stream("/v1/completions", body);
+    ASSERT_TRUE(d.complete) << d.error;
+    ASSERT_TRUE(p.complete) << p.error;
+    ASSERT_EQ(d.events.size(), static_cast<std::size_t>(kTokens + 1));  // + [DONE]
+    ASSERT_EQ(p.events.size(), d.events.size());
+    auto dm = offsets(d), pm = offsets(p);
+    for (std::size_t i = 0; i < dm.size(); ++i) delays.push_back(pm[i] - dm[i]);
+    spread = std::max(spread, pm[kTokens - 1] - pm[0]);
+  }
+  std::sort(delays.begin(), delays.end());
+  double median = delays[delays.size() / 2];
+  double p90 = delays[delays.size() * 9 / 10];
+  std::printf("streaming: extra delay through sluice per event: median %.2f ms, p90 %.2f ms, "
+              "max %.2f ms; first-to-last spread %.1f ms\n",
+              median, p90, delays.back(), spread);
+  // Tokens are produced 20 ms apart: events batched by the proxy would show a
+  // spread far below 19 steps x 20 ms.
+  EXPECT_GT(spread, 0.8 * (kTokens - 1) * 20);
+  EXPECT_LT(median, 5.0);
+  EXPECT_LT(p90, 15.0);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(Proxy, StreamCarriesUsageAndDone) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  auto r = client.stream("/v1/chat/completions",
+                         R"({"model":"mock-model","messages":[{"role":"user","content":"hi"}],)"
+                         R"("max_tokens":4,"stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_TRUE(r.complete) << r.error;
+  EXPECT_EQ(r.head.status, 200);
+  EXPECT_EQ(r.head.header("content-type"), "text/event-stream");
+  EXPECT_EQ(r.head.header("x-gateway-destination-endpoint-served"), mock->address());
+  ASSERT_EQ(r.events.size(), 6u);  // 4 tokens, usage, [DONE]
+  EXPECT_EQ(json::parse(r.events[4].data)["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(r.events[5].data, "[DONE]");
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(Proxy, KeepAliveIsReusedOnBothSides) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 20; ++i) {
+    if (i % 3 == 0) {
+      auto r = client.stream("/v1/completions", completion_body(3, true));
+      ASSERT_TRUE(r.complete) << r.error;
+    } else {
+      auto r = client.post_json("/v1/completions", completion_body(3));
+      ASSERT_EQ(r.status, 200) << r.error;
+    }
+  }
+  EXPECT_EQ(client.connections_opened(), 1);
+  // One connection from sluice for all 20 requests, plus this scrape's own.
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_connections_accepted_total"), 2);
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 20);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+// Every bad input gets its status and reason, the connection stays usable
+// where it can, and nothing reaches the model server.
+TEST(Proxy, BadInputsAreAnsweredAndNothingLeaks) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  TempFile cfg(make_config({mock->address()}, "  maxBodyBytes: 4Ki\n  maxHeaderBytes: 2Ki\n"));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+
+  auto expect_error = [](const Response& r, int status, const std::string& code) {
+    EXPECT_EQ(r.status, status) << r.error << " " << r.body;
+    if (r.status == 0) return;
+    auto b = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(b.is_discarded()) << r.body;
+    EXPECT_EQ(b["error"]["code"], code);
+    EXPECT_TRUE(b["error"]["message"].is_string());
+    EXPECT_EQ(b["error"]["type"], "invalid_request_error");
+  };
+  expect_error(client.post_json("/v1/completions", R"({"model":"m","prompt":)"), 400, "invalid-json");
+  expect_error(client.post_json("/v1/chat/completions", R"({"messages":[]})"), 400, "missing-model");
+  expect_error(client.request("POST", "/v1/completions", completion_body(1),
+                              {{"Content-Type", "text/plain"}}),
+               400, "unsupported-content-type");
+  auto get = client.request("GET", "/v1/completions");
+  expect_error(get, 405, "method-not-allowed");
+  EXPECT_EQ(get.header("allow"), "POST");
+  expect_error(client.request("POST", "/v1/models", "{}"), 405, "method-not-allowed");
+  expect_error(client.request("GET", "/v2/unknown"), 404, "not-found");
+  // All of the above kept the connection open.
+  EXPECT_EQ(client.connections_opened(), 1);
+
+  std::string big = completion_body(1, false, std::string(5000, 'a'));
+  auto too_big = client.post_json("/v1/completions", big);
+  expect_error(too_big, 413, "body-too-large");
+  EXPECT_EQ(too_big.header("connection"), "close");
+
+  HttpClient c2(kHost, sluice->port());
+  auto huge_header = c2.post_json("/v1/completions", completion_body(1),
+                                  {{"x-padding", std::string(3000, 'h')}});
+  expect_error(huge_header, 431, "headers-too-large");
+
+  // A chunked body over the limit is caught while it streams in.
+  RawConnection raw(kHost, sluice->port());
+  std::string chunk(5000, 'x');
+  char len[16];
+  std::snprintf(len, sizeof len, "%zx", chunk.size());
+  raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n" + std::string(len) + "\r\n" + chunk + "\r\n0\r\n\r\n");
+  bool closed = false;
+  auto raw_answer = raw.read_until_close(5000ms, &closed);
+  EXPECT_EQ(raw_answer.rfind("HTTP/1.1 413", 0), 0u) << raw_answer;
+  EXPECT_NE(raw_answer.find("body-too-large"), std::string::npos);
+  EXPECT_TRUE(closed);
+
+  // The daemon keeps serving, and none of the bad requests reached the mock.
+  HttpClient c3(kHost, sluice->port());
+  auto ok = c3.post_json("/v1/completions", completion_body(2));
+  EXPECT_EQ(ok.status, 200) << ok.error;
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 1);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(Proxy, SlowHeadersAreClosedAtTheHeaderTimeout) {
+  auto mock = start_mock();
+  TempFile cfg(make_config({mock->address()}, "  headerReadTimeout: 300ms\n"));
+  auto sluice = start_sluice(cfg);
+  RawConnection raw(kHost, sluice->port());
+  auto start = Clock::now();
+  ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"));  // and nothing more
+  bool closed = false;
+  auto got = raw.read_until_close(10000ms, &closed);
+  auto waited = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(got.empty()) << got;
+  EXPECT_GE(waited, 250);
+  EXPECT_LT(waited, 5000);
+  // Others are still served.
+  HttpClient client(kHost, sluice->port());
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(Proxy, RefusingEndpointIsSkipped) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  std::string dead = "127.0.0.1:" + std::to_string(closed_port());
+  TempFile cfg(make_config({dead, mock->address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 10; ++i) {
+    auto r = client.post_json("/v1/completions", completion_body(1));
+    ASSERT_EQ(r.status, 200) << r.error << r.body;
+    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), mock->address());
+  }
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(Proxy, NoUsableEndpointIs503WithReason) {
+  std::string dead = "127.0.0.1:" + std::to_string(closed_port());
+  TempFile cfg(make_config({dead}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 3; ++i) {
+    auto r = client.post_json("/v1/completions", completion_body(1));
+    ASSERT_EQ(r.status, 503) << r.error;
+    EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), "rejected-no-endpoints");
+    EXPECT_EQ(r.header("retry-after"), "1");
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "rejected-no-endpoints");
+  }
+  EXPECT_EQ(client.connections_opened(), 1);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
+TEST(Proxy, EndpointDyingMidStreamEndsTheClientStreamWithAnError) {
+  auto a = start_mock({"--decode-ms-per-token", "10"});
+  auto b = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(make_config({a->address(), b->address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  std::string victim;
+  int events = 0;
+  auto r = client.stream("/v1/completions", completion_body(500, true), {},
+                         [&](const Response& head, const SseEvent&) {
+                           if (++events == 3) {
+                             victim = head.header("x-gateway-destination-endpoint-served");
+                             (victim == a->address() ? a : b)->stop(SIGKILL);
+                           }
+                           return true;
+                         });
+  ASSERT_FALSE(victim.empty());
+  EXPECT_FALSE(r.complete);
+  EXPECT_FALSE(r.error.empty());
+  ASSERT_GE(r.events.size(), 4u);
+  EXPECT_LT(r.events.size(), 500u);
+  // The last event tells an SSE client why the stream ended.
+  auto last = json::parse(r.events.back().data, nullptr, false);
+  ASSERT_FALSE(last.is_discarded()) << r.events.back().data;
+  EXPECT_EQ(last["error"]["code"], "upstream-error");
+
+  // The survivor serves everything that follows; nothing reuses a dead connection.
+  auto& survivor = victim == a->address() ? b : a;
+  HttpClient after(kHost, sluice->port());
+  for (int i = 0; i < 6; ++i) {
+    auto ok = after.post_json("/v1/completions", completion_body(2));
+    ASSERT_EQ(ok.status, 200) << ok.error << ok.body;
+    EXPECT_EQ(ok.header("x-gateway-destination-endpoint-served"), survivor->address());
+  }
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(survivor->stop(), 0);
+}
+
+TEST(Proxy, ClientLeavingMidStreamStopsGeneration) {
+  // 1000 tokens at 10 ms: ten seconds of generation if nobody stops it.
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+  {
+    HttpClient client(kHost, sluice->port());
+    int events = 0;
+    auto r = client.stream("/v1/completions", completion_body(1000, true), {},
+                           [&](const Response&, const SseEvent&) { return ++events < 3; });
+    EXPECT_FALSE(r.complete);
+    EXPECT_EQ(events, 3);
+  }
+  auto left_at = Clock::now();
+  EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 0; }, 3000ms));
+  auto stopped_after = std::chrono::duration<double, std::milli>(Clock::now() - left_at).count();
+  std::printf("generation stopped %.1f ms after the client left\n", stopped_after);
+  // sluice keeps working, and its pooled connection count did not leak: the
+  // next request opens a fresh upstream connection (the old one was closed).
+  HttpClient client(kHost, sluice->port());
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), running), 0);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(Proxy, StalePooledConnectionIsRetriedOnceOnAFreshOne) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  const std::string address = mock->address();
+  TempFile cfg(make_config({address}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  ASSERT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+  // The endpoint restarts on the same port: sluice's pooled connection is now
+  // dead, which it can only find out by using it.
+  EXPECT_EQ(mock->stop(), 0);
+  auto again = start_mock({"--decode-ms-per-token", "1", "--listen", address});
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->address(), address);
+  auto r = client.post_json("/v1/completions", completion_body(1));
+  EXPECT_EQ(r.status, 200) << r.error << r.body;
+  EXPECT_EQ(scrape_metric(kHost, again->port(), "mock_requests_total"), 1);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(again->stop(), 0);
+}
+
+TEST(Proxy, GracefulShutdownFinishesInFlightRequests) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+  Response in_flight;
+  std::thread t([&] {
+    HttpClient client(kHost, sluice->port());
+    in_flight = client.post_json("/v1/completions", completion_body(60));  // ~600 ms
+  });
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 1; }));
+  kill(sluice->pid(), SIGTERM);
+  // New connections are refused once shutdown has begun...
+  EXPECT_TRUE(eventually([&] {
+    HttpClient probe(kHost, sluice->port(), 1000ms);
+    return probe.request("GET", "/v1/models").status == 0;
+  }));
+  t.join();
+  // ...while the request in flight completes normally.
+  EXPECT_EQ(in_flight.status, 200) << in_flight.error;
+  EXPECT_EQ(json::parse(in_flight.body)["usage"]["completion_tokens"], 60);
+  EXPECT_EQ(sluice->wait(10000ms), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -1,0 +1,230 @@
+#include "support/http_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <sstream>
+
+namespace sluice::test {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct HttpClient::Impl {
+  net::io_context ioc;
+  tcp::socket socket{ioc};
+  beast::flat_buffer buffer;
+};
+
+HttpClient::HttpClient(std::string host, std::uint16_t port, std::chrono::milliseconds timeout)
+    : host_(std::move(host)), port_(port), timeout_(timeout), impl_(std::make_unique<Impl>()) {}
+
+HttpClient::~HttpClient() { close(); }
+
+void HttpClient::close() {
+  beast::error_code ec;
+  impl_->socket.close(ec);
+  impl_->buffer.clear();
+}
+
+bool HttpClient::ensure_connected(std::string& error) {
+  if (impl_->socket.is_open()) return true;
+  beast::error_code ec;
+  tcp::endpoint ep(net::ip::make_address(host_), port_);
+  impl_->socket.connect(ep, ec);
+  if (ec) {
+    error = "connect: " + ec.message();
+    impl_->socket.close(ec);
+    return false;
+  }
+  ++connections_;
+  // Blocking reads and writes give up after the timeout.
+  timeval tv{static_cast<time_t>(timeout_.count() / 1000),
+             static_cast<suseconds_t>((timeout_.count() % 1000) * 1000)};
+  setsockopt(impl_->socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(impl_->socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  impl_->socket.set_option(tcp::no_delay(true));
+  return true;
+}
+
+namespace {
+
+http::request<http::string_body> make_request(const std::string& method, const std::string& target,
+                                              const std::string& host, const std::string& body,
+                                              const Headers& headers) {
+  http::request<http::string_body> req;
+  req.method_string(method);
+  req.target(target);
+  req.version(11);
+  req.set(http::field::host, host);
+  for (const auto& [k, v] : headers) req.set(k, v);
+  req.body() = body;
+  if (!body.empty() || method == "POST" || method == "PUT") req.prepare_payload();
+  return req;
+}
+
+template <class Message>
+void copy_head(const Message& m, Response& out) {
+  out.status = static_cast<int>(m.result_int());
+  for (const auto& f : m) {
+    std::string name(f.name_string());
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out.headers[name] = std::string(f.value());
+  }
+}
+
+}  // namespace
+
+Response HttpClient::request(const std::string& method, const std::string& target,
+                             const std::string& body, const Headers& headers) {
+  Response out;
+  if (!ensure_connected(out.error)) return out;
+  auto req = make_request(method, target, host_, body, headers);
+  beast::error_code ec;
+  http::write(impl_->socket, req, ec);
+  if (ec) {
+    out.error = "write: " + ec.message();
+    close();
+    return out;
+  }
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64u << 20);
+  http::read(impl_->socket, impl_->buffer, parser, ec);
+  if (ec) {
+    out.error = "read: " + ec.message();
+    close();
+    return out;
+  }
+  auto& res = parser.get();
+  copy_head(res, out);
+  out.body = res.body();
+  if (!res.keep_alive()) close();
+  return out;
+}
+
+StreamResult HttpClient::stream(const std::string& target, const std::string& body,
+                                const Headers& headers,
+                                const std::function<bool(const Response& head, const SseEvent&)>& on_event) {
+  StreamResult out;
+  if (!ensure_connected(out.error)) return out;
+  Headers h = headers;
+  h.emplace_back("Content-Type", "application/json");
+  auto req = make_request("POST", target, host_, body, h);
+  beast::error_code ec;
+  out.sent_at = Clock::now();
+  http::write(impl_->socket, req, ec);
+  if (ec) {
+    out.error = "write: " + ec.message();
+    close();
+    return out;
+  }
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  http::read_header(impl_->socket, impl_->buffer, parser, ec);
+  if (ec) {
+    out.error = "read header: " + ec.message();
+    close();
+    return out;
+  }
+  copy_head(parser.get(), out.head);
+  std::string pending;
+  char buf[8192];
+  while (!parser.is_done()) {
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    http::read_some(impl_->socket, impl_->buffer, parser, ec);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      out.error = "read body: " + ec.message();
+      close();
+      return out;
+    }
+    pending.append(buf, sizeof buf - parser.get().body().size);
+    auto now = Clock::now();
+    std::size_t pos;
+    while ((pos = pending.find("\n\n")) != std::string::npos) {
+      std::string event = pending.substr(0, pos);
+      pending.erase(0, pos + 2);
+      if (event.rfind("data: ", 0) == 0) {
+        out.events.push_back({event.substr(6), now});
+        if (on_event && !on_event(out.head, out.events.back())) {
+          close();
+          return out;
+        }
+      }
+    }
+  }
+  out.complete = true;
+  if (!parser.get().keep_alive()) close();
+  return out;
+}
+
+RawConnection::RawConnection(const std::string& host, std::uint16_t port) {
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+  if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+RawConnection::~RawConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool RawConnection::send(const std::string& bytes) {
+  std::size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    off += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+std::string RawConnection::read_until_close(std::chrono::milliseconds timeout, bool* closed) {
+  std::string out;
+  auto deadline = Clock::now() + timeout;
+  *closed = false;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return out;
+    pollfd pfd{fd_, POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(left)) <= 0) return out;
+    char buf[4096];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) {
+      *closed = true;
+      return out;
+    }
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+double scrape_metric(const std::string& host, std::uint16_t port, const std::string& name) {
+  HttpClient client(host, port);
+  auto res = client.request("GET", "/metrics");
+  std::istringstream in(res.body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) == 0 && line.size() > name.size() &&
+        (line[name.size()] == ' ' || line[name.size()] == '{')) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
+
+}  // namespace sluice::test

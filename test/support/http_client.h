@@ -1,0 +1,93 @@
+// A blocking HTTP/1.1 client for integration tests: keep-alive, timeouts,
+// SSE streams with per-event arrival times, and raw-socket helpers for
+// sending deliberately broken requests.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sluice::test {
+
+using Clock = std::chrono::steady_clock;
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+struct Response {
+  int status = 0;  // 0: no response (transport error, see `error`)
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  std::string error;
+  std::string header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+};
+
+struct SseEvent {
+  std::string data;
+  Clock::time_point at;
+};
+
+struct StreamResult {
+  Response head;  // status and headers; body unused
+  std::vector<SseEvent> events;
+  Clock::time_point sent_at;
+  bool complete = false;  // the HTTP message ended properly
+  std::string error;      // transport/protocol error that ended the stream
+};
+
+class HttpClient {
+ public:
+  HttpClient(std::string host, std::uint16_t port,
+             std::chrono::milliseconds timeout = std::chrono::milliseconds(15000));
+  ~HttpClient();
+
+  Response request(const std::string& method, const std::string& target, const std::string& body = {},
+                   const Headers& headers = {});
+  Response post_json(const std::string& target, const std::string& body, const Headers& headers = {}) {
+    Headers h = headers;
+    h.emplace_back("Content-Type", "application/json");
+    return request("POST", target, body, h);
+  }
+  // Streams a response, recording each SSE `data:` event as it arrives.
+  // `on_event` returning false closes the connection at once (a client that
+  // goes away mid-stream).
+  StreamResult stream(const std::string& target, const std::string& body, const Headers& headers = {},
+                      const std::function<bool(const Response& head, const SseEvent&)>& on_event = {});
+
+  int connections_opened() const { return connections_; }
+  void close();
+
+ private:
+  struct Impl;
+  bool ensure_connected(std::string& error);
+  std::string host_;
+  std::uint16_t port_;
+  std::chrono::milliseconds timeout_;
+  int connections_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A plain TCP connection for sending malformed or slow requests.
+class RawConnection {
+ public:
+  RawConnection(const std::string& host, std::uint16_t port);
+  ~RawConnection();
+  bool connected() const { return fd_ >= 0; }
+  bool send(const std::string& bytes);
+  // Reads until the peer closes or `timeout` passes. `closed` says which.
+  std::string read_until_close(std::chrono::milliseconds timeout, bool* closed);
+
+ private:
+  int fd_ = -1;
+};
+
+// GETs http://host:port/metrics and returns the value of the first sample
+// whose line starts with `name` (name may include labels), or -1.
+double scrape_metric(const std::string& host, std::uint16_t port, const std::string& name);
+
+}  // namespace sluice::test
