@@ -3,6 +3,7 @@
 #include <boost/asio/write.hpp>
 
 #include <cstdio>
+#include <span>
 
 #include "scheduling/least_in_flight.h"
 #include "server/log.h"
@@ -19,23 +20,6 @@ namespace {
 
 constexpr std::size_t kFirstReadSize = 4096;
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
-// Request headers that steer sluice and must not reach the model server.
-constexpr std::string_view kControlHeaders[] = {
-    "x-gateway-inference-fairness-id",
-    "x-gateway-inference-objective",
-    "x-gateway-inference-ttl-ms",
-    "x-slo-ttft-ms",
-};
-
-// Hop-by-hop headers (RFC 9110 §7.6.1) plus Expect, which sluice answers itself.
-constexpr http::field kHopByHop[] = {
-    http::field::connection, http::field::keep_alive,  http::field::proxy_connection,
-    http::field::te,         http::field::trailer,     http::field::upgrade,
-    http::field::expect,     http::field::proxy_authorization,
-};
-
-bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
 
 }  // namespace
 
@@ -91,7 +75,7 @@ void HttpSession::read_header() {
   state_ = State::kReadingRequest;
   request_id_.clear();
   route_ = Route::kUnknown;
-  request_parser_.emplace();
+  request_parser_.emplace(request_);
   request_parser_->header_limit(ctx_.config.server.max_header_bytes);
   request_parser_->body_limit(ctx_.config.server.max_body_bytes);
   client_.expires_after(ctx_.config.server.header_read_timeout);
@@ -110,13 +94,7 @@ void HttpSession::on_header(error_code ec, std::size_t) {
     return close();
   if (ec) return answer(client_error(400, "bad-request", "malformed HTTP request: " + ec.message()));
 
-  auto& req = request_parser_->get();
-  client_version_ = req.version();
-  if (auto len = request_parser_->content_length();
-      len && *len > ctx_.config.server.max_body_bytes) {
-    return answer(client_error(413, "body-too-large", "request body exceeds the limit"));
-  }
-  if (iequals(req[http::field::expect], "100-continue")) {
+  if (request_.expect_continue) {
     client_.expires_after(ctx_.config.server.client_write_timeout);
     net::async_write(client_, net::buffer(kContinue.data(), kContinue.size()),
                      [self = shared_from_this()](error_code ec, std::size_t) {
@@ -146,47 +124,35 @@ void HttpSession::on_request(error_code ec, std::size_t) {
 }
 
 void HttpSession::handle_request() {
-  auto& req = request_parser_->get();
-  keep_alive_ = req.keep_alive() && !closing_;
-  route_ = classify_target(req.target());
+  keep_alive_ = request_parser_->keep_alive() && !closing_;
+  route_ = classify_target(request_.target);
 
-  auto id = req["x-request-id"];
-  if (!id.empty() && id.size() <= 128) {
-    request_id_.assign(id.data(), id.size());
+  if (!request_.request_id.empty() && request_.request_id.size() <= 128) {
+    request_id_ = request_.request_id;
   } else {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%016llx%016llx",
-                  static_cast<unsigned long long>(worker_.id_prefix),
-                  static_cast<unsigned long long>(++worker_.request_seq));
-    request_id_.assign(buf);
+    static constexpr char kHex[] = "0123456789abcdef";
+    request_id_.resize(32);
+    std::uint64_t parts[2] = {worker_.id_prefix, ++worker_.request_seq};
+    for (int p = 0; p < 2; ++p)
+      for (int i = 0; i < 16; ++i) request_id_[p * 16 + i] = kHex[(parts[p] >> (60 - 4 * i)) & 0xf];
   }
 
   if (route_ == Route::kUnknown)
-    return answer(client_error(404, "not-found", "no such path: " + std::string(req.target())));
+    return answer(client_error(404, "not-found", "no such path: " + request_.target));
   const bool inference = is_inference(route_);
-  const auto method = req.method();
+  const auto method = request_.method;
   if ((inference && method != http::verb::post) || (!inference && method != http::verb::get)) {
-    auto a = client_error(405, "method-not-allowed",
-                          std::string("method ") + std::string(req.method_string()) +
-                              " is not allowed on " + std::string(req.target()));
-    return answer(a);
+    return answer(client_error(405, "method-not-allowed",
+                               "method " + request_.method_string + " is not allowed on " +
+                                   request_.target));
   }
   if (inference) {
-    if (!is_json_content_type(req[http::field::content_type]))
+    if (!is_json_content_type(request_.content_type))
       return answer(client_error(400, "unsupported-content-type",
                                  "Content-Type must be application/json"));
-    auto parsed = parse_openai_request(route_, req.body());
+    auto parsed = parse_openai_request(route_, request_.body);
     if (!parsed.ok()) return answer(client_error(400, parsed.error_code, parsed.error_message));
   }
-
-  // Rewrite the request for the model server, in place.
-  for (auto name : kControlHeaders) req.erase(name);
-  for (auto f : kHopByHop) req.erase(f);
-  req.set("x-request-id", request_id_);
-  req.version(11);
-  req.keep_alive(true);
-  req.prepare_payload();
-
   tried_.assign(ctx_.endpoints.size(), false);
   retried_ = false;
   try_next_endpoint();
@@ -207,8 +173,31 @@ void HttpSession::dispatch_to(int endpoint) {
   state_ = State::kProxying;
   endpoint_ = endpoint;
   tried_[endpoint] = true;
+  const auto& address = ctx_.endpoints.at(endpoint).config.address;
   permit_ = datalayer::InFlightPermit(&ctx_.endpoints.at(endpoint));
-  request_parser_->get().set(http::field::host, ctx_.endpoints.at(endpoint).config.address);
+
+  // The request as the model server sees it: the client's fields minus
+  // steering, hop-by-hop and framing fields, with sluice's Host, request id
+  // and Content-Length. One buffer, written together with the body.
+  auto& h = upstream_head_;
+  h.clear();
+  h += request_.method_string;
+  h += ' ';
+  h += request_.target;
+  h += " HTTP/1.1\r\nHost: ";
+  h += address;
+  h += "\r\n";
+  h += request_.forward_headers;
+  h += "x-request-id: ";
+  h += request_id_;
+  h += "\r\n";
+  if (!request_.body.empty() || request_.method == http::verb::post) {
+    char len[32];
+    int n = std::snprintf(len, sizeof len, "Content-Length: %zu\r\n", request_.body.size());
+    h.append(len, static_cast<std::size_t>(n));
+  }
+  h += "\r\n";
+
   upstream_ = worker_.pool.take(endpoint);
   if (upstream_) {
     upstream_reused_ = true;
@@ -234,9 +223,6 @@ void HttpSession::on_connect(error_code ec) {
     ep.mark_down(datalayer::Clock::now(), ctx_.config.server.endpoint_down_backoff);
     upstream_.reset();
     permit_.release();
-    if (closing_ && ctx_.shutting_down.load()) {
-      return answer(flowcontrol::answer_for(QueueOutcome::kRejectedOther, "gateway shutting down"));
-    }
     return try_next_endpoint();
   }
   error_code ignored;
@@ -247,13 +233,14 @@ void HttpSession::on_connect(error_code ec) {
 void HttpSession::write_upstream() {
   response_parser_.reset();
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
-  http::async_write(upstream_->stream, request_parser_->get(),
-                    beast::bind_front_handler(&HttpSession::on_upstream_written, shared_from_this()));
+  std::array<net::const_buffer, 2> buffers = {net::buffer(upstream_head_), net::buffer(request_.body)};
+  net::async_write(upstream_->stream, buffers,
+                   beast::bind_front_handler(&HttpSession::on_upstream_written, shared_from_this()));
 }
 
 void HttpSession::on_upstream_written(error_code ec, std::size_t) {
   if (ec) return upstream_failed_before_response(ec, "writing the request");
-  response_parser_.emplace();
+  response_parser_.emplace(response_);
   response_parser_->body_limit(boost::none);  // relayed, never buffered whole
   response_parser_->header_limit(64 * 1024);
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
@@ -292,42 +279,63 @@ void HttpSession::upstream_failed_before_response(error_code ec, const char* sta
 
 void HttpSession::on_upstream_header(error_code ec, std::size_t) {
   if (ec) return upstream_failed_before_response(ec, "reading the response");
-  auto& res = response_parser_->get();
-  upstream_keep_alive_ = res.keep_alive();
-  response_is_sse_ =
-      res[http::field::content_type].substr(0, 17) == "text/event-stream";
+  auto& p = *response_parser_;
+  const int status = response_.status;
+  const bool bodyless = status / 100 == 1 || status == 204 || status == 304;
 
-  // Turn the upstream header into the client's header, in place.
-  for (auto f : kHopByHop) res.erase(f);
-  res.set("x-gateway-destination-endpoint-served", ctx_.endpoints.at(endpoint_).config.address);
-  res.set("x-request-id", request_id_);
-  const bool delimited_by_close =
-      !res.chunked() && !response_parser_->content_length() && !response_parser_->is_done();
-  if (client_version_ < 11) {
-    res.chunked(false);
-    if (delimited_by_close) keep_alive_ = false;
-  } else if (delimited_by_close) {
-    res.chunked(true);  // keep the client connection reusable
+  // Framing towards the client: keep a Content-Length; re-chunk a chunked or
+  // close-delimited body for HTTP/1.1 clients (so the connection stays
+  // reusable); HTTP/1.0 clients get the raw body and a close.
+  if (auto len = p.content_length()) {
+    framing_ = Framing::kRaw;
+  } else if (p.is_done()) {
+    framing_ = Framing::kNone;
+  } else if (request_.version >= 11) {
+    framing_ = Framing::kChunked;
+  } else {
+    framing_ = Framing::kRaw;
+    keep_alive_ = false;
   }
-  res.version(client_version_);
-  res.keep_alive(keep_alive_ && !closing_);
+  const bool client_keep_alive = keep_alive_ && !closing_;
 
-  auto& body = res.body();
-  body.data = nullptr;
-  body.size = 0;
-  body.more = !response_parser_->is_done();
-  serializer_.emplace(res);
+  auto& h = client_head_;
+  h.clear();
+  char line[64];
+  int n = std::snprintf(line, sizeof line, "HTTP/1.%u %d ", request_.version >= 11 ? 1u : 0u, status);
+  h.append(line, static_cast<std::size_t>(n));
+  h += response_.reason.empty() ? std::string_view(http::obsolete_reason(static_cast<http::status>(status)))
+                                : std::string_view(response_.reason);
+  h += "\r\n";
+  h += response_.forward_headers;
+  h += "x-gateway-destination-endpoint-served: ";
+  h += ctx_.endpoints.at(endpoint_).config.address;
+  h += "\r\nx-request-id: ";
+  h += request_id_;
+  h += "\r\n";
+  if (framing_ == Framing::kRaw && p.content_length()) {
+    n = std::snprintf(line, sizeof line, "Content-Length: %llu\r\n",
+                      static_cast<unsigned long long>(*p.content_length()));
+    h.append(line, static_cast<std::size_t>(n));
+  } else if (framing_ == Framing::kChunked) {
+    h += "Transfer-Encoding: chunked\r\n";
+  } else if (framing_ == Framing::kNone && !bodyless) {
+    h += "Content-Length: 0\r\n";
+  }
+  if (!client_keep_alive) h += "Connection: close\r\n";
+  else if (request_.version < 11) h += "Connection: keep-alive\r\n";
+  h += "\r\n";
+  keep_alive_ = client_keep_alive;
+  client_head_sent_ = false;
+
+  // Body bytes already read along with the headers (the usual case for a
+  // small non-streamed answer) go out with the headers in one write.
+  // Otherwise the headers go out at once, so a streaming client sees the
+  // response start before the first token.
+  if (p.is_done() || upstream_->buffer.size() > 0) return relay_read();
   client_.expires_after(ctx_.config.server.client_write_timeout);
-  if (response_parser_->is_done()) {
-    return http::async_write(
-        client_, *serializer_,
-        beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
-  }
-  // Headers go out at once, so a streaming client sees the response start
-  // before the first token.
-  http::async_write_header(
-      client_, *serializer_,
-      beast::bind_front_handler(&HttpSession::on_client_header_written, shared_from_this()));
+  net::async_write(client_, net::buffer(client_head_),
+                   beast::bind_front_handler(&HttpSession::on_client_header_written,
+                                             shared_from_this()));
 }
 
 // ---------------------------------------------------------------- relay
@@ -338,35 +346,50 @@ void HttpSession::on_client_header_written(error_code ec, std::size_t) {
     permit_.release();
     return close();
   }
+  client_head_sent_ = true;
   relay_read();
 }
 
 void HttpSession::relay_read() {
-  auto& body = response_parser_->get().body();
-  body.data = relay_buffer_.data();
-  body.size = relay_buffer_.size();
+  if (response_parser_->is_done()) return write_to_client();
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   http::async_read_some(upstream_->stream, upstream_->buffer, *response_parser_,
                         beast::bind_front_handler(&HttpSession::on_relay_read, shared_from_this()));
 }
 
 void HttpSession::on_relay_read(error_code ec, std::size_t) {
-  if (ec == http::error::need_buffer) ec = {};
   if (ec && !response_parser_->is_done()) return upstream_failed_mid_response(ec);
-  auto& body = response_parser_->get().body();
-  const std::size_t filled = relay_buffer_.size() - body.size;
-  // A zero-length buffer must be "no data" for the serializer: a zero-size
-  // chunk would end a chunked body early.
-  body.data = filled ? relay_buffer_.data() : nullptr;
-  body.size = filled;
-  body.more = !response_parser_->is_done();
+  // A read may complete with no body bytes (a chunk header alone): read on.
+  if (response_.body.empty() && client_head_sent_ && !response_parser_->is_done()) return relay_read();
+  write_to_client();
+}
+
+// Writes whatever is pending (the head if not yet sent, this read's body
+// bytes in the client's framing, the final chunk when done) in one write.
+void HttpSession::write_to_client() {
+  const bool done = response_parser_->is_done();
+  auto& buffers = out_buffers_;  // a member: the write op keeps a view of it
+  std::size_t count = 0;
+  if (!client_head_sent_) buffers[count++] = net::buffer(client_head_);
+  const auto& body = response_.body;
+  if (!body.empty()) {
+    if (framing_ == Framing::kChunked) {
+      int n = std::snprintf(chunk_prefix_, sizeof chunk_prefix_, "%zx\r\n", body.size());
+      chunk_prefix_size_ = static_cast<std::size_t>(n);
+      buffers[count++] = net::buffer(chunk_prefix_, chunk_prefix_size_);
+      buffers[count++] = net::buffer(body);
+      buffers[count++] = net::buffer("\r\n", 2);
+    } else {
+      buffers[count++] = net::buffer(body);
+    }
+  }
+  if (done && framing_ == Framing::kChunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   client_.expires_after(ctx_.config.server.client_write_timeout);
-  http::async_write(client_, *serializer_,
-                    beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
+  net::async_write(client_, std::span<const net::const_buffer>(buffers.data(), count),
+                   beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
 }
 
 void HttpSession::on_relay_written(error_code ec, std::size_t) {
-  if (ec == http::error::need_buffer) ec = {};
   if (ec) {
     SLUICE_LOG(kDebug, "session", "client write failed (" << ec.message()
                                                           << "); closing upstream connection");
@@ -374,7 +397,9 @@ void HttpSession::on_relay_written(error_code ec, std::size_t) {
     permit_.release();
     return close();
   }
-  if (response_parser_->is_done() && serializer_->is_done()) return finish_response();
+  client_head_sent_ = true;
+  response_.body.clear();
+  if (response_parser_->is_done()) return finish_response();
   relay_read();
 }
 
@@ -384,30 +409,39 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
   upstream_.reset();
   permit_.release();
   keep_alive_ = false;
-  if (!response_is_sse_) return close();
+  if (!response_.is_sse || framing_ != Framing::kChunked) return close();
   // Tell an SSE client why its stream ends, then close without the final
   // chunk, so the transfer is visibly incomplete to any HTTP client.
-  error_event_ = "data: " +
-                 flowcontrol::openai_error_body("model server failed mid-stream: " + ec.message(),
-                                                "server_error", "upstream-error") +
-                 "\n\n";
-  auto& body = response_parser_->get().body();
-  body.data = error_event_.data();
-  body.size = error_event_.size();
-  body.more = true;
+  std::string event = "data: " +
+                      flowcontrol::openai_error_body("model server failed mid-stream: " + ec.message(),
+                                                     "server_error", "upstream-error") +
+                      "\n\n";
+  char prefix[24];
+  int n = std::snprintf(prefix, sizeof prefix, "%zx\r\n", event.size());
+  error_event_.clear();
+  if (!client_head_sent_) error_event_ += client_head_;
+  if (!response_.body.empty()) {
+    char p2[24];
+    int m = std::snprintf(p2, sizeof p2, "%zx\r\n", response_.body.size());
+    error_event_.append(p2, static_cast<std::size_t>(m));
+    error_event_ += response_.body;
+    error_event_ += "\r\n";
+  }
+  error_event_.append(prefix, static_cast<std::size_t>(n));
+  error_event_ += event;
+  error_event_ += "\r\n";
   client_.expires_after(ctx_.config.server.client_write_timeout);
-  http::async_write(client_, *serializer_,
-                    [self = shared_from_this()](error_code, std::size_t) { self->close(); });
+  net::async_write(client_, net::buffer(error_event_),
+                   [self = shared_from_this()](error_code, std::size_t) { self->close(); });
 }
 
 void HttpSession::finish_response() {
   permit_.release();
   if (upstream_) {
     upstream_->requests += 1;
-    if (upstream_keep_alive_) worker_.pool.give_back(std::move(upstream_));
+    if (response_parser_->keep_alive()) worker_.pool.give_back(std::move(upstream_));
     upstream_.reset();
   }
-  serializer_.reset();
   response_parser_.reset();
   request_parser_.reset();
   first_request_ = false;
@@ -420,7 +454,7 @@ void HttpSession::finish_response() {
 void HttpSession::answer(const flowcontrol::ErrorAnswer& a) {
   state_ = State::kAnswering;
   if (a.close_connection) keep_alive_ = false;
-  answer_.emplace(static_cast<http::status>(a.status), client_version_);
+  answer_.emplace(static_cast<http::status>(a.status), request_.version >= 10 ? request_.version : 11);
   auto& res = *answer_;
   res.set(http::field::server, "sluice");
   res.set(http::field::content_type, "application/json");

@@ -18,6 +18,7 @@
 
 #include "datalayer/endpoint_set.h"
 #include "flowcontrol/outcome_response.h"
+#include "server/proxy_parsers.h"
 #include "server/routes.h"
 #include "server/server.h"
 #include "server/upstream_pool.h"
@@ -38,11 +39,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
  private:
   using error_code = boost::beast::error_code;
-  using Request = boost::beast::http::request<boost::beast::http::string_body>;
-  using RequestParser = boost::beast::http::request_parser<boost::beast::http::string_body>;
-  using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
-  using ResponseSerializer =
-      boost::beast::http::response_serializer<boost::beast::http::buffer_body>;
+  // How the response body is framed towards the client.
+  enum class Framing { kNone, kRaw, kChunked };
 
   enum class State { kIdle, kReadingRequest, kProxying, kAnswering, kLingering, kClosed };
 
@@ -68,6 +66,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Relay.
   void on_client_header_written(error_code ec, std::size_t n);
   void relay_read();
+  void write_to_client();
   void on_relay_read(error_code ec, std::size_t n);
   void on_relay_written(error_code ec, std::size_t n);
   void upstream_failed_mid_response(error_code ec);
@@ -89,25 +88,30 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool closing_ = false;
   bool first_request_ = true;
 
-  // Per-request state (reset between requests on the connection).
-  std::optional<RequestParser> request_parser_;
+  // Per-request state (reset between requests on the connection; the
+  // strings keep their capacity).
+  RequestHead request_;
+  std::optional<ProxyRequestParser> request_parser_;
   Route route_ = Route::kUnknown;
   bool keep_alive_ = true;
-  unsigned client_version_ = 11;
   std::string request_id_;
+  std::string upstream_head_;  // request line + headers sent to the endpoint
   std::vector<bool> tried_;
   int endpoint_ = -1;
   datalayer::InFlightPermit permit_;
   std::unique_ptr<UpstreamConnection> upstream_;
   bool upstream_reused_ = false;
   bool retried_ = false;
-  std::optional<ResponseParser> response_parser_;
-  std::optional<ResponseSerializer> serializer_;
-  bool response_is_sse_ = false;
-  bool upstream_keep_alive_ = false;
+  ResponseHead response_;
+  std::optional<RelayResponseParser> response_parser_;
+  std::string client_head_;  // status line + headers sent to the client
+  bool client_head_sent_ = false;
+  Framing framing_ = Framing::kRaw;
+  std::array<boost::asio::const_buffer, 5> out_buffers_;
+  char chunk_prefix_[24];
+  std::size_t chunk_prefix_size_ = 0;
   std::string error_event_;
   std::optional<boost::beast::http::response<boost::beast::http::string_body>> answer_;
-  std::array<char, 16384> relay_buffer_;
 };
 
 }  // namespace sluice::server
