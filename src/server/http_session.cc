@@ -2,6 +2,7 @@
 
 #include <boost/asio/write.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <span>
 
@@ -18,7 +19,14 @@ using flowcontrol::client_error;
 
 namespace {
 
-constexpr std::size_t kFirstReadSize = 4096;
+constexpr std::size_t kReadSize = 8192;
+constexpr std::size_t kRelayReadSize = 16384;
+
+void append_number(std::string& out, std::uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<std::size_t>(r.ptr - buf));
+}
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
@@ -55,72 +63,84 @@ void HttpSession::force_close() {
 void HttpSession::wait_for_request() {
   if (closing_) return close();
   state_ = State::kIdle;
-  if (client_buffer_.size() > 0) return read_header();  // pipelined bytes
-  // Waiting for a request to start is governed by the keep-alive idle timeout
-  // (or the header timeout on a fresh connection); once bytes arrive, the
-  // header timeout runs from there.
-  client_.expires_after(first_request_ ? ctx_.config.server.header_read_timeout
-                                       : ctx_.config.server.keep_alive_idle_timeout);
-  client_.async_read_some(client_buffer_.prepare(kFirstReadSize),
-                          beast::bind_front_handler(&HttpSession::on_first_bytes, shared_from_this()));
-}
-
-void HttpSession::on_first_bytes(error_code ec, std::size_t n) {
-  if (ec) return close();  // idle timeout, client closed, or shutdown cancel
-  client_buffer_.commit(n);
-  read_header();
-}
-
-void HttpSession::read_header() {
-  state_ = State::kReadingRequest;
   request_id_.clear();
   route_ = Route::kUnknown;
-  request_parser_.emplace(request_);
-  request_parser_->header_limit(ctx_.config.server.max_header_bytes);
-  request_parser_->body_limit(ctx_.config.server.max_body_bytes);
-  client_.expires_after(ctx_.config.server.header_read_timeout);
-  http::async_read_header(client_, client_buffer_, *request_parser_,
-                          beast::bind_front_handler(&HttpSession::on_header, shared_from_this()));
+  request_parser_.reset();
+  if (client_buffer_.size() > 0) return parse_request();  // pipelined bytes
+  // Waiting for a request to start is governed by the keep-alive idle timeout
+  // (or the header timeout on a fresh connection).
+  client_.expires_after(first_request_ ? ctx_.config.server.header_read_timeout
+                                       : ctx_.config.server.keep_alive_idle_timeout);
+  read_client();
 }
 
-void HttpSession::on_header(error_code ec, std::size_t) {
+void HttpSession::read_client() {
+  client_.async_read_some(client_buffer_.prepare(kReadSize),
+                          beast::bind_front_handler(&HttpSession::on_client_read, shared_from_this()));
+}
+
+void HttpSession::on_client_read(error_code ec, std::size_t n) {
+  // Idle timeout, client gone, or shutdown cancel; a request cut short by a
+  // timeout or a close gets no answer (there is no one to read it).
+  if (ec) return close();
+  client_buffer_.commit(n);
+  parse_request();
+}
+
+// Feeds what is buffered to the request parser. A request that arrived whole
+// (the usual case) is handled without another trip through the event loop;
+// otherwise read more under the header or body deadline.
+void HttpSession::parse_request() {
+  if (!request_parser_) {
+    state_ = State::kReadingRequest;
+    request_parser_.emplace(request_);
+    request_parser_->header_limit(ctx_.config.server.max_header_bytes);
+    request_parser_->body_limit(ctx_.config.server.max_body_bytes);
+    request_parser_->eager(true);
+    header_deadline_armed_ = false;
+    body_deadline_armed_ = false;
+    continue_sent_ = false;
+  }
+  auto& p = *request_parser_;
+  error_code ec;
+  while (client_buffer_.size() > 0 && !p.is_done()) {
+    std::size_t used = p.put(client_buffer_.data(), ec);
+    client_buffer_.consume(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      break;
+    }
+    if (ec || used == 0) break;
+  }
   keep_alive_ = false;  // until a full request is read, errors close the connection
   if (ec == http::error::header_limit)
     return answer(client_error(431, "headers-too-large", "request headers exceed the limit"));
-  if (ec == http::error::body_limit)  // a Content-Length over the limit
+  if (ec == http::error::body_limit)
     return answer(client_error(413, "body-too-large", "request body exceeds the limit"));
-  if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof ||
-      ec == net::error::operation_aborted || ec == net::error::connection_reset)
-    return close();
   if (ec) return answer(client_error(400, "bad-request", "malformed HTTP request: " + ec.message()));
+  if (p.is_done()) return handle_request();
 
-  if (request_.expect_continue) {
-    client_.expires_after(ctx_.config.server.client_write_timeout);
+  if (!p.is_header_done()) {
+    if (!header_deadline_armed_) {
+      client_.expires_after(ctx_.config.server.header_read_timeout);
+      header_deadline_armed_ = true;
+    }
+    return read_client();
+  }
+  if (!body_deadline_armed_) {
+    client_.expires_after(ctx_.config.server.body_read_timeout);
+    body_deadline_armed_ = true;
+  }
+  if (request_.expect_continue && !continue_sent_) {
+    continue_sent_ = true;
     net::async_write(client_, net::buffer(kContinue.data(), kContinue.size()),
                      [self = shared_from_this()](error_code ec, std::size_t) {
                        if (ec) return self->close();
-                       self->read_body();
+                       self->read_client();
                      });
     return;
   }
-  read_body();
-}
-
-void HttpSession::read_body() {
-  client_.expires_after(ctx_.config.server.body_read_timeout);
-  http::async_read(client_, client_buffer_, *request_parser_,
-                   beast::bind_front_handler(&HttpSession::on_request, shared_from_this()));
-}
-
-void HttpSession::on_request(error_code ec, std::size_t) {
-  if (ec == http::error::body_limit)
-    return answer(client_error(413, "body-too-large", "request body exceeds the limit"));
-  if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == net::error::eof ||
-      ec == net::error::operation_aborted || ec == http::error::partial_message ||
-      ec == net::error::connection_reset)
-    return close();
-  if (ec) return answer(client_error(400, "bad-request", "malformed HTTP request: " + ec.message()));
-  handle_request();
+  read_client();
 }
 
 void HttpSession::handle_request() {
@@ -192,9 +212,9 @@ void HttpSession::dispatch_to(int endpoint) {
   h += request_id_;
   h += "\r\n";
   if (!request_.body.empty() || request_.method == http::verb::post) {
-    char len[32];
-    int n = std::snprintf(len, sizeof len, "Content-Length: %zu\r\n", request_.body.size());
-    h.append(len, static_cast<std::size_t>(n));
+    h += "Content-Length: ";
+    append_number(h, request_.body.size());
+    h += "\r\n";
   }
   h += "\r\n";
 
@@ -232,6 +252,8 @@ void HttpSession::on_connect(error_code ec) {
 
 void HttpSession::write_upstream() {
   response_parser_.reset();
+  head_built_ = false;
+  client_head_sent_ = false;
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   std::array<net::const_buffer, 2> buffers = {net::buffer(upstream_head_), net::buffer(request_.body)};
   net::async_write(upstream_->stream, buffers,
@@ -243,10 +265,46 @@ void HttpSession::on_upstream_written(error_code ec, std::size_t) {
   response_parser_.emplace(response_);
   response_parser_->body_limit(boost::none);  // relayed, never buffered whole
   response_parser_->header_limit(64 * 1024);
+  response_parser_->eager(true);
+  // The deadline set before the write also bounds the wait for the headers.
+  read_upstream();
+}
+
+void HttpSession::read_upstream() {
+  upstream_->stream.async_read_some(
+      upstream_->buffer.prepare(kRelayReadSize),
+      beast::bind_front_handler(&HttpSession::on_upstream_read, shared_from_this()));
+}
+
+void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
+  auto& p = *response_parser_;
+  if (ec == net::error::eof && p.got_some()) {
+    // A body delimited by the connection's end is complete now.
+    p.put_eof(ec);
+  } else if (!ec) {
+    upstream_->buffer.commit(n);
+    while (upstream_->buffer.size() > 0 && !p.is_done()) {
+      std::size_t used = p.put(upstream_->buffer.data(), ec);
+      upstream_->buffer.consume(used);
+      if (ec == http::error::need_more) {
+        ec = {};
+        break;
+      }
+      if (ec || used == 0) break;
+    }
+  }
+  if (ec) {
+    if (!head_built_) return upstream_failed_before_response(ec, "reading the response");
+    return upstream_failed_mid_response(ec);
+  }
+  if (!p.is_header_done()) return read_upstream();
+  if (!head_built_) build_client_head();
+  // Write when there is something to send: the head (at once, so a streaming
+  // client sees the response start before the first token; together with
+  // the body when it came in the same read), body bytes, or the end.
+  if (!client_head_sent_ || !response_.body.empty() || p.is_done()) return write_to_client();
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
-  http::async_read_header(
-      upstream_->stream, upstream_->buffer, *response_parser_,
-      beast::bind_front_handler(&HttpSession::on_upstream_header, shared_from_this()));
+  read_upstream();
 }
 
 void HttpSession::upstream_failed_before_response(error_code ec, const char* stage) {
@@ -277,8 +335,8 @@ void HttpSession::upstream_failed_before_response(error_code ec, const char* sta
   answer(a);
 }
 
-void HttpSession::on_upstream_header(error_code ec, std::size_t) {
-  if (ec) return upstream_failed_before_response(ec, "reading the response");
+void HttpSession::build_client_head() {
+  head_built_ = true;
   auto& p = *response_parser_;
   const int status = response_.status;
   const bool bodyless = status / 100 == 1 || status == 204 || status == 304;
@@ -286,7 +344,7 @@ void HttpSession::on_upstream_header(error_code ec, std::size_t) {
   // Framing towards the client: keep a Content-Length; re-chunk a chunked or
   // close-delimited body for HTTP/1.1 clients (so the connection stays
   // reusable); HTTP/1.0 clients get the raw body and a close.
-  if (auto len = p.content_length()) {
+  if (p.content_length()) {
     framing_ = Framing::kRaw;
   } else if (p.is_done()) {
     framing_ = Framing::kNone;
@@ -296,15 +354,19 @@ void HttpSession::on_upstream_header(error_code ec, std::size_t) {
     framing_ = Framing::kRaw;
     keep_alive_ = false;
   }
-  const bool client_keep_alive = keep_alive_ && !closing_;
+  keep_alive_ = keep_alive_ && !closing_;
 
   auto& h = client_head_;
   h.clear();
-  char line[64];
-  int n = std::snprintf(line, sizeof line, "HTTP/1.%u %d ", request_.version >= 11 ? 1u : 0u, status);
-  h.append(line, static_cast<std::size_t>(n));
-  h += response_.reason.empty() ? std::string_view(http::obsolete_reason(static_cast<http::status>(status)))
-                                : std::string_view(response_.reason);
+  h += request_.version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ";
+  append_number(h, static_cast<std::uint64_t>(status));
+  h += ' ';
+  if (response_.reason.empty()) {
+    auto r = http::obsolete_reason(static_cast<http::status>(status));
+    h.append(r.data(), r.size());
+  } else {
+    h += response_.reason;
+  }
   h += "\r\n";
   h += response_.forward_headers;
   h += "x-gateway-destination-endpoint-served: ";
@@ -313,55 +375,18 @@ void HttpSession::on_upstream_header(error_code ec, std::size_t) {
   h += request_id_;
   h += "\r\n";
   if (framing_ == Framing::kRaw && p.content_length()) {
-    n = std::snprintf(line, sizeof line, "Content-Length: %llu\r\n",
-                      static_cast<unsigned long long>(*p.content_length()));
-    h.append(line, static_cast<std::size_t>(n));
+    h += "Content-Length: ";
+    append_number(h, *p.content_length());
+    h += "\r\n";
   } else if (framing_ == Framing::kChunked) {
     h += "Transfer-Encoding: chunked\r\n";
   } else if (framing_ == Framing::kNone && !bodyless) {
     h += "Content-Length: 0\r\n";
   }
-  if (!client_keep_alive) h += "Connection: close\r\n";
+  if (!keep_alive_) h += "Connection: close\r\n";
   else if (request_.version < 11) h += "Connection: keep-alive\r\n";
   h += "\r\n";
-  keep_alive_ = client_keep_alive;
   client_head_sent_ = false;
-
-  // Body bytes already read along with the headers (the usual case for a
-  // small non-streamed answer) go out with the headers in one write.
-  // Otherwise the headers go out at once, so a streaming client sees the
-  // response start before the first token.
-  if (p.is_done() || upstream_->buffer.size() > 0) return relay_read();
-  client_.expires_after(ctx_.config.server.client_write_timeout);
-  net::async_write(client_, net::buffer(client_head_),
-                   beast::bind_front_handler(&HttpSession::on_client_header_written,
-                                             shared_from_this()));
-}
-
-// ---------------------------------------------------------------- relay
-
-void HttpSession::on_client_header_written(error_code ec, std::size_t) {
-  if (ec) {
-    upstream_.reset();  // client gone: close the upstream so generation stops
-    permit_.release();
-    return close();
-  }
-  client_head_sent_ = true;
-  relay_read();
-}
-
-void HttpSession::relay_read() {
-  if (response_parser_->is_done()) return write_to_client();
-  upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
-  http::async_read_some(upstream_->stream, upstream_->buffer, *response_parser_,
-                        beast::bind_front_handler(&HttpSession::on_relay_read, shared_from_this()));
-}
-
-void HttpSession::on_relay_read(error_code ec, std::size_t) {
-  if (ec && !response_parser_->is_done()) return upstream_failed_mid_response(ec);
-  // A read may complete with no body bytes (a chunk header alone): read on.
-  if (response_.body.empty() && client_head_sent_ && !response_parser_->is_done()) return relay_read();
-  write_to_client();
 }
 
 // Writes whatever is pending (the head if not yet sent, this read's body
@@ -400,7 +425,8 @@ void HttpSession::on_relay_written(error_code ec, std::size_t) {
   client_head_sent_ = true;
   response_.body.clear();
   if (response_parser_->is_done()) return finish_response();
-  relay_read();
+  upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
+  read_upstream();
 }
 
 void HttpSession::upstream_failed_mid_response(error_code ec) {
@@ -495,7 +521,7 @@ void HttpSession::linger() {
   client_.expires_after(std::chrono::seconds(2));
   client_buffer_.clear();
   client_.async_read_some(
-      client_buffer_.prepare(kFirstReadSize), [self = shared_from_this()](error_code ec, std::size_t) {
+      client_buffer_.prepare(kReadSize), [self = shared_from_this()](error_code ec, std::size_t) {
         if (ec) return self->close();
         self->client_buffer_.clear();
         self->linger_more();
@@ -504,7 +530,7 @@ void HttpSession::linger() {
 
 void HttpSession::linger_more() {
   client_.async_read_some(
-      client_buffer_.prepare(kFirstReadSize), [self = shared_from_this()](error_code ec, std::size_t) {
+      client_buffer_.prepare(kReadSize), [self = shared_from_this()](error_code ec, std::size_t) {
         if (ec) return self->close();
         self->client_buffer_.clear();
         self->linger_more();

@@ -46,11 +46,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   // Request side.
   void wait_for_request();
-  void on_first_bytes(error_code ec, std::size_t n);
-  void read_header();
-  void on_header(error_code ec, std::size_t n);
-  void read_body();
-  void on_request(error_code ec, std::size_t n);
+  void read_client();
+  void on_client_read(error_code ec, std::size_t n);
+  void parse_request();
   void handle_request();
 
   // Upstream side.
@@ -59,7 +57,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_connect(error_code ec);
   void write_upstream();
   void on_upstream_written(error_code ec, std::size_t n);
-  void on_upstream_header(error_code ec, std::size_t n);
+  void read_upstream();
+  void on_upstream_read(error_code ec, std::size_t n);
+  void build_client_head();
   void upstream_failed_before_response(error_code ec, const char* stage);
   void try_next_endpoint();
 
@@ -106,6 +106,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<RelayResponseParser> response_parser_;
   std::string client_head_;  // status line + headers sent to the client
   bool client_head_sent_ = false;
+  bool head_built_ = false;
+  bool header_deadline_armed_ = false;
+  bool body_deadline_armed_ = false;
+  bool continue_sent_ = false;
   Framing framing_ = Framing::kRaw;
   std::array<boost::asio::const_buffer, 5> out_buffers_;
   char chunk_prefix_[24];
