@@ -31,7 +31,7 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
 
-HttpSession::HttpSession(net::ip::tcp::socket socket, Worker& worker, ProxyContext& ctx)
+HttpSession::HttpSession(Socket socket, Worker& worker, ProxyContext& ctx)
     : client_(std::move(socket)), worker_(worker), ctx_(ctx) {
   registration_ = worker_.sessions.insert(worker_.sessions.end(), this);
 }

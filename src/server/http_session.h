@@ -27,7 +27,7 @@ namespace sluice::server {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(boost::asio::ip::tcp::socket socket, Worker& worker, ProxyContext& ctx);
+  HttpSession(Socket socket, Worker& worker, ProxyContext& ctx);
   ~HttpSession();
 
   void start();
@@ -79,7 +79,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void linger();
   void linger_more();
 
-  boost::beast::tcp_stream client_;
+  Stream client_;
   boost::beast::flat_buffer client_buffer_;
   Worker& worker_;
   ProxyContext& ctx_;

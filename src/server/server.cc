@@ -66,7 +66,7 @@ void Server::start() {
 
 void Server::do_accept() {
   Worker* target = workers_[next_worker_++ % workers_.size()].get();
-  acceptor_->async_accept(target->ioc, [this, target](boost::system::error_code ec, tcp::socket s) {
+  acceptor_->async_accept(target->ioc.get_executor(), [this, target](boost::system::error_code ec, Socket s) {
     if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
     if (ec) {
       // Out of descriptors and the like: back off briefly instead of spinning.

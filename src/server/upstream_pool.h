@@ -7,6 +7,7 @@
 // connections per endpoint and closes the rest.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <boost/beast/core.hpp>
 
 #include <cstddef>
@@ -15,11 +16,17 @@
 
 namespace sluice::server {
 
+// Streams bound to the concrete executor of an I/O thread's io_context: no
+// type-erased executor copies inside every asynchronous operation.
+using Executor = boost::asio::io_context::executor_type;
+using Socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, Executor>;
+using Stream = boost::beast::basic_stream<boost::asio::ip::tcp, Executor>;
+
 struct UpstreamConnection {
-  explicit UpstreamConnection(boost::asio::any_io_executor ex, std::size_t endpoint_index)
+  explicit UpstreamConnection(Executor ex, std::size_t endpoint_index)
       : stream(std::move(ex)), endpoint(endpoint_index) {}
 
-  boost::beast::tcp_stream stream;
+  Stream stream;
   boost::beast::flat_buffer buffer;
   std::size_t endpoint;
   std::uint64_t requests = 0;  // responses completed on this connection
