@@ -23,7 +23,7 @@ tsan: deps
 	  -DSLUICE_SANITIZE=thread -DSLUICE_WERROR=ON
 	cmake --build build/tsan -j $(JOBS)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	  ctest -L threads --output-on-failure -j $(JOBS)
+	  ctest -L integration --output-on-failure -j $(JOBS)
 
 # Every test under ASan+UBSan; any sanitizer report aborts the process that
 # hit it, which fails its test (children started by integration tests are

@@ -108,6 +108,31 @@ struct Reader {
   }
 };
 
+// Reads a list of mappings: each item gets its own Fields (so unknown keys
+// are reported with the item's path) and is appended to `out`.
+template <class Item, class ReadItem>
+void read_list(const Reader& r, const YAML::Node& node, const std::string& list, std::vector<Item>& out,
+               ReadItem&& read_item) {
+  r.sequence(node, list);
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    Fields f(r.source, node[i], list + "[" + std::to_string(i) + "]");
+    Item item;
+    read_item(f, node[i], item);
+    f.finish();
+    out.push_back(std::move(item));
+  }
+}
+
+// A required string field whose value must be unique within its list.
+std::string unique_key(const Reader& r, Fields& f, const YAML::Node& item, const std::string& key,
+                       std::set<std::string>& seen, const std::string& what) {
+  auto n = f.take(key);
+  if (!n) fail(r.source, item, f.child(key), "is required");
+  auto value = r.string(n, f.child(key));
+  if (!seen.insert(value).second) fail(r.source, n, f.child(key), "duplicate " + what + " '" + value + "'");
+  return value;
+}
+
 void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
   Fields f(r.source, node, "server");
   auto positive = [&](const YAML::Node& n, const std::string& path, nanoseconds v) {
@@ -157,14 +182,10 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
 }
 
 void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<EndpointConfig>& out) {
-  r.sequence(node, "endpoints");
   std::set<std::string> seen;
-  for (std::size_t i = 0; i < node.size(); ++i) {
-    std::string path = "endpoints[" + std::to_string(i) + "]";
-    Fields f(r.source, node[i], path);
-    EndpointConfig ep;
+  read_list(r, node, "endpoints", out, [&](Fields& f, const YAML::Node& item, EndpointConfig& ep) {
     auto addr = f.take("address");
-    if (!addr) fail(r.source, node[i], f.child("address"), "is required");
+    if (!addr) fail(r.source, item, f.child("address"), "is required");
     ep.address = r.host_port(addr, f.child("address"));
     auto hp = parse_host_port(ep.address);
     ep.host = std::string(hp->host);
@@ -185,23 +206,13 @@ void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<Endpoin
         ep.labels[key] = r.scalar(kv.second, f.child("labels") + "." + key);
       }
     }
-    f.finish();
-    out.push_back(std::move(ep));
-  }
+  });
 }
 
 void read_objectives(const Reader& r, const YAML::Node& node, std::vector<ObjectiveConfig>& out) {
-  r.sequence(node, "objectives");
   std::set<std::string> seen;
-  for (std::size_t i = 0; i < node.size(); ++i) {
-    std::string path = "objectives[" + std::to_string(i) + "]";
-    Fields f(r.source, node[i], path);
-    ObjectiveConfig o;
-    auto name = f.take("name");
-    if (!name) fail(r.source, node[i], f.child("name"), "is required");
-    o.name = r.string(name, f.child("name"));
-    if (!seen.insert(o.name).second)
-      fail(r.source, name, f.child("name"), "duplicate objective '" + o.name + "'");
+  read_list(r, node, "objectives", out, [&](Fields& f, const YAML::Node& item, ObjectiveConfig& o) {
+    o.name = unique_key(r, f, item, "name", seen, "objective");
     if (auto n = f.take("priority")) {
       auto v = r.integer(n, f.child("priority"));
       if (v < -1000000 || v > 1000000)
@@ -212,95 +223,66 @@ void read_objectives(const Reader& r, const YAML::Node& node, std::vector<Object
       o.ttl = r.duration(n, f.child("ttl"));
       if (o.ttl->count() <= 0) fail(r.source, n, f.child("ttl"), "must be greater than zero");
     }
-    f.finish();
-    out.push_back(std::move(o));
-  }
+  });
 }
 
 void read_flows(const Reader& r, const YAML::Node& node, std::vector<FlowConfig>& out) {
-  r.sequence(node, "flows");
   std::set<std::string> seen;
-  for (std::size_t i = 0; i < node.size(); ++i) {
-    std::string path = "flows[" + std::to_string(i) + "]";
-    Fields f(r.source, node[i], path);
-    FlowConfig fl;
-    auto id = f.take("id");
-    if (!id) fail(r.source, node[i], f.child("id"), "is required");
-    fl.id = r.string(id, f.child("id"));
-    if (!seen.insert(fl.id).second) fail(r.source, id, f.child("id"), "duplicate flow '" + fl.id + "'");
+  read_list(r, node, "flows", out, [&](Fields& f, const YAML::Node& item, FlowConfig& fl) {
+    fl.id = unique_key(r, f, item, "id", seen, "flow");
     if (auto n = f.take("weight")) {
       fl.weight = r.number(n, f.child("weight"));
       if (!(fl.weight > 0) || fl.weight > 1e6)
         fail(r.source, n, f.child("weight"), "must be greater than 0 and at most 1000000");
     }
-    f.finish();
-    out.push_back(std::move(fl));
-  }
+  });
 }
 
 void read_plugins(const Reader& r, const YAML::Node& node, std::vector<PluginSpec>& out) {
-  r.sequence(node, "plugins");
   std::set<std::string> names;
-  for (std::size_t i = 0; i < node.size(); ++i) {
-    std::string path = "plugins[" + std::to_string(i) + "]";
-    Fields f(r.source, node[i], path);
-    PluginSpec p;
-    p.line = node[i].Mark().line + 1;
+  read_list(r, node, "plugins", out, [&](Fields& f, const YAML::Node& item, PluginSpec& p) {
+    p.line = item.Mark().line + 1;
     auto type = f.take("type");
-    if (!type) fail(r.source, node[i], f.child("type"), "is required");
+    if (!type) fail(r.source, item, f.child("type"), "is required");
     p.type = r.string(type, f.child("type"));
     p.name = p.type;
-    if (auto n = f.take("name")) p.name = r.string(n, f.child("name"));
+    auto name = f.take("name");
+    if (name) p.name = r.string(name, f.child("name"));
     if (!names.insert(p.name).second)
-      fail(r.source, node[i], path, "duplicate plugin name '" + p.name + "'");
+      fail(r.source, name ? name : type, f.child(name ? "name" : "type"),
+           "duplicate plugin name '" + p.name + "'");
     if (auto n = f.take("parameters")) {
       if (!n.IsMap() && !n.IsNull()) fail(r.source, n, f.child("parameters"), "expected a mapping");
       p.parameters = n;
     }
-    f.finish();
-    out.push_back(std::move(p));
-  }
+  });
 }
 
 void read_profiles(const Reader& r, const YAML::Node& node, const std::vector<PluginSpec>& plugins,
                    std::vector<SchedulingProfileSpec>& out) {
-  r.sequence(node, "schedulingProfiles");
   std::set<std::string> names;
-  for (std::size_t i = 0; i < node.size(); ++i) {
-    std::string path = "schedulingProfiles[" + std::to_string(i) + "]";
-    Fields f(r.source, node[i], path);
-    SchedulingProfileSpec prof;
-    auto name = f.take("name");
-    if (!name) fail(r.source, node[i], f.child("name"), "is required");
-    prof.name = r.string(name, f.child("name"));
-    if (!names.insert(prof.name).second)
-      fail(r.source, name, f.child("name"), "duplicate profile '" + prof.name + "'");
-    if (auto list = f.take("plugins")) {
-      r.sequence(list, f.child("plugins"));
-      for (std::size_t j = 0; j < list.size(); ++j) {
-        std::string ppath = f.child("plugins") + "[" + std::to_string(j) + "]";
-        Fields pf(r.source, list[j], ppath);
-        ProfilePluginRef ref;
-        ref.line = list[j].Mark().line + 1;
-        auto pr = pf.take("pluginRef");
-        if (!pr) fail(r.source, list[j], pf.child("pluginRef"), "is required");
-        ref.plugin_ref = r.string(pr, pf.child("pluginRef"));
-        bool known = false;
-        for (const auto& p : plugins) known = known || p.name == ref.plugin_ref;
-        if (!known)
-          fail(r.source, pr, pf.child("pluginRef"),
-               "refers to '" + ref.plugin_ref + "', which is not in plugins");
-        if (auto w = pf.take("weight")) {
-          ref.weight = r.number(w, pf.child("weight"));
-          if (*ref.weight < 0) fail(r.source, w, pf.child("weight"), "must not be negative");
-        }
-        pf.finish();
-        prof.plugins.push_back(std::move(ref));
+  read_list(r, node, "schedulingProfiles", out,
+            [&](Fields& f, const YAML::Node& item, SchedulingProfileSpec& prof) {
+    prof.name = unique_key(r, f, item, "name", names, "profile");
+    auto list = f.take("plugins");
+    if (!list) return;
+    read_list(r, list, f.child("plugins"), prof.plugins,
+              [&](Fields& pf, const YAML::Node& entry, ProfilePluginRef& ref) {
+      ref.line = entry.Mark().line + 1;
+      auto pr = pf.take("pluginRef");
+      if (!pr) fail(r.source, entry, pf.child("pluginRef"), "is required");
+      ref.plugin_ref = r.string(pr, pf.child("pluginRef"));
+      bool known = false;
+      for (const auto& p : plugins) known = known || p.name == ref.plugin_ref;
+      if (!known)
+        fail(r.source, pr, pf.child("pluginRef"),
+             "refers to '" + ref.plugin_ref + "', which is not in plugins");
+      if (auto w = pf.take("weight")) {
+        ref.weight = r.number(w, pf.child("weight"));
+        if (*ref.weight < 0) fail(r.source, w, pf.child("weight"), "must not be negative");
       }
-    }
-    f.finish();
-    out.push_back(std::move(prof));
-  }
+    });
+  });
 }
 
 Config parse(const YAML::Node& root, const std::string& source) {

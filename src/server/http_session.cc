@@ -518,23 +518,17 @@ void HttpSession::linger() {
   state_ = State::kLingering;
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
-  client_.expires_after(std::chrono::seconds(2));
-  client_buffer_.clear();
-  client_.async_read_some(
-      client_buffer_.prepare(kReadSize), [self = shared_from_this()](error_code ec, std::size_t) {
-        if (ec) return self->close();
-        self->client_buffer_.clear();
-        self->linger_more();
-      });
+  client_.expires_after(std::chrono::seconds(2));  // for the whole drain
+  drain();
 }
 
-void HttpSession::linger_more() {
-  client_.async_read_some(
-      client_buffer_.prepare(kReadSize), [self = shared_from_this()](error_code ec, std::size_t) {
-        if (ec) return self->close();
-        self->client_buffer_.clear();
-        self->linger_more();
-      });
+void HttpSession::drain() {
+  client_buffer_.clear();
+  client_.async_read_some(client_buffer_.prepare(kReadSize),
+                          [self = shared_from_this()](error_code ec, std::size_t) {
+                            if (ec) return self->close();  // EOF, timeout or shutdown
+                            self->drain();
+                          });
 }
 
 void HttpSession::close() {

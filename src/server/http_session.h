@@ -77,7 +77,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_answer_written(error_code ec, std::size_t n);
   void close();
   void linger();
-  void linger_more();
+  void drain();
 
   Stream client_;
   boost::beast::flat_buffer client_buffer_;

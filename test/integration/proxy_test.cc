@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "harness.h"
@@ -49,52 +50,6 @@ TEST(Proxy, NonStreamingRoundTrip) {
   ASSERT_EQ(models.status, 200);
   EXPECT_EQ(json::parse(models.body)["data"][0]["id"], "mock-model");
 
-  EXPECT_EQ(sluice->stop(), 0);
-  EXPECT_EQ(mock->stop(), 0);
-}
-
-// Each SSE event must reach the client through sluice within a few
-// milliseconds of when it reaches a client connected directly.
-TEST(Proxy, StreamingEventsArriveAsTheyAreProduced) {
-  auto mock = start_mock({"--decode-ms-per-token", "20", "--prefix-cache", "off"});
-  TempFile cfg(make_config({mock->address()}));
-  auto sluice = start_sluice(cfg);
-  const int kTokens = 20;
-  auto body = completion_body(kTokens, true);
-
-  auto offsets = [](const StreamResult& r) {
-    std::vector<double> ms;
-    for (const auto& e : r.events)
-      ms.push_back(std::chrono::duration<double, std::milli>(e.at - r.sent_at).count());
-    return ms;
-  };
-  // Median over a few runs of each, interleaved, to keep scheduling noise out.
-  std::vector<double> delays;
-  double spread = 0;
-  for (int round = 0; round < 3; ++round) {
-    HttpClient direct(kHost, mock->port());
-    HttpClient proxied(kHost, sluice->port());
-    auto d = direct.stream("/v1/completions", body);
-    auto p = proxied.stream("/v1/completions", body);
-    ASSERT_TRUE(d.complete) << d.error;
-    ASSERT_TRUE(p.complete) << p.error;
-    ASSERT_EQ(d.events.size(), static_cast<std::size_t>(kTokens + 1));  // + [DONE]
-    ASSERT_EQ(p.events.size(), d.events.size());
-    auto dm = offsets(d), pm = offsets(p);
-    for (std::size_t i = 0; i < dm.size(); ++i) delays.push_back(pm[i] - dm[i]);
-    spread = std::max(spread, pm[kTokens - 1] - pm[0]);
-  }
-  std::sort(delays.begin(), delays.end());
-  double median = delays[delays.size() / 2];
-  double p90 = delays[delays.size() * 9 / 10];
-  std::printf("streaming: extra delay through sluice per event: median %.2f ms, p90 %.2f ms, "
-              "max %.2f ms; first-to-last spread %.1f ms\n",
-              median, p90, delays.back(), spread);
-  // Tokens are produced 20 ms apart: events batched by the proxy would show a
-  // spread far below 19 steps x 20 ms.
-  EXPECT_GT(spread, 0.8 * (kTokens - 1) * 20);
-  EXPECT_LT(median, 5.0);
-  EXPECT_LT(p90, 15.0);
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
 }
@@ -337,6 +292,47 @@ TEST(Proxy, StalePooledConnectionIsRetriedOnceOnAFreshOne) {
   EXPECT_EQ(scrape_metric(kHost, again->port(), "mock_requests_total"), 1);
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(again->stop(), 0);
+}
+
+// Several I/O threads, concurrent clients, two endpoints: every request is
+// answered once, load spreads over both endpoints, and shutdown is clean.
+// (This is the test `make tsan` leans on.)
+TEST(Proxy, ConcurrentClientsAcrossIoThreads) {
+  auto a = start_mock({"--decode-ms-per-token", "1", "--max-running", "64"});
+  auto b = start_mock({"--decode-ms-per-token", "1", "--max-running", "64"});
+  TempFile cfg(make_config({a->address(), b->address()}));
+  auto sluice = start_sluice(cfg, {"--threads", "3"});
+  constexpr int kClients = 8, kRequests = 25;
+  std::atomic<int> ok{0}, served_a{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      HttpClient client(kHost, sluice->port());
+      for (int i = 0; i < kRequests; ++i) {
+        std::string served;
+        if ((c + i) % 2 == 0) {
+          auto r = client.stream("/v1/completions", completion_body(4, true));
+          if (r.complete && r.head.status == 200 && r.events.size() == 5) ++ok;
+          served = r.head.header("x-gateway-destination-endpoint-served");
+        } else {
+          auto r = client.post_json("/v1/completions", completion_body(4));
+          if (r.status == 200) ++ok;
+          served = r.header("x-gateway-destination-endpoint-served");
+        }
+        if (served == a->address()) ++served_a;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), kClients * kRequests);
+  EXPECT_EQ(scrape_metric(kHost, a->port(), "mock_requests_total") +
+                scrape_metric(kHost, b->port(), "mock_requests_total"),
+            kClients * kRequests);
+  EXPECT_GT(served_a.load(), kClients * kRequests / 5);
+  EXPECT_LT(served_a.load(), kClients * kRequests * 4 / 5);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(a->stop(), 0);
+  EXPECT_EQ(b->stop(), 0);
 }
 
 TEST(Proxy, GracefulShutdownFinishesInFlightRequests) {
