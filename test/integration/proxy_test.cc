@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 #include "harness.h"
@@ -174,6 +175,101 @@ TEST(Proxy, SlowHeadersAreClosedAtTheHeaderTimeout) {
   // Others are still served.
   HttpClient client(kHost, sluice->port());
   EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(Proxy, IdleKeepAliveConnectionIsClosedAtItsTimeout) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  TempFile cfg(make_config({mock->address()}, "  keepAliveIdleTimeout: 300ms\n"));
+  auto sluice = start_sluice(cfg);
+  RawConnection raw(kHost, sluice->port());
+  std::string body = completion_body(1);
+  ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  auto start = Clock::now();
+  bool closed = false;
+  auto got = raw.read_until_close(10000ms, &closed);
+  auto waited = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  EXPECT_TRUE(closed);
+  EXPECT_GE(waited, 250);
+  EXPECT_LT(waited, 5000);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(Proxy, SilentEndpointTimesOut) {
+  // One token per 2 s, but sluice allows 300 ms of upstream silence.
+  auto mock = start_mock({"--decode-ms-per-token", "2000"});
+  TempFile cfg(make_config({mock->address()}, "  upstreamIdleTimeout: 300ms\n"));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  auto r = client.post_json("/v1/completions", completion_body(3));
+  EXPECT_EQ(r.status, 504) << r.error << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "upstream-timeout");
+  // Streaming: the headers arrive at once, then the silence between chunks
+  // ends the stream with an error event.
+  HttpClient c2(kHost, sluice->port());
+  auto start = Clock::now();
+  auto s = c2.stream("/v1/completions", completion_body(3, true));
+  auto waited = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  EXPECT_EQ(s.head.status, 200);
+  EXPECT_FALSE(s.complete);
+  ASSERT_FALSE(s.events.empty());
+  EXPECT_EQ(json::parse(s.events.back().data)["error"]["code"], "upstream-error");
+  EXPECT_LT(waited, 1900);  // well before the first token would have come
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+namespace {
+long rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+}  // namespace
+
+// A client that does not read must slow the upstream read, not fill sluice's
+// memory: the endpoint produces ~15 MB of SSE as fast as it can while the
+// client reads nothing; sluice's resident memory must not follow.
+TEST(Proxy, SlowClientBackpressuresInsteadOfBuffering) {
+  auto mock = start_mock({"--decode-ms-per-token", "0"});
+  TempFile cfg(make_config({mock->address()}, "  clientWriteTimeout: 60s\n"));
+  auto sluice = start_sluice(cfg);
+  const int kTokens = 100000;
+  const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+  long before = rss_kib(sluice->pid());
+  RawConnection raw(kHost, sluice->port());
+  std::string body = completion_body(kTokens, true);
+  ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  // Generation finishes on the mock (its own queue holds the output); sluice
+  // holds at most its read buffer plus what the socket buffers take.
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 0 &&
+                                      scrape_metric(kHost, mock->port(), "mock_requests_total") == 1; },
+                         30000ms));
+  long during = rss_kib(sluice->pid());
+  std::printf("sluice RSS: %ld KiB before, %ld KiB with ~15 MB pending for a stalled client\n",
+              before, during);
+  EXPECT_LT(during - before, 8 * 1024);
+  // Everything still arrives, in order, once the client reads: up to the
+  // final chunk after [DONE].
+  bool closed = false;
+  std::string all;
+  auto deadline = Clock::now() + 30s;
+  auto finished = [&] {
+    return all.size() > 64 && all.ends_with("0\r\n\r\n") &&
+           all.find("data: [DONE]", all.size() - 64) != std::string::npos;
+  };
+  while (!closed && !finished() && Clock::now() < deadline) all += raw.read_until_close(100ms, &closed);
+  EXPECT_TRUE(finished());
+  std::size_t events = 0;
+  for (std::size_t pos = 0; (pos = all.find("data: ", pos)) != std::string::npos; pos += 6) ++events;
+  EXPECT_EQ(events, static_cast<std::size_t>(kTokens + 1));
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
 }

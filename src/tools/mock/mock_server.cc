@@ -1,5 +1,6 @@
 #include "tools/mock/mock_server.h"
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -120,6 +121,20 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
       if (auto self = weak.lock()) self->on_token(s, token, last);
     };
     if (stream_mode_) {
+      std::string common = "data: {\"id\":\"" + response_id_ + "\",\"object\":\"" +
+                           (chat ? "chat.completion.chunk" : "text_completion") +
+                           "\",\"created\":" + std::to_string(kCreated) +
+                           ",\"model\":" + json(model_).dump() + ",\"choices\":[{\"index\":0,";
+      if (chat) {
+        prefix_ = common + "\"delta\":{\"content\":";
+        first_prefix_ = common + "\"delta\":{\"role\":\"assistant\",\"content\":";
+        suffix_ = "},\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+        suffix_length_ = "},\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
+      } else {
+        prefix_ = first_prefix_ = common + "\"text\":";
+        suffix_ = ",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+        suffix_length_ = ",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
+      }
       std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                          "Transfer-Encoding: chunked\r\n";
       head += extra_headers();
@@ -170,19 +185,12 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
       return simple(200, "application/json", j.dump());
     }
     if (!token.empty() || last) {
-      json choice;
-      if (chat_) {
-        json delta = {{"content", std::string(token)}};
-        if (s.generated <= 1) delta["role"] = "assistant";
-        choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr},
-                  {"finish_reason", finish ? json(finish) : json(nullptr)}};
-      } else {
-        choice = {{"index", 0}, {"text", std::string(token)}, {"logprobs", nullptr},
-                  {"finish_reason", finish ? json(finish) : json(nullptr)}};
-      }
-      json j = {{"id", response_id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
-                {"created", kCreated}, {"model", model_}, {"choices", json::array({choice})}};
-      send(chunk("data: " + j.dump() + "\n\n"));
+      // Per-token events are the hot path of a streaming mock: the parts
+      // around the token were built once per request (see generate()).
+      std::string event = s.generated <= 1 ? first_prefix_ : prefix_;
+      event += json(std::string(token)).dump();
+      event += finish ? suffix_length_ : suffix_;
+      send(chunk(event));
     }
     if (last) {
       if (include_usage_) {
@@ -216,6 +224,17 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
   void write_next() {
     if (writing_ || closed_) return;
     if (out_.empty()) return maybe_finish();
+    // Everything queued while the last write was in flight goes out in one
+    // write (a fast decode loop produces many small chunks per write).
+    if (out_.size() > 1) {
+      std::string joined;
+      std::size_t total = 0;
+      for (const auto& piece : out_) total += piece.size();
+      joined.reserve(total);
+      for (auto& piece : out_) joined += piece;
+      out_.clear();
+      out_.push_back(std::move(joined));
+    }
     writing_ = true;
     net::async_write(stream_, net::buffer(out_.front()),
                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
@@ -263,6 +282,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
   bool keep_alive_ = true, chat_ = false, stream_mode_ = false, include_usage_ = false;
   int control_headers_seen_ = 0;
   std::string request_id_, model_, text_, response_id_;
+  std::string prefix_, first_prefix_, suffix_, suffix_length_;
   std::shared_ptr<Sequence> seq_;
 };
 
@@ -313,6 +333,14 @@ void MockServer::step() {
     return;
   }
   stepping_ = true;
+  if (duration->count() == 0) {
+    // A zero-length step needs no timer (and no trip through epoll).
+    net::post(ioc_, [this] {
+      engine_.end_step();
+      step();
+    });
+    return;
+  }
   timer_.expires_after(*duration);
   timer_.async_wait([this](beast::error_code ec) {
     if (ec) {
