@@ -4,7 +4,7 @@
 JOBS ?= 2
 CMAKE_COMMON = -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release asan tsan test demo bench format clean
+.PHONY: deps release asan tsan clang test demo bench format clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -24,6 +24,13 @@ tsan: deps
 	cmake --build build/tsan -j $(JOBS)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest -L integration --output-on-failure -j $(JOBS)
+
+# The second supported compiler (fuzzing builds use it later).
+clang: deps
+	cmake -S . -B build/clang $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_COMPILER=clang++-14 -DSLUICE_WERROR=ON
+	cmake --build build/clang -j $(JOBS)
+	cd build/clang && ctest --output-on-failure -j $(JOBS)
 
 # Every test under ASan+UBSan; any sanitizer report aborts the process that
 # hit it, which fails its test (children started by integration tests are
