@@ -1,0 +1,91 @@
+// Policy interfaces of flow control. All are called on the dispatcher thread
+// only (single writer); they must not block and must not throw.
+//
+//   OrderingPolicy      which request of a flow goes first
+//   FairnessPolicy      which flow of a band goes next (one instance per band)
+//   DisplacementPolicy  which queued requests make room for a newcomer
+//   SaturationDetector  whether the pool can take another request now
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "sluice/flowcontrol/types.h"
+
+namespace sluice::flowcontrol {
+
+class OrderingPolicy {
+ public:
+  virtual ~OrderingPolicy() = default;
+  virtual std::string_view type() const = 0;
+  // Strict weak order: true when `a` should be dispatched before `b`.
+  virtual bool before(const QueuedRequest& a, const QueuedRequest& b) const = 0;
+  // True if arrival order is dispatch order, so a FIFO list suffices.
+  virtual bool is_fifo() const { return false; }
+};
+
+// A read-only view of one flow of a band, for fairness policies.
+class FlowView {
+ public:
+  virtual ~FlowView() = default;
+  virtual const FlowKey& key() const = 0;
+  virtual double weight() const = 0;
+  virtual std::size_t queued() const = 0;
+  // The flow's next request by the band's ordering policy; null when empty.
+  virtual const QueuedRequest* head() const = 0;
+  // A dense index, stable while the flow exists (reused after it is
+  // collected): policies keep per-flow state in vectors indexed by it.
+  virtual std::uint32_t slot() const = 0;
+};
+
+class FairnessPolicy {
+ public:
+  virtual ~FairnessPolicy() = default;
+  virtual std::string_view type() const = 0;
+  // The band's ordering policy (set before any flow event, and again when an
+  // operator changes it); policies that compare heads use it.
+  virtual void set_ordering(const OrderingPolicy* ordering) {}
+  // A flow of the band went from empty to non-empty.
+  virtual void on_backlogged(FlowView& flow) = 0;
+  // A backlogged flow became empty (dispatch, cancellation, expiry, move).
+  virtual void on_idle(FlowView& flow) = 0;
+  // A backlogged flow's head changed without it becoming empty or
+  // backlogged (an earlier request arrived, the head was removed).
+  virtual void on_head_changed(FlowView& flow) {}
+  // The backlogged flow to serve next; null only if none is backlogged.
+  // Must cost O(log F) or better.
+  virtual FlowView* pick() = 0;
+  // `request` of `flow` was dispatched (charge input work here).
+  virtual void on_dispatched(FlowView& flow, const QueuedRequest& request) {}
+  // Output tokens were produced for `flow` (charge output work here). The
+  // flow may be idle by now.
+  virtual void on_output_tokens(FlowView& flow, std::uint64_t tokens) {}
+  // The flow is about to be destroyed (it is idle).
+  virtual void on_removed(FlowView& flow) {}
+};
+
+// Per-endpoint load as the saturation detector sees it: the last scraped
+// metrics plus the requests sluice dispatched since (in-flight credit).
+struct EndpointLoad {
+  bool has_metrics = false;
+  TimePoint metrics_time;
+  double waiting = 0;          // queued on the model server
+  double running = 0;
+  double kv_cache_usage = 0;   // 0..1
+  std::uint32_t in_flight = 0;             // sluice's requests on it now
+  std::uint32_t dispatched_since_scrape = 0;
+  std::uint64_t in_flight_tokens = 0;      // input + max output of those
+};
+
+class SaturationDetector {
+ public:
+  virtual ~SaturationDetector() = default;
+  virtual std::string_view type() const = 0;
+  // True when endpoint `e` can take one more request at `now`.
+  virtual bool has_room(const EndpointLoad& e, TimePoint now) const = 0;
+  // Pool saturation in [0, 1+] for metrics: 1 means no endpoint has room.
+  virtual double saturation(const std::vector<EndpointLoad>& pool, TimePoint now) const = 0;
+};
+
+}  // namespace sluice::flowcontrol

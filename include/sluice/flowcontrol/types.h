@@ -1,0 +1,45 @@
+// Flow-control vocabulary shared by the registry, the controller and policy
+// plugins (GIE's terms): a flow is {fairness id, priority}; the same id at two
+// priorities is two flows. Higher priority = more important; negative =
+// sheddable.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace sluice::flowcontrol {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+using Duration = Clock::duration;
+
+struct FlowKey {
+  std::string id;
+  int priority = 0;
+  bool operator==(const FlowKey&) const = default;
+};
+
+struct FlowKeyHash {
+  std::size_t operator()(const FlowKey& k) const noexcept {
+    return std::hash<std::string>()(k.id) * 31u + std::hash<int>()(k.priority);
+  }
+};
+
+// What policies see of a queued request. Owned by the registry; valid while
+// the request is queued.
+struct QueuedRequest {
+  std::uint64_t id = 0;              // unique per request (the controller's ticket)
+  std::uint64_t sequence = 0;        // arrival order within the controller
+  TimePoint received;                // when the gateway had read the request
+  TimePoint enqueued;                // when it entered its queue
+  std::optional<TimePoint> deadline;      // enqueued + effective TTL; none = no TTL
+  std::optional<TimePoint> slo_deadline;  // received + x-slo-ttft-ms
+  std::uint64_t byte_size = 0;
+  std::uint64_t input_tokens = 0;         // estimate
+  std::uint64_t max_output_tokens = 0;    // 0 = unknown
+};
+
+}  // namespace sluice::flowcontrol

@@ -1,0 +1,323 @@
+#include "flowcontrol/controller.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "flowcontrol/ordering_policies.h"
+
+namespace sluice::flowcontrol {
+
+using registry::Band;
+using registry::Flow;
+using registry::Item;
+
+namespace {
+
+registry::PolicyFactory make_factory(const FairnessParams& params) {
+  registry::PolicyFactory f;
+  f.ordering = [](const std::string& type) {
+    auto p = make_ordering_policy(type);
+    if (!p) throw std::invalid_argument("unknown ordering policy '" + type + "'");
+    return p;
+  };
+  f.fairness = [params](const std::string& type) {
+    auto p = make_fairness_policy(type, params);
+    if (!p) throw std::invalid_argument("unknown fairness policy '" + type + "'");
+    return p;
+  };
+  return f;
+}
+
+int least_in_flight(const std::vector<EndpointLoad>& load, const std::vector<bool>& room,
+                    std::uint32_t& rotation) {
+  const std::size_t n = load.size();
+  if (n == 0) return -1;
+  const std::size_t start = rotation++ % n;
+  int best = -1;
+  for (std::size_t k = 0; k < n; ++k) {
+    std::size_t i = (start + k) % n;
+    if (!room[i]) continue;
+    if (best < 0 || load[i].in_flight < load[static_cast<std::size_t>(best)].in_flight)
+      best = static_cast<int>(i);
+  }
+  return best;
+}
+
+std::uint64_t request_tokens(const QueuedRequest& r) { return r.input_tokens + r.max_output_tokens; }
+
+}  // namespace
+
+Controller::Controller(ControllerConfig config, std::unique_ptr<SaturationDetector> detector,
+                       Sink sink, Router router)
+    : config_(std::move(config)),
+      detector_(std::move(detector)),
+      sink_(std::move(sink)),
+      router_(std::move(router)),
+      registry_(config_.registry, make_factory(config_.fairness)) {}
+
+void Controller::set_endpoint_count(std::size_t n) {
+  load_.resize(n);
+  room_.resize(n);
+}
+
+void Controller::update_metrics(std::size_t endpoint, const EndpointMetrics& m, TimePoint now) {
+  if (endpoint >= load_.size()) return;
+  auto& e = load_[endpoint];
+  e.has_metrics = true;
+  e.metrics_time = now;
+  e.waiting = m.waiting;
+  e.running = m.running;
+  e.kv_cache_usage = m.kv_cache_usage;
+  // The scrape now shows what was dispatched before it.
+  e.dispatched_since_scrape = 0;
+}
+
+std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
+  auto reject = [&](QueueOutcome outcome) {
+    sink_(Decision{r.cookie, 0, outcome, -1});
+    return std::uint64_t{0};
+  };
+  if (load_.empty()) return reject(QueueOutcome::kRejectedNoEndpoints);
+
+  const FlowKey key = registry_.resolve(r.flow_id, r.priority);
+  Flow& flow = registry_.flow(key, now);
+  switch (registry_.would_exceed(flow, r.bytes)) {
+    case registry::Limit::kNone:
+      break;
+    case registry::Limit::kFlow:
+    case registry::Limit::kBand:
+      // Only strictly lower priority is ever displaced: nothing in the same
+      // band (or flow) may make room.
+      flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
+      return reject(QueueOutcome::kRejectedCapacity);
+    case registry::Limit::kGlobal:
+      if (!config_.displacement || !displace(key.priority, r.bytes, now)) {
+        flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
+        return reject(QueueOutcome::kRejectedCapacity);
+      }
+      break;
+  }
+
+  Item* item = registry_.allocate();
+  item->cookie = r.cookie;
+  item->requested_priority = r.priority;
+  auto& q = item->request;
+  q.id = registry::FlowRegistry::ticket(item);
+  q.sequence = ++sequence_;
+  q.received = r.received;
+  q.enqueued = now;
+  std::optional<Duration> ttl = r.ttl;
+  if (config_.default_ttl && (!ttl || *config_.default_ttl < *ttl)) ttl = config_.default_ttl;
+  if (ttl) q.deadline = now + *ttl;
+  if (r.slo_ttft) q.slo_deadline = r.received + *r.slo_ttft;
+  q.byte_size = r.bytes;
+  q.input_tokens = r.input_tokens;
+  q.max_output_tokens = r.max_output_tokens;
+  registry_.enqueue(item, flow, now);
+  if (q.deadline) heap_push(item);
+  return q.id;
+}
+
+bool Controller::displace(int priority, std::uint64_t bytes, TimePoint now) {
+  const auto& rc = registry_.config();
+  std::uint64_t need_requests = 0, need_bytes = 0;
+  if (rc.max_requests && registry_.total_requests() + 1 > rc.max_requests)
+    need_requests = registry_.total_requests() + 1 - rc.max_requests;
+  if (rc.max_bytes && registry_.total_bytes() + bytes > rc.max_bytes)
+    need_bytes = registry_.total_bytes() + bytes - rc.max_bytes;
+  // Choose every victim before evicting any: either the newcomer fits, or
+  // nothing is touched. Lowest band first, newest first within a band.
+  std::vector<Item*> victims;
+  std::uint64_t freed_requests = 0, freed_bytes = 0;
+  auto& bands = registry_.bands();
+  for (auto it = bands.rbegin(); it != bands.rend() && it->first < priority; ++it) {
+    for (Item* i = it->second->newest(); i; i = i->band_prev) {
+      if (freed_requests >= need_requests && freed_bytes >= need_bytes) break;
+      victims.push_back(i);
+      freed_requests += 1;
+      freed_bytes += i->request.byte_size;
+    }
+    if (freed_requests >= need_requests && freed_bytes >= need_bytes) break;
+  }
+  if (freed_requests < need_requests || freed_bytes < need_bytes) return false;
+  for (Item* v : victims) finalize(v, QueueOutcome::kEvictedDisplaced, now);
+  return true;
+}
+
+void Controller::finalize(Item* item, QueueOutcome outcome, TimePoint now) {
+  item->flow->stats().outcomes[static_cast<int>(outcome)] += 1;
+  registry_.dequeue(item, now);
+  if (item->deadline_index != SIZE_MAX) heap_remove(item);
+  const Decision d{item->cookie, registry::FlowRegistry::ticket(item), outcome, -1};
+  registry_.release(item);
+  sink_(d);
+}
+
+void Controller::cancel(std::uint64_t ticket, TimePoint now) {
+  Item* item = registry_.find(ticket);
+  if (!item || item->state != Item::State::kQueued) return;
+  finalize(item, QueueOutcome::kEvictedContextCancelled, now);
+}
+
+void Controller::report_output_tokens(std::uint64_t ticket, std::uint64_t total) {
+  Item* item = registry_.find(ticket);
+  if (!item || item->state != Item::State::kInFlight || total <= item->output_charged) return;
+  Flow& flow = *item->flow;
+  flow.band()->fairness().on_output_tokens(flow, total - item->output_charged);
+  flow.stats().output_tokens += total - item->output_charged;
+  item->output_charged = total;
+}
+
+void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_tokens, TimePoint now) {
+  Item* item = registry_.find(ticket);
+  if (!item || item->state != Item::State::kInFlight) return;
+  report_output_tokens(ticket, total_output_tokens);
+  if (item->endpoint >= 0 && static_cast<std::size_t>(item->endpoint) < load_.size()) {
+    auto& e = load_[static_cast<std::size_t>(item->endpoint)];
+    e.in_flight -= 1;
+    e.in_flight_tokens -= request_tokens(item->request);
+  }
+  item->flow->stats().completed += 1;
+  registry_.finish_in_flight(item, now);
+  registry_.release(item);
+}
+
+void Controller::expire(TimePoint now) {
+  while (!deadlines_.empty() && *deadlines_.front()->request.deadline <= now)
+    finalize(deadlines_.front(), QueueOutcome::kEvictedTTL, now);
+  if (now - last_gc_ >= std::chrono::seconds(1)) {
+    last_gc_ = now;
+    registry_.collect_idle_flows(now, config_.flow_idle_timeout);
+  }
+}
+
+std::optional<TimePoint> Controller::next_deadline() const {
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.front()->request.deadline;
+}
+
+Band* Controller::choose_band() {
+  starving_ = nullptr;
+  Band* top = nullptr;
+  for (auto& [p, band] : registry_.bands()) {
+    if (!band->backlogged()) continue;
+    if (!top) {
+      top = band.get();
+      continue;
+    }
+    // A lower band whose guaranteed share has come due goes first.
+    if (band->config().share > 0 && band->starvation_credit >= 1.0 - 1e-9) {
+      starving_ = band.get();
+      return starving_;
+    }
+  }
+  return top;
+}
+
+void Controller::account_dispatch(Band* chosen, bool used_share) {
+  // Each dispatch earns every backlogged band with a share that fraction of
+  // a turn; a turn is spent when the band is served through its share.
+  // Credit is capped at one turn and lapses while idle: no banking.
+  for (auto& [p, band] : registry_.bands()) {
+    if (band->config().share <= 0) continue;
+    if (!band->backlogged() && band.get() != chosen) {
+      band->starvation_credit = 0;
+      continue;
+    }
+    band->starvation_credit = std::min(1.0, band->starvation_credit + band->config().share);
+  }
+  if (used_share) chosen->starvation_credit = std::max(0.0, chosen->starvation_credit - 1.0);
+}
+
+int Controller::route(const QueuedRequest& request, TimePoint now) {
+  bool any = false;
+  for (std::size_t i = 0; i < load_.size(); ++i) {
+    room_[i] = detector_->has_room(load_[i], now);
+    any = any || room_[i];
+  }
+  if (!any) return -1;
+  if (router_) return router_(request, load_, room_);
+  return least_in_flight(load_, room_, rotation_);
+}
+
+std::size_t Controller::dispatch(TimePoint now) {
+  std::size_t released = 0;
+  while (true) {
+    Band* band = choose_band();
+    if (!band) break;
+    const bool used_share = band == starving_;
+    auto* flow = static_cast<Flow*>(band->fairness().pick());
+    Item* item = flow->queue().head();
+    const int ep = route(item->request, now);
+    if (ep < 0) break;  // no endpoint has room: wait for a completion or a scrape
+    registry_.dequeue(item, now);
+    if (item->deadline_index != SIZE_MAX) heap_remove(item);
+    registry_.mark_in_flight(item, ep);
+    auto& e = load_[static_cast<std::size_t>(ep)];
+    e.in_flight += 1;
+    e.dispatched_since_scrape += 1;
+    e.in_flight_tokens += request_tokens(item->request);
+    band->fairness().on_dispatched(*flow, item->request);
+    flow->stats().dispatched += 1;
+    flow->stats().input_tokens += item->request.input_tokens;
+    account_dispatch(band, used_share);
+    sink_(Decision{item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched, ep});
+    ++released;
+  }
+  return released;
+}
+
+void Controller::shutdown(TimePoint now) {
+  for (auto& [p, band] : registry_.bands()) {
+    while (Item* i = band->newest()) finalize(i, QueueOutcome::kEvictedOther, now);
+  }
+}
+
+// ---------------------------------------------------------------- deadline heap
+
+void Controller::heap_swap(std::size_t a, std::size_t b) {
+  std::swap(deadlines_[a], deadlines_[b]);
+  deadlines_[a]->deadline_index = a;
+  deadlines_[b]->deadline_index = b;
+}
+
+void Controller::heap_sift_up(std::size_t i) {
+  while (i > 0) {
+    std::size_t parent = (i - 1) / 2;
+    if (!(*deadlines_[i]->request.deadline < *deadlines_[parent]->request.deadline)) break;
+    heap_swap(i, parent);
+    i = parent;
+  }
+}
+
+void Controller::heap_sift_down(std::size_t i) {
+  const std::size_t n = deadlines_.size();
+  while (true) {
+    std::size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < n && *deadlines_[l]->request.deadline < *deadlines_[m]->request.deadline) m = l;
+    if (r < n && *deadlines_[r]->request.deadline < *deadlines_[m]->request.deadline) m = r;
+    if (m == i) break;
+    heap_swap(i, m);
+    i = m;
+  }
+}
+
+void Controller::heap_push(Item* item) {
+  item->deadline_index = deadlines_.size();
+  deadlines_.push_back(item);
+  heap_sift_up(item->deadline_index);
+}
+
+void Controller::heap_remove(Item* item) {
+  const std::size_t i = item->deadline_index;
+  const std::size_t last = deadlines_.size() - 1;
+  if (i != last) heap_swap(i, last);
+  deadlines_.pop_back();
+  item->deadline_index = SIZE_MAX;
+  if (i < deadlines_.size()) {
+    heap_sift_up(i);
+    heap_sift_down(i);
+  }
+}
+
+}  // namespace sluice::flowcontrol

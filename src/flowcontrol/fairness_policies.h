@@ -1,0 +1,113 @@
+// Fairness policies (GIE plugin types plus VTC): which backlogged flow of a
+// band is served next. One instance per band; per-flow state is kept in
+// vectors indexed by FlowView::slot().
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "sluice/flowcontrol/policies.h"
+
+namespace sluice::flowcontrol {
+
+// round-robin-fairness-policy: backlogged flows take turns, one request each.
+class RoundRobinFairness final : public FairnessPolicy {
+ public:
+  std::string_view type() const override { return "round-robin-fairness-policy"; }
+  void on_backlogged(FlowView& flow) override;
+  void on_idle(FlowView& flow) override;
+  FlowView* pick() override;
+  void on_dispatched(FlowView& flow, const QueuedRequest& request) override;
+
+ private:
+  struct State {
+    bool in_ring = false;
+    std::list<FlowView*>::iterator pos;
+  };
+  State& state(const FlowView& f);
+  std::list<FlowView*> ring_;
+  std::vector<State> states_;
+};
+
+// global-strict-fairness-policy (GIE's default): the flow whose head request
+// is best by the band's ordering policy, as if the band were one queue.
+class GlobalStrictFairness final : public FairnessPolicy {
+ public:
+  std::string_view type() const override { return "global-strict-fairness-policy"; }
+  void set_ordering(const OrderingPolicy* ordering) override;
+  void on_backlogged(FlowView& flow) override;
+  void on_idle(FlowView& flow) override;
+  void on_head_changed(FlowView& flow) override;
+  FlowView* pick() override;
+
+ private:
+  struct HeadOrder {
+    const OrderingPolicy* ordering;
+    bool operator()(const FlowView* a, const FlowView* b) const;
+  };
+  using Set = std::set<FlowView*, HeadOrder>;
+  struct State {
+    bool in_set = false;
+    Set::iterator pos;
+  };
+  State& state(const FlowView& f);
+  const OrderingPolicy* ordering_ = nullptr;
+  Set set_{HeadOrder{nullptr}};
+  std::vector<State> states_;
+};
+
+// vtc-fairness-policy: the Virtual Token Counter of "Fairness in Serving
+// Large Language Models" (Sheng et al., OSDI '24). Each flow's counter is
+// charged inputPrice x input tokens at dispatch and outputPrice x output
+// tokens as they stream back, divided by the flow's weight; the backlogged
+// flow with the smallest counter goes next (ties: the one served longest
+// ago). A flow that becomes backlogged is lifted to the smallest counter of
+// the backlogged flows (or, if none, of the last one served), so idling
+// saves no credit. O(log F) per operation.
+class VtcFairness final : public FairnessPolicy {
+ public:
+  VtcFairness(double input_price = 1.0, double output_price = 2.0)
+      : input_price_(input_price), output_price_(output_price) {}
+  std::string_view type() const override { return "vtc-fairness-policy"; }
+  void on_backlogged(FlowView& flow) override;
+  void on_idle(FlowView& flow) override;
+  FlowView* pick() override;
+  void on_dispatched(FlowView& flow, const QueuedRequest& request) override;
+  void on_output_tokens(FlowView& flow, std::uint64_t tokens) override;
+  void on_removed(FlowView& flow) override;
+
+  double counter(const FlowView& flow) const;
+
+ private:
+  using Key = std::tuple<double, std::uint64_t, std::uint32_t>;  // counter, last served, slot
+  struct State {
+    double counter = 0;
+    std::uint64_t last_served = 0;
+    bool active = false;
+    FlowView* flow = nullptr;
+  };
+  State& state(const FlowView& f);
+  void charge(FlowView& flow, double amount);
+  double input_price_;
+  double output_price_;
+  std::set<Key> active_;
+  std::vector<State> states_;
+  double last_counter_ = 0;  // counter of the flow served last
+  std::uint64_t serve_seq_ = 0;
+};
+
+struct FairnessParams {
+  double input_price = 1.0;
+  double output_price = 2.0;
+};
+
+// Null for an unknown type.
+std::unique_ptr<FairnessPolicy> make_fairness_policy(const std::string& type,
+                                                     const FairnessParams& params = {});
+
+}  // namespace sluice::flowcontrol

@@ -1,0 +1,44 @@
+// Ordering policies (GIE plugin types): which request of a flow goes first.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "sluice/flowcontrol/policies.h"
+
+namespace sluice::flowcontrol {
+
+// fcfs-ordering-policy: arrival order.
+class FcfsOrdering final : public OrderingPolicy {
+ public:
+  std::string_view type() const override { return "fcfs-ordering-policy"; }
+  bool before(const QueuedRequest& a, const QueuedRequest& b) const override {
+    return a.sequence < b.sequence;
+  }
+  bool is_fifo() const override { return true; }
+};
+
+// edf-ordering-policy: earliest deadline (enqueue time + TTL) first; a request
+// without a TTL goes after every request with one.
+class EdfOrdering final : public OrderingPolicy {
+ public:
+  std::string_view type() const override { return "edf-ordering-policy"; }
+  bool before(const QueuedRequest& a, const QueuedRequest& b) const override {
+    return a.deadline.value_or(TimePoint::max()) < b.deadline.value_or(TimePoint::max());
+  }
+};
+
+// slo-deadline-ordering-policy: earliest received time + x-slo-ttft-ms first;
+// a request without the hint goes after every request with one.
+class SloDeadlineOrdering final : public OrderingPolicy {
+ public:
+  std::string_view type() const override { return "slo-deadline-ordering-policy"; }
+  bool before(const QueuedRequest& a, const QueuedRequest& b) const override {
+    return a.slo_deadline.value_or(TimePoint::max()) < b.slo_deadline.value_or(TimePoint::max());
+  }
+};
+
+// Null for an unknown type.
+std::unique_ptr<OrderingPolicy> make_ordering_policy(const std::string& type);
+
+}  // namespace sluice::flowcontrol

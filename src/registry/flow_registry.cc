@@ -1,0 +1,358 @@
+#include "registry/flow_registry.h"
+
+#include <algorithm>
+#include <cassert>
+#include <stdexcept>
+
+namespace sluice::registry {
+
+// ---------------------------------------------------------------- FlowQueue
+
+FlowQueue::FlowQueue(const flowcontrol::OrderingPolicy* ordering)
+    : fifo_(ordering->is_fifo()), ordered_(ItemOrder{ordering}) {}
+
+void FlowQueue::push(Item* item) {
+  ++size_;
+  if (fifo_) {
+    // Arrival order. A new request is the newest (O(1)); a request moved in
+    // from another band may be older than some already here.
+    Item* after = last_;
+    while (after && after->request.sequence > item->request.sequence) after = after->prev;
+    item->prev = after;
+    item->next = after ? after->next : first_;
+    if (item->next) item->next->prev = item;
+    else last_ = item;
+    if (after) after->next = item;
+    else first_ = item;
+    return;
+  }
+  ordered_.insert(item);
+}
+
+void FlowQueue::remove(Item* item) {
+  --size_;
+  if (fifo_) {
+    if (item->prev) item->prev->next = item->next;
+    else first_ = item->next;
+    if (item->next) item->next->prev = item->prev;
+    else last_ = item->prev;
+    item->prev = item->next = nullptr;
+    return;
+  }
+  ordered_.erase(item);
+}
+
+Item* FlowQueue::head() const {
+  if (fifo_) return first_;
+  return ordered_.empty() ? nullptr : *ordered_.begin();
+}
+
+Item* FlowQueue::tail() const {
+  if (fifo_) return last_;
+  return ordered_.empty() ? nullptr : *ordered_.rbegin();
+}
+
+void FlowQueue::reorder(const flowcontrol::OrderingPolicy* ordering) {
+  std::vector<Item*> items;
+  items.reserve(size_);
+  for_each([&](Item* i) { items.push_back(i); });
+  first_ = last_ = nullptr;
+  ordered_ = std::set<Item*, ItemOrder>(ItemOrder{ordering});
+  size_ = 0;
+  fifo_ = ordering->is_fifo();
+  // Arrival order is the FIFO order (and a harmless insertion order otherwise).
+  std::sort(items.begin(), items.end(),
+            [](const Item* a, const Item* b) { return a->request.sequence < b->request.sequence; });
+  for (Item* i : items) push(i);
+}
+
+// ---------------------------------------------------------------- FlowRegistry
+
+FlowRegistry::FlowRegistry(RegistryConfig config, PolicyFactory factory)
+    : config_(std::move(config)), factory_(std::move(factory)) {
+  for (const auto& b : config_.bands) bands_[b.priority] = make_band(b, true);
+}
+
+FlowRegistry::~FlowRegistry() = default;
+
+std::unique_ptr<Band> FlowRegistry::make_band(const BandConfig& config, bool configured) {
+  auto band = std::make_unique<Band>();
+  band->config_ = config;
+  band->configured_ = configured;
+  band->ordering_ = factory_.ordering(config.ordering);
+  band->fairness_ = factory_.fairness(config.fairness);
+  band->fairness_->set_ordering(band->ordering_.get());
+  return band;
+}
+
+Item* FlowRegistry::allocate() {
+  constexpr std::uint32_t kChunk = 1024;
+  if (free_items_.empty()) {
+    chunks_.push_back(std::make_unique<Item[]>(kChunk));
+    Item* chunk = chunks_.back().get();
+    for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].index = capacity_ + i;
+    for (std::uint32_t i = kChunk; i > 0; --i) free_items_.push_back(capacity_ + i - 1);
+    capacity_ += kChunk;
+  }
+  std::uint32_t index = free_items_.back();
+  free_items_.pop_back();
+  Item* item = &chunks_[index / kChunk][index % kChunk];
+  const auto generation = item->generation;
+  *item = Item{};
+  item->index = index;
+  item->generation = generation;
+  return item;
+}
+
+void FlowRegistry::release(Item* item) {
+  item->state = Item::State::kFree;
+  item->flow = nullptr;
+  item->generation += 1;  // outstanding tickets for this slot go stale
+  free_items_.push_back(item->index);
+}
+
+Item* FlowRegistry::find(std::uint64_t ticket) {
+  constexpr std::uint32_t kChunk = 1024;
+  const std::uint64_t low = ticket & 0xffffffffull;
+  if (low == 0 || low > capacity_) return nullptr;
+  const std::uint32_t index = static_cast<std::uint32_t>(low - 1);
+  Item* item = &chunks_[index / kChunk][index % kChunk];
+  if (item->state == Item::State::kFree || item->generation != (ticket >> 32)) return nullptr;
+  return item;
+}
+
+FlowKey FlowRegistry::resolve(const std::string& id, int priority) const {
+  auto it = overrides_.find(id);
+  if (it != overrides_.end() && it->second.priority) return FlowKey{id, *it->second.priority};
+  return FlowKey{id, priority};
+}
+
+Band& FlowRegistry::band(int priority) {
+  auto it = bands_.find(priority);
+  if (it != bands_.end()) return *it->second;
+  BandConfig c = config_.default_band;
+  c.priority = priority;
+  auto [pos, inserted] = bands_.emplace(priority, make_band(c, false));
+  return *pos->second;
+}
+
+double FlowRegistry::weight_for(const std::string& id) const {
+  auto o = overrides_.find(id);
+  if (o != overrides_.end() && o->second.weight) return *o->second.weight;
+  auto c = configured_weights_.find(id);
+  return c != configured_weights_.end() ? c->second : 1.0;
+}
+
+Flow& FlowRegistry::flow(const FlowKey& key, TimePoint now) {
+  Band& b = band(key.priority);
+  auto it = b.flows_.find(key.id);
+  if (it != b.flows_.end()) return *it->second;
+  std::uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = next_slot_++;
+  }
+  auto flow = std::make_unique<Flow>(key, weight_for(key.id), slot, &b, b.ordering_.get());
+  flow->last_active_ = now;
+  Flow& ref = *flow;
+  b.flows_.emplace(key.id, std::move(flow));
+  return ref;
+}
+
+std::size_t FlowRegistry::flow_count() const {
+  std::size_t n = 0;
+  for (const auto& [p, b] : bands_) n += b->flows_.size();
+  return n;
+}
+
+Limit FlowRegistry::would_exceed(const Flow& flow, std::uint64_t bytes) const {
+  auto o = overrides_.find(flow.key().id);
+  if (o != overrides_.end() && o->second.max_queued && flow.queued() + 1 > *o->second.max_queued)
+    return Limit::kFlow;
+  const Band& b = *flow.band();
+  const auto& bc = b.config();
+  if ((bc.max_requests && b.requests_ + 1 > bc.max_requests) ||
+      (bc.max_bytes && b.bytes_ + bytes > bc.max_bytes))
+    return Limit::kBand;
+  if ((config_.max_requests && requests_ + 1 > config_.max_requests) ||
+      (config_.max_bytes && bytes_ + bytes > config_.max_bytes))
+    return Limit::kGlobal;
+  return Limit::kNone;
+}
+
+void FlowRegistry::link_band(Band& band, Item* item) {
+  // Arrival order, as in FlowQueue::push: O(1) for a new request.
+  Item* after = band.newest_;
+  while (after && after->request.sequence > item->request.sequence) after = after->band_prev;
+  item->band_prev = after;
+  item->band_next = after ? after->band_next : band.oldest_;
+  if (item->band_next) item->band_next->band_prev = item;
+  else band.newest_ = item;
+  if (after) after->band_next = item;
+  else band.oldest_ = item;
+}
+
+void FlowRegistry::unlink_band(Band& band, Item* item) {
+  if (item->band_prev) item->band_prev->band_next = item->band_next;
+  else band.oldest_ = item->band_next;
+  if (item->band_next) item->band_next->band_prev = item->band_prev;
+  else band.newest_ = item->band_prev;
+  item->band_prev = item->band_next = nullptr;
+}
+
+void FlowRegistry::enqueue(Item* item, Flow& flow, TimePoint now) {
+  Band& b = *flow.band_;
+  const Item* old_head = flow.queue_.head();
+  item->flow = &flow;
+  item->state = Item::State::kQueued;
+  flow.queue_.push(item);
+  link_band(b, item);
+  const auto bytes = item->request.byte_size;
+  flow.bytes_ += bytes;
+  b.requests_ += 1;
+  b.bytes_ += bytes;
+  requests_ += 1;
+  bytes_ += bytes;
+  flow.last_active_ = now;
+  if (!old_head) {
+    b.backlogged_ += 1;
+    b.fairness_->on_backlogged(flow);
+  } else if (flow.queue_.head() != old_head) {
+    b.fairness_->on_head_changed(flow);
+  }
+}
+
+void FlowRegistry::dequeue(Item* item, TimePoint now) {
+  Flow& flow = *item->flow;
+  Band& b = *flow.band_;
+  const bool was_head = flow.queue_.head() == item;
+  flow.queue_.remove(item);
+  unlink_band(b, item);
+  const auto bytes = item->request.byte_size;
+  flow.bytes_ -= bytes;
+  b.requests_ -= 1;
+  b.bytes_ -= bytes;
+  requests_ -= 1;
+  bytes_ -= bytes;
+  flow.last_active_ = now;
+  if (flow.queue_.empty()) {
+    b.backlogged_ -= 1;
+    b.fairness_->on_idle(flow);
+  } else if (was_head) {
+    b.fairness_->on_head_changed(flow);
+  }
+}
+
+void FlowRegistry::mark_in_flight(Item* item, int endpoint) {
+  item->state = Item::State::kInFlight;
+  item->endpoint = endpoint;
+  item->flow->in_flight_ += 1;
+}
+
+void FlowRegistry::finish_in_flight(Item* item, TimePoint now) {
+  item->flow->in_flight_ -= 1;
+  item->flow->last_active_ = now;
+}
+
+void FlowRegistry::remove_flow(Band& band, Flow& flow) {
+  band.fairness_->on_removed(flow);
+  free_slots_.push_back(flow.slot_);
+  band.flows_.erase(flow.key_.id);
+}
+
+std::size_t FlowRegistry::collect_idle_flows(TimePoint now, Duration idle) {
+  std::size_t removed = 0;
+  for (auto& [p, band] : bands_) {
+    std::vector<Flow*> victims;
+    for (auto& [id, flow] : band->flows_) {
+      if (flow->queue_.empty() && flow->in_flight_ == 0 && now - flow->last_active_ >= idle)
+        victims.push_back(flow.get());
+    }
+    for (Flow* f : victims) remove_flow(*band, *f);
+    removed += victims.size();
+  }
+  return removed;
+}
+
+// ---------------------------------------------------------------- runtime updates
+
+void FlowRegistry::move_flow_items(const std::string& id, TimePoint now) {
+  // Every queued item of `id` that is not where resolve() now puts it moves
+  // there, keeping its enqueue time, deadline and arrival order. Limits are
+  // not checked: an operator's change never drops a request.
+  std::vector<Item*> moving;
+  for (auto& [p, band] : bands_) {
+    auto it = band->flows_.find(id);
+    if (it == band->flows_.end()) continue;
+    it->second->queue_.for_each([&](Item* i) {
+      if (resolve(id, i->requested_priority).priority != p) moving.push_back(i);
+    });
+  }
+  for (Item* i : moving) {
+    dequeue(i, now);
+    enqueue(i, flow(resolve(id, i->requested_priority), now), now);
+  }
+}
+
+void FlowRegistry::set_flow_override(const std::string& id, const FlowOverride& o, TimePoint now) {
+  overrides_[id] = o;
+  const double w = weight_for(id);
+  for (auto& [p, band] : bands_) {
+    auto it = band->flows_.find(id);
+    if (it == band->flows_.end()) continue;
+    it->second->weight_ = w;
+  }
+  move_flow_items(id, now);
+}
+
+void FlowRegistry::clear_flow_override(const std::string& id, TimePoint now) {
+  overrides_.erase(id);
+  set_flow_override(id, FlowOverride{}, now);
+  overrides_.erase(id);
+}
+
+void FlowRegistry::apply_band_config(Band& band, const BandConfig& config) {
+  const bool new_ordering = band.config_.ordering != config.ordering;
+  const bool new_fairness = band.config_.fairness != config.fairness;
+  band.config_ = config;
+  if (new_ordering) {
+    // The old policy must outlive the queues' comparators until they switch.
+    auto old = std::move(band.ordering_);
+    band.ordering_ = factory_.ordering(config.ordering);
+    for (auto& [id, flow] : band.flows_) flow->queue_.reorder(band.ordering_.get());
+  }
+  if (new_fairness || new_ordering) {
+    // A fresh policy learns the backlogged flows again (VTC counters restart
+    // level, which is the fair choice after an operator's change).
+    band.fairness_ = factory_.fairness(config.fairness);
+    band.fairness_->set_ordering(band.ordering_.get());
+    for (auto& [id, flow] : band.flows_)
+      if (!flow->queue_.empty()) band.fairness_->on_backlogged(*flow);
+  }
+}
+
+void FlowRegistry::set_band(const BandConfig& config, TimePoint now) {
+  (void)now;
+  auto it = bands_.find(config.priority);
+  if (it == bands_.end()) {
+    bands_[config.priority] = make_band(config, true);
+    return;
+  }
+  it->second->configured_ = true;
+  apply_band_config(*it->second, config);
+}
+
+void FlowRegistry::remove_band(int priority, TimePoint now) {
+  (void)now;
+  auto it = bands_.find(priority);
+  if (it == bands_.end()) return;
+  BandConfig c = config_.default_band;
+  c.priority = priority;
+  it->second->configured_ = false;
+  apply_band_config(*it->second, c);
+  if (it->second->flows_.empty()) bands_.erase(it);
+}
+
+}  // namespace sluice::registry

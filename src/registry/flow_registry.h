@@ -1,0 +1,296 @@
+// FlowRegistry: priority bands, the flows in each band, and their queues.
+//
+// Owned and mutated by the dispatcher thread only (single writer). Holds no
+// policy logic beyond keeping each band's fairness policy informed of flows
+// becoming backlogged, idle, or getting a new head.
+//
+// Queued requests live in Items taken from a pool and addressed by a ticket
+// (slot index + generation), so a late cancel for a finished request is
+// recognised and ignored, and no allocation happens per request once the
+// pool has grown.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "sluice/flowcontrol/outcome.h"
+#include "sluice/flowcontrol/policies.h"
+#include "sluice/flowcontrol/types.h"
+
+namespace sluice::registry {
+
+using flowcontrol::Duration;
+using flowcontrol::FlowKey;
+using flowcontrol::QueuedRequest;
+using flowcontrol::TimePoint;
+
+class Flow;
+class Band;
+
+struct Item {
+  enum class State : std::uint8_t { kFree, kQueued, kInFlight };
+
+  QueuedRequest request;
+  std::uint64_t cookie = 0;  // the caller's handle for whoever waits on it
+  Flow* flow = nullptr;
+  State state = State::kFree;
+  std::uint32_t generation = 0;
+  std::uint32_t index = 0;            // slot in the pool
+  int requested_priority = 0;         // as classified; a pin may place it elsewhere
+  int endpoint = -1;                  // while in flight
+  std::uint64_t output_charged = 0;   // output tokens already charged to fairness
+  std::size_t deadline_index = SIZE_MAX;  // position in the controller's deadline heap
+  // FIFO flow queue links.
+  Item* prev = nullptr;
+  Item* next = nullptr;
+  // Band arrival list (oldest .. newest), for displacement.
+  Item* band_prev = nullptr;
+  Item* band_next = nullptr;
+};
+
+// Orders items by the band's ordering policy, then by arrival.
+struct ItemOrder {
+  const flowcontrol::OrderingPolicy* policy;
+  bool operator()(const Item* a, const Item* b) const {
+    if (policy->before(a->request, b->request)) return true;
+    if (policy->before(b->request, a->request)) return false;
+    return a->request.sequence < b->request.sequence;
+  }
+};
+
+// One flow's queue: an intrusive FIFO list when the ordering policy is
+// arrival order, otherwise an ordered tree. Both give O(1) head and tail and
+// removal by handle in O(1) (list) or O(log n) (tree).
+class FlowQueue {
+ public:
+  explicit FlowQueue(const flowcontrol::OrderingPolicy* ordering);
+
+  void push(Item* item);
+  void remove(Item* item);
+  Item* head() const;
+  Item* tail() const;  // the one that would go last
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // Switches ordering, keeping every item.
+  void reorder(const flowcontrol::OrderingPolicy* ordering);
+  template <class F>
+  void for_each(F&& f) const {
+    if (fifo_) {
+      for (Item* i = first_; i; i = i->next) f(i);
+    } else {
+      for (Item* i : ordered_) f(i);
+    }
+  }
+
+ private:
+  bool fifo_;
+  Item* first_ = nullptr;
+  Item* last_ = nullptr;
+  std::set<Item*, ItemOrder> ordered_;
+  std::size_t size_ = 0;
+};
+
+struct FlowStats {
+  std::uint64_t dispatched = 0;
+  std::uint64_t completed = 0;
+  std::uint64_t outcomes[8] = {};  // by QueueOutcome
+  std::uint64_t input_tokens = 0;
+  std::uint64_t output_tokens = 0;
+};
+
+class Flow final : public flowcontrol::FlowView {
+ public:
+  Flow(FlowKey key, double weight, std::uint32_t slot, Band* band,
+       const flowcontrol::OrderingPolicy* ordering)
+      : key_(std::move(key)), weight_(weight), slot_(slot), band_(band), queue_(ordering) {}
+
+  const FlowKey& key() const override { return key_; }
+  double weight() const override { return weight_; }
+  std::size_t queued() const override { return queue_.size(); }
+  const QueuedRequest* head() const override {
+    Item* h = queue_.head();
+    return h ? &h->request : nullptr;
+  }
+  std::uint32_t slot() const override { return slot_; }
+
+  Band* band() const { return band_; }
+  FlowQueue& queue() { return queue_; }
+  const FlowQueue& queue() const { return queue_; }
+  std::uint64_t bytes() const { return bytes_; }
+  std::uint32_t in_flight() const { return in_flight_; }
+  TimePoint last_active() const { return last_active_; }
+  FlowStats& stats() { return stats_; }
+  const FlowStats& stats() const { return stats_; }
+
+ private:
+  friend class FlowRegistry;
+  FlowKey key_;
+  double weight_;
+  std::uint32_t slot_;
+  Band* band_;
+  FlowQueue queue_;
+  std::uint64_t bytes_ = 0;
+  std::uint32_t in_flight_ = 0;
+  TimePoint last_active_{};
+  FlowStats stats_;
+};
+
+// A band's settings (GIE flowControl.priorityBands[] plus sluice additions).
+struct BandConfig {
+  int priority = 0;
+  std::uint64_t max_bytes = 0;     // 0: unlimited
+  std::uint64_t max_requests = 0;  // 0: unlimited
+  std::string fairness = "global-strict-fairness-policy";
+  std::string ordering = "fcfs-ordering-policy";
+  // Anti-starvation: the fraction of dispatches this band is guaranteed while
+  // backlogged, even under constant higher-priority load (0: strict priority).
+  double share = 0;
+};
+
+// Builds policies by type name; throws std::invalid_argument for unknown ones
+// (config validation reports them before this is reached).
+struct PolicyFactory {
+  std::function<std::unique_ptr<flowcontrol::OrderingPolicy>(const std::string&)> ordering;
+  std::function<std::unique_ptr<flowcontrol::FairnessPolicy>(const std::string&)> fairness;
+};
+
+class Band {
+ public:
+  const BandConfig& config() const { return config_; }
+  int priority() const { return config_.priority; }
+  std::uint64_t requests() const { return requests_; }
+  std::uint64_t bytes() const { return bytes_; }
+  std::size_t backlogged_flows() const { return backlogged_; }
+  bool backlogged() const { return backlogged_ > 0; }
+  bool configured() const { return configured_; }  // false: made from the default template
+  flowcontrol::FairnessPolicy& fairness() { return *fairness_; }
+  const flowcontrol::OrderingPolicy& ordering() const { return *ordering_; }
+  const std::unordered_map<std::string, std::unique_ptr<Flow>>& flows() const { return flows_; }
+  // Newest queued item of the band (arrival order), or null.
+  Item* newest() const { return newest_; }
+
+  double starvation_credit = 0;  // used by the controller's band selection
+
+ private:
+  friend class FlowRegistry;
+  BandConfig config_;
+  bool configured_ = false;
+  std::unique_ptr<flowcontrol::OrderingPolicy> ordering_;
+  std::unique_ptr<flowcontrol::FairnessPolicy> fairness_;
+  std::unordered_map<std::string, std::unique_ptr<Flow>> flows_;  // by flow id
+  std::uint64_t requests_ = 0;
+  std::uint64_t bytes_ = 0;
+  std::size_t backlogged_ = 0;
+  Item* oldest_ = nullptr;
+  Item* newest_ = nullptr;
+};
+
+struct RegistryConfig {
+  std::uint64_t max_bytes = 0;     // global; 0: unlimited
+  std::uint64_t max_requests = 0;  // global; 0: unlimited
+  BandConfig default_band;         // template for priorities without a band
+  std::vector<BandConfig> bands;
+};
+
+// Per-flow-id overrides an operator sets at runtime.
+struct FlowOverride {
+  std::optional<double> weight;
+  std::optional<int> priority;             // pin: every request of the id goes here
+  std::optional<std::uint64_t> max_queued;  // per-flow queue limit (requests)
+};
+
+// Which limit a newcomer would exceed.
+enum class Limit { kNone, kFlow, kBand, kGlobal };
+
+class FlowRegistry {
+ public:
+  FlowRegistry(RegistryConfig config, PolicyFactory factory);
+  ~FlowRegistry();
+
+  // ---- items
+  Item* allocate();
+  void release(Item* item);
+  // The item for a ticket, or null if the ticket is stale or unknown.
+  Item* find(std::uint64_t ticket);
+  // A ticket is never 0; it changes every time a slot is reused.
+  static std::uint64_t ticket(const Item* item) {
+    return (static_cast<std::uint64_t>(item->generation) << 32) | (item->index + 1ull);
+  }
+
+  // ---- classification
+  // The flow key a request of `id` at `priority` lands in (a priority pin
+  // overrides the requested priority).
+  FlowKey resolve(const std::string& id, int priority) const;
+  Band& band(int priority);  // made from the template if missing
+  Flow& flow(const FlowKey& key, TimePoint now);
+
+  // ---- capacity
+  Limit would_exceed(const Flow& flow, std::uint64_t bytes) const;
+  std::uint64_t total_requests() const { return requests_; }
+  std::uint64_t total_bytes() const { return bytes_; }
+  const RegistryConfig& config() const { return config_; }
+
+  // ---- queue operations (keep counts and the fairness policy in step)
+  void enqueue(Item* item, Flow& flow, TimePoint now);
+  // Removes a queued item from its flow (dispatch, cancel, expiry, eviction).
+  void dequeue(Item* item, TimePoint now);
+  void mark_in_flight(Item* item, int endpoint);
+  void finish_in_flight(Item* item, TimePoint now);
+
+  // ---- iteration
+  // Bands by descending priority.
+  const std::map<int, std::unique_ptr<Band>, std::greater<int>>& bands() const { return bands_; }
+  std::map<int, std::unique_ptr<Band>, std::greater<int>>& bands() { return bands_; }
+
+  // ---- runtime updates (the admin plane's API). Queued items are never
+  // dropped: a priority change moves them to their new band.
+  void set_flow_override(const std::string& id, const FlowOverride& o, TimePoint now);
+  void clear_flow_override(const std::string& id, TimePoint now);
+  const std::unordered_map<std::string, FlowOverride>& overrides() const { return overrides_; }
+  // Adds a band or changes an existing one (limits, policies, share).
+  void set_band(const BandConfig& config, TimePoint now);
+  // A configured band reverts to the default template (items stay).
+  void remove_band(int priority, TimePoint now);
+
+  // Drops flows that have been empty and idle for `idle` (none in flight).
+  std::size_t collect_idle_flows(TimePoint now, Duration idle);
+
+  std::size_t flow_count() const;
+
+ private:
+  std::unique_ptr<Band> make_band(const BandConfig& config, bool configured);
+  void apply_band_config(Band& band, const BandConfig& config);
+  void move_flow_items(const std::string& id, TimePoint now);
+  void link_band(Band& band, Item* item);
+  void unlink_band(Band& band, Item* item);
+  double weight_for(const std::string& id) const;
+  void remove_flow(Band& band, Flow& flow);
+
+  RegistryConfig config_;
+  PolicyFactory factory_;
+  std::map<int, std::unique_ptr<Band>, std::greater<int>> bands_;
+  std::unordered_map<std::string, FlowOverride> overrides_;
+  std::unordered_map<std::string, double> configured_weights_;
+  std::uint64_t requests_ = 0;
+  std::uint64_t bytes_ = 0;
+  // Item pool: stable addresses in chunks; free slots on a stack.
+  std::vector<std::unique_ptr<Item[]>> chunks_;
+  std::vector<std::uint32_t> free_items_;
+  std::uint32_t capacity_ = 0;
+  // Flow slots for policies' per-flow state.
+  std::vector<std::uint32_t> free_slots_;
+  std::uint32_t next_slot_ = 0;
+
+ public:
+  // Configured per-flow weights (flows: section); overrides take precedence.
+  void set_configured_weight(const std::string& id, double weight) { configured_weights_[id] = weight; }
+};
+
+}  // namespace sluice::registry

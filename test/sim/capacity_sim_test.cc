@@ -1,0 +1,198 @@
+// Limits, displacement, TTL expiry and cancellation, each at its boundary.
+#include <gtest/gtest.h>
+
+#include "sim.h"
+
+namespace sluice::sim {
+namespace {
+
+const TimePoint T0 = TimePoint{} + 1s;
+
+// A pool that never has room: everything stays queued.
+PoolModel full_pool() {
+  PoolModel p;
+  p.slots_per_endpoint = 0;
+  return p;
+}
+
+ControllerConfig limits(std::uint64_t max_requests, std::uint64_t max_bytes, bool displacement = true) {
+  ControllerConfig c = config_with("round-robin-fairness-policy");
+  c.registry.max_requests = max_requests;
+  c.registry.max_bytes = max_bytes;
+  c.displacement = displacement;
+  return c;
+}
+
+std::optional<QueueOutcome> outcome(const Sim& sim, std::size_t id) { return sim.records()[id].outcome; }
+
+TEST(Capacity, RequestLimitRejectsExactlyAtTheBoundary) {
+  Sim sim(limits(3, 0), full_pool());
+  sim.run_until(T0);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(outcome(sim, sim.arrive({"a"})).has_value());
+  auto fourth = sim.arrive({"a"});
+  EXPECT_EQ(outcome(sim, fourth), QueueOutcome::kRejectedCapacity);
+  EXPECT_EQ(sim.controller().queued(), 3u);
+}
+
+TEST(Capacity, ByteLimitRejectsExactlyAtTheBoundary) {
+  Sim sim(limits(0, 1000), full_pool());
+  sim.run_until(T0);
+  EXPECT_FALSE(outcome(sim, sim.arrive({"a", 0, 1, 1, 400})).has_value());
+  EXPECT_FALSE(outcome(sim, sim.arrive({"a", 0, 1, 1, 400})).has_value());
+  EXPECT_EQ(outcome(sim, sim.arrive({"a", 0, 1, 1, 201})), QueueOutcome::kRejectedCapacity);
+  EXPECT_FALSE(outcome(sim, sim.arrive({"a", 0, 1, 1, 200})).has_value());  // exactly 1000
+  EXPECT_EQ(outcome(sim, sim.arrive({"a", 0, 1, 1, 1})), QueueOutcome::kRejectedCapacity);
+  EXPECT_EQ(sim.controller().registry().total_bytes(), 1000u);
+}
+
+TEST(Capacity, BandLimitRejectsAndNeverDisplacesItsOwnPriority) {
+  ControllerConfig c = limits(0, 0);
+  c.registry.bands.push_back({5, 0, 2, "round-robin-fairness-policy", "fcfs-ordering-policy", 0});
+  Sim sim(std::move(c), full_pool());
+  sim.run_until(T0);
+  auto a = sim.arrive({"a", 5});
+  auto b = sim.arrive({"b", 5});
+  EXPECT_EQ(outcome(sim, sim.arrive({"c", 5})), QueueOutcome::kRejectedCapacity);
+  EXPECT_FALSE(outcome(sim, a).has_value());
+  EXPECT_FALSE(outcome(sim, b).has_value());
+}
+
+TEST(Displacement, EvictsOnlyLowerPriorityNewestFirst) {
+  Sim sim(limits(4, 0), full_pool());
+  sim.run_until(T0);
+  auto low_old = sim.arrive({"batch", -10});
+  auto low_new = sim.arrive({"batch", -10});
+  auto mid = sim.arrive({"std", 0});
+  auto mid2 = sim.arrive({"std", 0});
+  // Full. A high-priority newcomer pushes out the lowest band's newest.
+  auto high = sim.arrive({"chat", 100});
+  EXPECT_FALSE(outcome(sim, high).has_value());
+  EXPECT_EQ(outcome(sim, low_new), QueueOutcome::kEvictedDisplaced);
+  EXPECT_FALSE(outcome(sim, low_old).has_value());
+  // Equal priority is never displaced: a priority-0 newcomer can only take
+  // the remaining -10 request's place.
+  auto mid3 = sim.arrive({"std", 0});
+  EXPECT_FALSE(outcome(sim, mid3).has_value());
+  EXPECT_EQ(outcome(sim, low_old), QueueOutcome::kEvictedDisplaced);
+  auto mid4 = sim.arrive({"std", 0});
+  EXPECT_EQ(outcome(sim, mid4), QueueOutcome::kRejectedCapacity);
+  EXPECT_FALSE(outcome(sim, mid).has_value());
+  EXPECT_FALSE(outcome(sim, mid2).has_value());
+  // A sheddable newcomer displaces nothing.
+  EXPECT_EQ(outcome(sim, sim.arrive({"batch", -10})), QueueOutcome::kRejectedCapacity);
+  EXPECT_EQ(sim.controller().queued(), 4u);
+}
+
+TEST(Displacement, ByteLimitFreesEnoughOrNothing) {
+  Sim sim(limits(0, 1000), full_pool());
+  sim.run_until(T0);
+  auto l1 = sim.arrive({"low", -1, 1, 1, 300});
+  auto l2 = sim.arrive({"low", -1, 1, 1, 300});
+  auto h1 = sim.arrive({"high", 10, 1, 1, 400});
+  // 1000 used. A 900-byte high request needs 900 freed, but only 600 bytes
+  // are lower priority: nothing is evicted, the newcomer is rejected.
+  EXPECT_EQ(outcome(sim, sim.arrive({"high", 10, 1, 1, 900})), QueueOutcome::kRejectedCapacity);
+  EXPECT_FALSE(outcome(sim, l1).has_value());
+  EXPECT_FALSE(outcome(sim, l2).has_value());
+  // A 500-byte one needs 500: both low requests go (newest first, then older).
+  auto h2 = sim.arrive({"high", 10, 1, 1, 500});
+  EXPECT_FALSE(outcome(sim, h2).has_value());
+  EXPECT_EQ(outcome(sim, l2), QueueOutcome::kEvictedDisplaced);
+  EXPECT_EQ(outcome(sim, l1), QueueOutcome::kEvictedDisplaced);
+  EXPECT_FALSE(outcome(sim, h1).has_value());
+  EXPECT_EQ(sim.controller().registry().total_bytes(), 900u);
+}
+
+TEST(Displacement, OffMeansRejectTheNewcomer) {
+  Sim sim(limits(1, 0, false), full_pool());
+  sim.run_until(T0);
+  auto low = sim.arrive({"low", -1});
+  EXPECT_EQ(outcome(sim, sim.arrive({"high", 10})), QueueOutcome::kRejectedCapacity);
+  EXPECT_FALSE(outcome(sim, low).has_value());
+}
+
+// Expiry fires at the deadline (fake clock: to the nanosecond; the
+// requirement is 1 ms) and frees capacity at once.
+TEST(Ttl, ExpiresAtTheDeadline) {
+  ControllerConfig c = limits(2, 0);
+  c.default_ttl = 10s;
+  Sim sim(std::move(c), full_pool());
+  sim.run_until(T0);
+  auto a = sim.arrive({"a", 0, 1, 1, 1, 250ms});  // own TTL, smaller than the default
+  sim.run_for(100ms);
+  auto b = sim.arrive({"b"});  // default TTL
+  EXPECT_EQ(sim.controller().next_deadline(), T0 + 250ms);
+  sim.run_until(T0 + 5s);
+  ASSERT_EQ(outcome(sim, a), QueueOutcome::kEvictedTTL);
+  auto late = sim.records()[a].decided - (T0 + 250ms);
+  EXPECT_GE(late, 0ms);
+  EXPECT_LT(late, 1ms);
+  EXPECT_FALSE(outcome(sim, b).has_value());
+  EXPECT_EQ(sim.controller().next_deadline(), T0 + 100ms + 10s);
+  // The expired request's place is free again.
+  EXPECT_FALSE(outcome(sim, sim.arrive({"c"})).has_value());
+}
+
+TEST(Cancel, FreesCapacityAtOnce) {
+  Sim sim(limits(2, 0), full_pool());
+  sim.run_until(T0);
+  auto a = sim.arrive({"a"});
+  sim.arrive({"a"});
+  EXPECT_EQ(outcome(sim, sim.arrive({"a"})), QueueOutcome::kRejectedCapacity);
+  sim.cancel(a);
+  EXPECT_EQ(outcome(sim, a), QueueOutcome::kEvictedContextCancelled);
+  EXPECT_FALSE(outcome(sim, sim.arrive({"a"})).has_value());
+  // A stale ticket (already finalized) is ignored.
+  sim.cancel(a);
+  EXPECT_EQ(sim.controller().queued(), 2u);
+}
+
+TEST(Shutdown, EveryQueuedRequestEndsEvictedOther) {
+  Sim sim(limits(0, 0), full_pool());
+  sim.run_until(T0);
+  for (int i = 0; i < 5; ++i) sim.arrive({"f" + std::to_string(i % 2), i % 3});
+  sim.controller().shutdown(sim.now());
+  for (const auto& r : sim.records()) EXPECT_EQ(r.outcome, QueueOutcome::kEvictedOther);
+  EXPECT_EQ(sim.controller().queued(), 0u);
+}
+
+TEST(Endpoints, EmptyPoolRejectsWithNoEndpoints) {
+  PoolModel p;
+  p.endpoints = 0;
+  Sim sim(limits(0, 0), p);
+  sim.run_until(T0);
+  EXPECT_EQ(outcome(sim, sim.arrive({"a"})), QueueOutcome::kRejectedNoEndpoints);
+}
+
+// In-flight credit: with the utilization detector, a burst between scrapes
+// releases only what the last scrape plus the dispatches since allow.
+TEST(Saturation, InFlightCreditStopsOvershootBetweenScrapes) {
+  std::vector<Decision> decisions;
+  Controller c(config_with("round-robin-fairness-policy"),
+               std::make_unique<UtilizationDetector>(UtilizationParams{5, 0.8, 200ms, 0}),
+               [&](const Decision& d) { decisions.push_back(d); });
+  c.set_endpoint_count(2);
+  const TimePoint now = T0;
+  c.update_metrics(0, {0, 0, 0.1}, now);
+  c.update_metrics(1, {3, 0, 0.1}, now);
+  for (int i = 0; i < 100; ++i) {
+    EnqueueRequest r;
+    r.cookie = static_cast<std::uint64_t>(i);
+    c.enqueue(r, now);
+  }
+  c.dispatch(now);
+  // Endpoint 0 takes 5 (0 waiting + 5 credit), endpoint 1 takes 2 (3 + 2).
+  EXPECT_EQ(decisions.size(), 7u);
+  EXPECT_EQ(c.queued(), 93u);
+  // A fresh scrape that shows the queues drained opens room again.
+  c.update_metrics(0, {0, 5, 0.2}, now + 50ms);
+  c.update_metrics(1, {0, 5, 0.2}, now + 50ms);
+  c.dispatch(now + 50ms);
+  EXPECT_EQ(decisions.size(), 17u);
+  // Stale metrics count as saturated.
+  c.dispatch(now + 50ms + 201ms);
+  EXPECT_EQ(decisions.size(), 17u);
+}
+
+}  // namespace
+}  // namespace sluice::sim

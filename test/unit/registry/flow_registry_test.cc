@@ -1,0 +1,165 @@
+#include "registry/flow_registry.h"
+
+#include <gtest/gtest.h>
+
+#include "flowcontrol/fairness_policies.h"
+#include "flowcontrol/ordering_policies.h"
+
+namespace sluice::registry {
+namespace {
+
+using namespace std::chrono_literals;
+const TimePoint T0 = TimePoint{} + 1s;
+
+PolicyFactory factory() {
+  return {[](const std::string& t) { return flowcontrol::make_ordering_policy(t); },
+          [](const std::string& t) { return flowcontrol::make_fairness_policy(t); }};
+}
+
+struct Fixture : ::testing::Test {
+  RegistryConfig config() {
+    RegistryConfig c;
+    c.default_band.fairness = "round-robin-fairness-policy";
+    c.bands.push_back({10, 0, 5, "round-robin-fairness-policy", "fcfs-ordering-policy", 0});
+    return c;
+  }
+  FlowRegistry reg{config(), factory()};
+  std::uint64_t seq = 0;
+
+  Item* add(const std::string& id, int priority, std::uint64_t bytes = 10,
+            std::optional<TimePoint> deadline = std::nullopt) {
+    Item* i = reg.allocate();
+    i->request.sequence = ++seq;
+    i->request.byte_size = bytes;
+    i->request.deadline = deadline;
+    i->requested_priority = priority;
+    Flow& f = reg.flow(reg.resolve(id, priority), T0);
+    if (reg.would_exceed(f, bytes) != Limit::kNone) {
+      reg.release(i);
+      return nullptr;
+    }
+    reg.enqueue(i, f, T0);
+    return i;
+  }
+  std::vector<std::uint64_t> sequences(const Flow& f) {
+    std::vector<std::uint64_t> out;
+    f.queue().for_each([&](Item* i) { out.push_back(i->request.sequence); });
+    return out;
+  }
+};
+
+TEST_F(Fixture, CountsAtEveryLevel) {
+  add("a", 10, 100);
+  add("a", 10, 50);
+  add("b", 0, 7);
+  EXPECT_EQ(reg.total_requests(), 3u);
+  EXPECT_EQ(reg.total_bytes(), 157u);
+  EXPECT_EQ(reg.band(10).requests(), 2u);
+  EXPECT_EQ(reg.band(10).bytes(), 150u);
+  EXPECT_EQ(reg.flow({"a", 10}, T0).bytes(), 150u);
+  EXPECT_EQ(reg.band(10).backlogged_flows(), 1u);
+  EXPECT_FALSE(reg.band(0).configured());  // made from the template
+  EXPECT_TRUE(reg.band(10).configured());
+}
+
+TEST_F(Fixture, SameIdAtTwoPrioritiesIsTwoFlows) {
+  add("a", 10);
+  add("a", 0);
+  EXPECT_EQ(reg.flow_count(), 2u);
+}
+
+TEST_F(Fixture, PinningAPriorityMovesQueuedItemsKeepingOrder) {
+  add("a", 0);
+  add("a", 0);
+  add("a", 10);
+  add("b", 0);
+  reg.set_flow_override("a", FlowOverride{std::nullopt, 10, std::nullopt}, T0);
+  Flow& moved = reg.flow({"a", 10}, T0);
+  EXPECT_EQ(sequences(moved), (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(reg.flow({"a", 0}, T0).queued(), 0u);
+  EXPECT_EQ(reg.band(10).requests(), 3u);  // over its limit of 5? no: 3; never dropped anyway
+  EXPECT_EQ(reg.total_requests(), 4u);
+  // New requests of the id follow the pin.
+  EXPECT_EQ(reg.resolve("a", -5), (FlowKey{"a", 10}));
+  // Clearing the override sends each request back to the priority it asked for.
+  reg.clear_flow_override("a", T0);
+  EXPECT_EQ(sequences(reg.flow({"a", 0}, T0)), (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(sequences(reg.flow({"a", 10}, T0)), (std::vector<std::uint64_t>{3}));
+}
+
+TEST_F(Fixture, MovedItemsAreKeptEvenOverTheTargetLimit) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(add("x", 10));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(add("y", 0));
+  EXPECT_EQ(add("z", 10), nullptr);  // band 10 is full (maxRequests 5)
+  reg.set_flow_override("y", FlowOverride{std::nullopt, 10, std::nullopt}, T0);
+  EXPECT_EQ(reg.band(10).requests(), 8u);
+  EXPECT_EQ(reg.total_requests(), 8u);
+}
+
+TEST_F(Fixture, WeightAndFlowLimitOverrides) {
+  reg.set_configured_weight("a", 2);
+  add("a", 0);
+  EXPECT_DOUBLE_EQ(reg.flow({"a", 0}, T0).weight(), 2);
+  reg.set_flow_override("a", FlowOverride{5.0, std::nullopt, 2}, T0);
+  EXPECT_DOUBLE_EQ(reg.flow({"a", 0}, T0).weight(), 5);
+  EXPECT_TRUE(add("a", 0));
+  EXPECT_EQ(add("a", 0), nullptr);  // per-flow limit 2
+  reg.clear_flow_override("a", T0);
+  EXPECT_DOUBLE_EQ(reg.flow({"a", 0}, T0).weight(), 2);
+  EXPECT_TRUE(add("a", 0));
+}
+
+TEST_F(Fixture, ChangingABandsOrderingKeepsItsItems) {
+  add("a", 10, 10, T0 + 30s);
+  add("a", 10, 10, T0 + 10s);
+  add("a", 10, 10, std::nullopt);
+  add("a", 10, 10, T0 + 20s);
+  Flow& f = reg.flow({"a", 10}, T0);
+  EXPECT_EQ(f.head()->sequence, 1u);
+  BandConfig b = reg.band(10).config();
+  b.ordering = "edf-ordering-policy";
+  reg.set_band(b, T0);
+  EXPECT_EQ(sequences(f), (std::vector<std::uint64_t>{2, 4, 1, 3}));  // no TTL goes last
+  EXPECT_EQ(reg.band(10).requests(), 4u);
+  EXPECT_EQ(reg.band(10).fairness().pick(), &f);  // the new fairness policy knows the flow
+}
+
+TEST_F(Fixture, RemovingABandRevertsToTheTemplateAndKeepsItems) {
+  add("a", 10);
+  reg.remove_band(10, T0);
+  EXPECT_FALSE(reg.band(10).configured());
+  EXPECT_EQ(reg.band(10).requests(), 1u);
+  EXPECT_EQ(reg.band(10).config().max_requests, 0u);
+  // A new band is live at once.
+  reg.set_band({-5, 0, 1, "round-robin-fairness-policy", "fcfs-ordering-policy", 0}, T0);
+  EXPECT_TRUE(add("s", -5));
+  EXPECT_EQ(add("s", -5), nullptr);
+}
+
+TEST_F(Fixture, TicketsGoStaleWhenASlotIsReused) {
+  Item* i = reg.allocate();
+  auto ticket = FlowRegistry::ticket(i);
+  i->state = Item::State::kQueued;
+  EXPECT_EQ(reg.find(ticket), i);
+  reg.release(i);
+  EXPECT_EQ(reg.find(ticket), nullptr);
+  Item* again = reg.allocate();
+  again->state = Item::State::kQueued;
+  EXPECT_EQ(again, i);
+  EXPECT_NE(FlowRegistry::ticket(again), ticket);
+  EXPECT_EQ(reg.find(ticket), nullptr);
+  EXPECT_EQ(reg.find(0), nullptr);
+  EXPECT_EQ(reg.find(1ull << 40), nullptr);
+}
+
+TEST_F(Fixture, IdleFlowsAreCollected) {
+  Item* i = add("a", 0);
+  reg.dequeue(i, T0);
+  reg.release(i);
+  EXPECT_EQ(reg.collect_idle_flows(T0 + 1min, std::chrono::minutes(5)), 0u);
+  EXPECT_EQ(reg.collect_idle_flows(T0 + 6min, std::chrono::minutes(5)), 1u);
+  EXPECT_EQ(reg.flow_count(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::registry
