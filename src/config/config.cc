@@ -285,6 +285,193 @@ void read_profiles(const Reader& r, const YAML::Node& node, const std::vector<Pl
   });
 }
 
+// ---------------------------------------------------------------- flow control
+
+bool is_ordering_type(const std::string& t) {
+  return t == "fcfs-ordering-policy" || t == "edf-ordering-policy" || t == "slo-deadline-ordering-policy";
+}
+bool is_fairness_type(const std::string& t) {
+  return t == "global-strict-fairness-policy" || t == "round-robin-fairness-policy" ||
+         t == "vtc-fairness-policy";
+}
+bool is_detector_type(const std::string& t) {
+  return t == "utilization-detector" || t == "concurrency-detector";
+}
+
+// The plugin instance named `ref`: declared in plugins:, or one of the
+// defaults GIE registers implicitly under its type name.
+const PluginSpec* find_plugin(const Config& c, const std::string& ref) {
+  for (const auto& p : c.plugins)
+    if (p.name == ref) return &p;
+  return nullptr;
+}
+
+std::string resolve_ref(const Reader& r, const Config& c, const YAML::Node& n, const std::string& path,
+                        bool (*is_kind)(const std::string&), const char* kind,
+                        std::initializer_list<const char*> implicit) {
+  auto ref = r.string(n, path);
+  if (const PluginSpec* p = find_plugin(c, ref)) {
+    if (!is_kind(p->type))
+      fail(r.source, n, path, "plugin '" + ref + "' is a " + p->type + ", not a " + kind);
+    return p->type;
+  }
+  for (const char* t : implicit)
+    if (ref == t) return ref;
+  fail(r.source, n, path,
+       "unknown " + std::string(kind) + " '" + ref +
+           "' (declare it under plugins:, e.g. '- type: " + (is_kind(ref) ? ref : "<type>") + "')");
+}
+
+void read_band(const Reader& r, const Config& c, const YAML::Node& node, const std::string& path,
+               BandSpec& b, bool needs_priority) {
+  Fields f(r.source, node, path);
+  if (auto n = f.take("priority")) {
+    auto v = r.integer(n, f.child("priority"));
+    if (v < -1000000 || v > 1000000)
+      fail(r.source, n, f.child("priority"), "must be between -1000000 and 1000000");
+    b.priority = static_cast<int>(v);
+  } else if (needs_priority) {
+    fail(r.source, node, f.child("priority"), "is required");
+  }
+  if (auto n = f.take("maxBytes")) {
+    b.max_bytes = r.quantity(n, f.child("maxBytes"));
+    if (b.max_bytes == 0) b.max_bytes = 1000000000;  // GIE: 0 means the default bound
+  }
+  if (auto n = f.take("maxRequests")) b.max_requests = r.quantity(n, f.child("maxRequests"));
+  if (auto n = f.take("fairnessPolicyRef")) {
+    b.fairness_ref = r.string(n, f.child("fairnessPolicyRef"));
+    b.fairness_type = resolve_ref(r, c, n, f.child("fairnessPolicyRef"), is_fairness_type,
+                                  "fairness policy", {"global-strict-fairness-policy"});
+  }
+  if (auto n = f.take("orderingPolicyRef")) {
+    b.ordering_ref = r.string(n, f.child("orderingPolicyRef"));
+    b.ordering_type = resolve_ref(r, c, n, f.child("orderingPolicyRef"), is_ordering_type,
+                                  "ordering policy", {"fcfs-ordering-policy"});
+  }
+  if (auto n = f.take("antiStarvationShare")) {
+    b.anti_starvation_share = r.number(n, f.child("antiStarvationShare"));
+    if (b.anti_starvation_share < 0 || b.anti_starvation_share >= 1)
+      fail(r.source, n, f.child("antiStarvationShare"), "must be at least 0 and below 1");
+  }
+  f.finish();
+}
+
+void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
+  auto& fc = c.flow_control;
+  Fields f(r.source, node, "flowControl");
+  if (auto n = f.take("maxBytes")) fc.max_bytes = r.quantity(n, f.child("maxBytes"));
+  if (auto n = f.take("maxRequests")) fc.max_requests = r.quantity(n, f.child("maxRequests"));
+  if (auto n = f.take("defaultRequestTTL")) {
+    auto d = r.duration(n, f.child("defaultRequestTTL"));
+    if (d.count() > 0) fc.default_request_ttl = d;  // GIE: 0 means no TTL
+  }
+  if (auto n = f.take("defaultPriorityBand")) {
+    read_band(r, c, n, f.child("defaultPriorityBand"), fc.default_band, false);
+    fc.default_band.priority = 0;  // GIE ignores it: the template fits any priority
+  }
+  if (auto list = f.take("priorityBands")) {
+    std::set<int> seen;
+    r.sequence(list, f.child("priorityBands"));
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      std::string path = f.child("priorityBands") + "[" + std::to_string(i) + "]";
+      BandSpec b = fc.default_band;
+      read_band(r, c, list[i], path, b, true);
+      if (!seen.insert(b.priority).second)
+        fail(r.source, list[i], path + ".priority", "duplicate band priority " + std::to_string(b.priority));
+      fc.bands.push_back(std::move(b));
+    }
+  }
+  if (auto n = f.take("displacementPolicy")) {
+    auto v = r.string(n, f.child("displacementPolicy"));
+    if (v != "lowest-band-newest-first" && v != "none")
+      fail(r.source, n, f.child("displacementPolicy"),
+           "unknown displacement policy '" + v + "' (expected lowest-band-newest-first or none)");
+    fc.displacement = v != "none";
+  }
+  if (auto n = f.take("flowIdleTimeout")) {
+    fc.flow_idle_timeout = r.duration(n, f.child("flowIdleTimeout"));
+    if (fc.flow_idle_timeout.count() <= 0)
+      fail(r.source, n, f.child("flowIdleTimeout"), "must be greater than zero");
+  }
+  f.take("usageLimitPolicyPluginRef");  // GIE: a saturation ceiling, 1.0 unless configured
+  f.finish();
+}
+
+void read_plugin_parameters(const Reader& r, Config& c) {
+  for (const auto& p : c.plugins) {
+    if (p.type != "vtc-fairness-policy" || !p.parameters || p.parameters.IsNull()) continue;
+    Fields f(r.source, p.parameters, "plugins[" + p.name + "].parameters");
+    for (const char* key : {"inputPrice", "outputPrice"}) {
+      auto n = f.take(key);
+      if (!n) continue;
+      double v = r.number(n, f.child(key));
+      if (v < 0) fail(r.source, n, f.child(key), "must not be negative");
+      (std::string(key) == "inputPrice" ? c.flow_control.vtc_input_price
+                                        : c.flow_control.vtc_output_price) = v;
+    }
+    f.finish();
+  }
+}
+
+void read_detector_parameters(const Reader& r, const PluginSpec& p, SaturationDetectorSpec& d) {
+  d.type = p.type;
+  if (!p.parameters || p.parameters.IsNull()) return;
+  const std::string path = "plugins[" + p.name + "].parameters";
+  Fields f(r.source, p.parameters, path);
+  auto num = [&](const char* key, double min_exclusive, bool inclusive_zero) -> std::optional<double> {
+    auto n = f.take(key);
+    if (!n) return std::nullopt;
+    double v = r.number(n, f.child(key));
+    if (inclusive_zero ? v < min_exclusive : !(v > min_exclusive))
+      fail(r.source, n, f.child(key), inclusive_zero ? "must not be negative" : "must be greater than zero");
+    return v;
+  };
+  if (auto v = num("headroom", 0, true)) d.headroom = *v;
+  if (p.type == "utilization-detector") {
+    if (auto v = num("queueDepthThreshold", 0, false)) d.queue_depth_threshold = *v;
+    if (auto n = f.take("kvCacheUtilThreshold")) {
+      double v = r.number(n, f.child("kvCacheUtilThreshold"));
+      if (!(v > 0 && v <= 1)) fail(r.source, n, f.child("kvCacheUtilThreshold"), "must be in (0, 1]");
+      d.kv_cache_util_threshold = v;
+    }
+    if (auto n = f.take("metricsStalenessThreshold")) {
+      d.metrics_staleness_threshold = r.duration(n, f.child("metricsStalenessThreshold"));
+      if (d.metrics_staleness_threshold.count() <= 0)
+        fail(r.source, n, f.child("metricsStalenessThreshold"), "must be greater than zero");
+    }
+  } else {
+    if (auto n = f.take("concurrencyMode")) {
+      auto v = r.string(n, f.child("concurrencyMode"));
+      if (v != "requests" && v != "tokens")
+        fail(r.source, n, f.child("concurrencyMode"), "must be requests or tokens");
+      d.tokens_mode = v == "tokens";
+    }
+    if (auto v = num("maxConcurrency", 0, false)) d.max_concurrency = static_cast<std::uint64_t>(*v);
+    if (auto v = num("maxTokenConcurrency", 0, false)) d.max_token_concurrency = static_cast<std::uint64_t>(*v);
+  }
+  f.finish();
+}
+
+void read_saturation_detector(const Reader& r, Config& c, const YAML::Node& node) {
+  Fields f(r.source, node, "saturationDetector");
+  std::string ref = "utilization-detector";
+  YAML::Node refnode = f.take("pluginRef");
+  if (refnode) ref = r.scalar(refnode, "saturationDetector.pluginRef");
+  f.finish();
+  if (ref.empty()) ref = "utilization-detector";
+  if (const PluginSpec* p = find_plugin(c, ref)) {
+    if (!is_detector_type(p->type))
+      fail(r.source, refnode, "saturationDetector.pluginRef",
+           "plugin '" + ref + "' is a " + p->type + ", not a saturation detector");
+    read_detector_parameters(r, *p, c.saturation_detector);
+    return;
+  }
+  if (ref != "utilization-detector")
+    fail(r.source, refnode, "saturationDetector.pluginRef",
+         "unknown saturation detector '" + ref +
+             "' (declare it under plugins:, type utilization-detector or concurrency-detector)");
+}
+
 Config parse(const YAML::Node& root, const std::string& source) {
   Config c;
   c.source = source;
@@ -312,8 +499,14 @@ Config parse(const YAML::Node& root, const std::string& source) {
   if (auto n = f.take("schedulingProfiles")) read_profiles(r, n, c.plugins, c.scheduling_profiles);
   if (auto n = f.take("featureGates")) {
     r.sequence(n, "featureGates");
-    for (std::size_t i = 0; i < n.size(); ++i)
-      c.feature_gates.push_back(r.string(n[i], "featureGates[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      std::string path = "featureGates[" + std::to_string(i) + "]";
+      auto gate = r.string(n[i], path);
+      if (gate != "flowControl" && gate != "dataLayer" && gate != "enableLegacyMetrics")
+        fail(c.source, n[i], path,
+             "unknown feature gate '" + gate + "' (expected flowControl, dataLayer or enableLegacyMetrics)");
+      c.feature_gates.push_back(gate);
+    }
   }
   auto mapping = [&](const char* key, YAML::Node& out) {
     if (auto n = f.take(key)) {
@@ -321,10 +514,21 @@ Config parse(const YAML::Node& root, const std::string& source) {
       out = n;
     }
   };
-  mapping("flowControl", c.flow_control);
-  mapping("saturationDetector", c.saturation_detector);
   mapping("parser", c.parser);
   mapping("data", c.data);
+  read_plugin_parameters(r, c);
+  // A detector declared under plugins: but not referenced still gets its
+  // parameters checked; the referenced one is kept.
+  for (const auto& p : c.plugins) {
+    if (!is_detector_type(p.type)) continue;
+    SaturationDetectorSpec scratch;
+    read_detector_parameters(r, p, scratch);
+  }
+  if (auto n = f.take("saturationDetector")) read_saturation_detector(r, c, n);
+  if (auto n = f.take("flowControl")) read_flow_control(r, c, n);
+  for (const auto& g : c.feature_gates) {
+    if (g == "flowControl") c.flow_control.enabled = true;
+  }
   f.finish();
   return c;
 }

@@ -87,6 +87,47 @@ struct SchedulingProfileSpec {
   std::vector<ProfilePluginRef> plugins;
 };
 
+// flowControl.priorityBands[] (and defaultPriorityBand). Refs are resolved
+// to policy types here; parameters are in the resolved plugin's spec.
+struct BandSpec {
+  int priority = 0;
+  std::uint64_t max_bytes = 1000000000;  // GIE's default band byte bound
+  std::uint64_t max_requests = 0;        // 0: unlimited
+  std::string fairness_ref = "global-strict-fairness-policy";
+  std::string ordering_ref = "fcfs-ordering-policy";
+  std::string fairness_type = "global-strict-fairness-policy";
+  std::string ordering_type = "fcfs-ordering-policy";
+  double anti_starvation_share = 0;  // sluice: guaranteed fraction of dispatches
+};
+
+struct FlowControlSpec {
+  bool enabled = false;  // featureGates: [flowControl]
+  std::uint64_t max_bytes = 0;     // global; 0: unlimited
+  std::uint64_t max_requests = 0;  // global; 0: unlimited
+  std::optional<nanoseconds> default_request_ttl;
+  BandSpec default_band;
+  std::vector<BandSpec> bands;
+  // sluice additions
+  bool displacement = true;  // displacementPolicy: lowest-band-newest-first | none
+  nanoseconds flow_idle_timeout = std::chrono::minutes(5);
+  double vtc_input_price = 1.0;   // from the vtc-fairness-policy plugin's parameters
+  double vtc_output_price = 2.0;
+};
+
+struct SaturationDetectorSpec {
+  std::string type = "utilization-detector";
+  // utilization-detector
+  double queue_depth_threshold = 5;
+  double kv_cache_util_threshold = 0.8;
+  nanoseconds metrics_staleness_threshold = std::chrono::milliseconds(200);
+  // concurrency-detector
+  bool tokens_mode = false;
+  std::uint64_t max_concurrency = 100;
+  std::uint64_t max_token_concurrency = 1000000;
+  // both
+  double headroom = 0;
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string api_version;
@@ -101,10 +142,10 @@ struct Config {
   std::vector<PluginSpec> plugins;
   std::vector<SchedulingProfileSpec> scheduling_profiles;
   std::vector<std::string> feature_gates;
-  // Sections that later layers interpret (flow control, saturation detector,
-  // parser, data layer); kept as parsed YAML with their line marks.
-  YAML::Node flow_control;
-  YAML::Node saturation_detector;
+  FlowControlSpec flow_control;
+  SaturationDetectorSpec saturation_detector;
+  // Sections that later layers interpret (parser, data layer); kept as
+  // parsed YAML with their line marks.
   YAML::Node parser;
   YAML::Node data;
 };

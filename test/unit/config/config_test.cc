@@ -112,6 +112,110 @@ TEST(Config, ProfileMustReferToDeclaredPlugin) {
             "not in plugins");
 }
 
+TEST(Config, FlowControlSection) {
+  auto c = load_config_string(R"(
+apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins:
+  - type: round-robin-fairness-policy
+  - type: vtc-fairness-policy
+    name: vtc
+    parameters: {inputPrice: 1, outputPrice: 3}
+  - type: edf-ordering-policy
+  - type: concurrency-detector
+    parameters: {maxConcurrency: 8, headroom: 0.25}
+saturationDetector:
+  pluginRef: concurrency-detector
+flowControl:
+  maxBytes: 10Gi
+  maxRequests: 1k
+  defaultRequestTTL: 30s
+  defaultPriorityBand:
+    fairnessPolicyRef: round-robin-fairness-policy
+  priorityBands:
+    - priority: 100
+      maxRequests: 50
+      orderingPolicyRef: edf-ordering-policy
+    - priority: 0
+      fairnessPolicyRef: vtc
+      antiStarvationShare: 0.05
+  displacementPolicy: none
+)");
+  const auto& fc = c.flow_control;
+  EXPECT_TRUE(fc.enabled);
+  EXPECT_EQ(fc.max_bytes, 10ull << 30);
+  EXPECT_EQ(fc.max_requests, 1000u);
+  EXPECT_EQ(fc.default_request_ttl, std::chrono::nanoseconds(30s));
+  EXPECT_EQ(fc.default_band.fairness_type, "round-robin-fairness-policy");
+  ASSERT_EQ(fc.bands.size(), 2u);
+  EXPECT_EQ(fc.bands[0].priority, 100);
+  EXPECT_EQ(fc.bands[0].max_requests, 50u);
+  EXPECT_EQ(fc.bands[0].max_bytes, 1000000000u);  // GIE's default bound
+  EXPECT_EQ(fc.bands[0].ordering_type, "edf-ordering-policy");
+  EXPECT_EQ(fc.bands[0].fairness_type, "round-robin-fairness-policy");  // from the template
+  EXPECT_EQ(fc.bands[1].fairness_ref, "vtc");
+  EXPECT_EQ(fc.bands[1].fairness_type, "vtc-fairness-policy");
+  EXPECT_DOUBLE_EQ(fc.bands[1].anti_starvation_share, 0.05);
+  EXPECT_FALSE(fc.displacement);
+  EXPECT_DOUBLE_EQ(fc.vtc_output_price, 3);
+  EXPECT_EQ(c.saturation_detector.type, "concurrency-detector");
+  EXPECT_EQ(c.saturation_detector.max_concurrency, 8u);
+  EXPECT_DOUBLE_EQ(c.saturation_detector.headroom, 0.25);
+}
+
+TEST(Config, FlowControlDefaults) {
+  auto c = load_config_string("flowControl: {}\n");
+  EXPECT_FALSE(c.flow_control.enabled);  // the gate is off
+  EXPECT_TRUE(c.flow_control.displacement);
+  EXPECT_FALSE(c.flow_control.default_request_ttl.has_value());
+  EXPECT_EQ(c.flow_control.default_band.fairness_type, "global-strict-fairness-policy");
+  EXPECT_EQ(c.flow_control.default_band.ordering_type, "fcfs-ordering-policy");
+  EXPECT_EQ(c.saturation_detector.type, "utilization-detector");
+  EXPECT_EQ(c.saturation_detector.queue_depth_threshold, 5);
+  EXPECT_EQ(c.saturation_detector.kv_cache_util_threshold, 0.8);
+  EXPECT_EQ(c.saturation_detector.metrics_staleness_threshold, std::chrono::nanoseconds(200ms));
+}
+
+TEST(Config, FlowControlBadInputsNameTheField) {
+  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      fairnessPolicyRef: fair-ish\n"),
+            "test.yaml:4: flowControl.priorityBands[0].fairnessPolicyRef: unknown fairness policy "
+            "'fair-ish' (declare it under plugins:, e.g. '- type: <type>')");
+  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      orderingPolicyRef: "
+                     "edf-ordering-policy\n"),
+            "test.yaml:4: flowControl.priorityBands[0].orderingPolicyRef: unknown ordering policy "
+            "'edf-ordering-policy' (declare it under plugins:, e.g. '- type: edf-ordering-policy')");
+  EXPECT_EQ(error_of("plugins:\n  - type: queue-scorer\nflowControl:\n  defaultPriorityBand:\n"
+                     "    fairnessPolicyRef: queue-scorer\n"),
+            "test.yaml:5: flowControl.defaultPriorityBand.fairnessPolicyRef: plugin 'queue-scorer' is "
+            "a queue-scorer, not a fairness policy");
+  EXPECT_EQ(error_of("flowControl:\n  maxRequests: -5\n"),
+            "test.yaml:2: flowControl.maxRequests: expected a size like 5000 or 8Mi, got '-5'");
+  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      maxBytes: -1Ki\n"),
+            "test.yaml:4: flowControl.priorityBands[0].maxBytes: expected a size like 5000 or 8Mi, got "
+            "'-1Ki'");
+  EXPECT_EQ(error_of("flowControl:\n  defaultRequestTTL: abc\n"),
+            "test.yaml:2: flowControl.defaultRequestTTL: expected a duration like 500ms or 30s, got 'abc'");
+  EXPECT_EQ(error_of("saturationDetector:\n  pluginRef: magic-detector\n"),
+            "test.yaml:2: saturationDetector.pluginRef: unknown saturation detector 'magic-detector' "
+            "(declare it under plugins:, type utilization-detector or concurrency-detector)");
+  EXPECT_EQ(error_of("plugins:\n  - type: utilization-detector\n    parameters: {kvCacheUtilThreshold: 1.5}\n"),
+            "test.yaml:3: plugins[utilization-detector].parameters.kvCacheUtilThreshold: must be in (0, 1]");
+  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n    - priority: 1\n"),
+            "test.yaml:4: flowControl.priorityBands[1].priority: duplicate band priority 1");
+  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - maxRequests: 3\n"),
+            "test.yaml:3: flowControl.priorityBands[0].priority: is required");
+  EXPECT_EQ(error_of("flowControl:\n  displacementPolicy: random\n"),
+            "test.yaml:2: flowControl.displacementPolicy: unknown displacement policy 'random' (expected "
+            "lowest-band-newest-first or none)");
+  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      antiStarvationShare: 1.5\n"),
+            "test.yaml:4: flowControl.priorityBands[0].antiStarvationShare: must be at least 0 and below 1");
+  EXPECT_EQ(error_of("featureGates: [flowControll]\n"),
+            "test.yaml:1: featureGates[0]: unknown feature gate 'flowControll' (expected flowControl, "
+            "dataLayer or enableLegacyMetrics)");
+  EXPECT_EQ(error_of("flowControl:\n  maxBytes: 1Gi\n  bogus: 1\n"), "test.yaml:3: flowControl.bogus: unknown field");
+}
+
 TEST(Config, MissingFile) {
   EXPECT_THROW(load_config_file("/nonexistent/sluice.yaml"), ConfigError);
 }
