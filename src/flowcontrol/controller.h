@@ -90,6 +90,9 @@ class Controller {
   // Every queued request ends EvictedOther.
   void shutdown(TimePoint now);
 
+  // Replaces the decision sink (the shell installs its own).
+  void set_sink(Sink sink) { sink_ = std::move(sink); }
+
   registry::FlowRegistry& registry() { return registry_; }
   const std::vector<EndpointLoad>& endpoint_load() const { return load_; }
   double pool_saturation(TimePoint now) const { return detector_->saturation(load_, now); }

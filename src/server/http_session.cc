@@ -9,6 +9,7 @@
 #include "scheduling/least_in_flight.h"
 #include "server/log.h"
 #include "server/openai_request.h"
+#include <boost/asio/post.hpp>
 
 namespace sluice::server {
 
@@ -28,6 +29,26 @@ void append_number(std::string& out, std::uint64_t v) {
   out.append(buf, static_cast<std::size_t>(r.ptr - buf));
 }
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+// Hands flow control's decision to the session's own thread.
+class SessionWaiter final : public flowcontrol::Waiter {
+ public:
+  explicit SessionWaiter(std::shared_ptr<HttpSession> session, Executor ex)
+      : session_(std::move(session)), ex_(ex) {}
+  void deliver(const flowcontrol::Decision& d) override {
+    net::post(ex_, [s = std::move(session_), d] { s->on_decision(d); });
+  }
+
+ private:
+  std::shared_ptr<HttpSession> session_;
+  Executor ex_;
+};
+
+bool parse_ms(std::string_view v, std::uint64_t& out) {
+  if (v.empty() || v.size() > 12) return false;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), out);
+  return r.ec == std::errc() && r.ptr == v.data() + v.size();
+}
 
 }  // namespace
 
@@ -63,6 +84,13 @@ void HttpSession::force_close() {
 void HttpSession::wait_for_request() {
   if (closing_) return close();
   state_ = State::kIdle;
+  // A watch read still pending brings the next request (or the close),
+  // now under the keep-alive idle deadline.
+  if (watching_) {
+    first_request_ = false;
+    client_.expires_after(ctx_.config.server.keep_alive_idle_timeout);
+    return;
+  }
   request_id_.clear();
   route_ = Route::kUnknown;
   request_parser_.reset();
@@ -172,10 +200,103 @@ void HttpSession::handle_request() {
                                  "Content-Type must be application/json"));
     auto parsed = parse_openai_request(route_, request_.body);
     if (!parsed.ok()) return answer(client_error(400, parsed.error_code, parsed.error_message));
+    if (ctx_.flow_control) return admit(parsed.request);
   }
   tried_.assign(ctx_.endpoints.size(), false);
   retried_ = false;
   try_next_endpoint();
+}
+
+// ---------------------------------------------------------------- flow control
+
+void HttpSession::admit(const OpenAIRequest& parsed) {
+  flowcontrol::EnqueueRequest e;
+  e.flow_id = request_.fairness_id.empty() ? "default-flow" : request_.fairness_id;
+  std::optional<std::chrono::nanoseconds> ttl;
+  if (!request_.objective.empty()) {
+    // An unknown objective is priority 0, as in GIE.
+    auto it = ctx_.objectives.find(request_.objective);
+    if (it != ctx_.objectives.end()) {
+      e.priority = it->second.priority;
+      ttl = it->second.ttl;
+    }
+  }
+  if (!request_.ttl_ms.empty()) {
+    std::uint64_t ms = 0;
+    if (!parse_ms(request_.ttl_ms, ms))
+      return answer(client_error(400, "invalid-ttl",
+                                 "x-gateway-inference-ttl-ms must be a whole number of milliseconds"));
+    std::chrono::nanoseconds header_ttl = std::chrono::milliseconds(ms);
+    if (!ttl || header_ttl < *ttl) ttl = header_ttl;
+  }
+  e.ttl = ttl;
+  std::uint64_t slo_ms = 0;
+  if (parse_ms(request_.slo_ttft_ms, slo_ms)) e.slo_ttft = std::chrono::milliseconds(slo_ms);
+  e.received = flowcontrol::Clock::now();
+  e.bytes = request_.body.size();
+  e.input_tokens = parsed.estimated_input_tokens;
+  e.max_output_tokens = static_cast<std::uint64_t>(parsed.max_tokens.value_or(0));
+
+  state_ = State::kQueued;
+  cookie_ = (static_cast<std::uint64_t>(worker_.index) << 48) | ++worker_.cookie_seq;
+  ctx_.flow_control->enqueue(*worker_.producer, cookie_, std::move(e),
+                             std::make_shared<SessionWaiter>(shared_from_this(), client_.get_executor()));
+  watch_client();
+}
+
+void HttpSession::on_decision(const flowcontrol::Decision& d) {
+  if (state_ != State::kQueued) {
+    // The session closed while its request waited; give back what was taken.
+    if (d.outcome == QueueOutcome::kDispatched)
+      ctx_.flow_control->complete(*worker_.producer, d.ticket, 0);
+    return;
+  }
+  if (d.outcome == QueueOutcome::kDispatched) {
+    ticket_ = d.ticket;
+    tokens_reported_ = 0;
+    tried_.assign(ctx_.endpoints.size(), false);
+    retried_ = false;
+    if (d.endpoint < 0 || static_cast<std::size_t>(d.endpoint) >= ctx_.endpoints.size()) return try_next_endpoint();
+    return dispatch_to(d.endpoint);
+  }
+  if (d.outcome == QueueOutcome::kEvictedContextCancelled) return close();
+  answer(flowcontrol::answer_for(d.outcome));
+}
+
+void HttpSession::watch_client() {
+  if (watching_) return;
+  watching_ = true;
+  // The queue's TTL bounds the wait now, not the request-read deadlines.
+  client_.expires_never();
+  client_.async_read_some(client_buffer_.prepare(kReadSize),
+                          beast::bind_front_handler(&HttpSession::on_watch, shared_from_this()));
+}
+
+void HttpSession::on_watch(error_code ec, std::size_t n) {
+  watching_ = false;
+  if (state_ == State::kClosed) return;
+  if (!ec) {
+    // Bytes of a next (pipelined) request: kept for later. Stop watching.
+    client_buffer_.commit(n);
+    if (state_ == State::kIdle) parse_request();
+    return;
+  }
+  if (ec == beast::error::timeout && state_ != State::kIdle) return;  // a write deadline, not a close
+  if (state_ == State::kQueued) {
+    client_gone_ = true;
+    ctx_.flow_control->cancel(*worker_.producer, cookie_);
+    return;  // the EvictedContextCancelled decision closes the session
+  }
+  // Idle (the next request never came), or the client left mid-proxy: stop
+  // the upstream so the generation ends.
+  close();
+}
+
+void HttpSession::release_dispatch() {
+  permit_.release();
+  if (ticket_ && ctx_.flow_control)
+    ctx_.flow_control->complete(*worker_.producer, ticket_, tokens_.tokens());
+  ticket_ = 0;
 }
 
 // ---------------------------------------------------------------- upstream side
@@ -184,6 +305,7 @@ void HttpSession::try_next_endpoint() {
   int ep = scheduling::pick_least_in_flight(ctx_.endpoints, tried_, datalayer::Clock::now(),
                                             worker_.rotation);
   if (ep < 0) {
+    release_dispatch();  // a dispatched request whose endpoints all refused
     return answer(flowcontrol::answer_for(QueueOutcome::kRejectedNoEndpoints));
   }
   dispatch_to(ep);
@@ -236,6 +358,7 @@ void HttpSession::connect_upstream() {
 }
 
 void HttpSession::on_connect(error_code ec) {
+  if (state_ == State::kClosed) return;  // the client left meanwhile
   auto& ep = ctx_.endpoints.at(endpoint_);
   if (ec) {
     SLUICE_LOG(kWarn, "upstream", "endpoint " << ep.config.address << " unreachable ("
@@ -252,6 +375,7 @@ void HttpSession::on_connect(error_code ec) {
 
 void HttpSession::write_upstream() {
   response_parser_.reset();
+  tokens_.reset();
   head_built_ = false;
   client_head_sent_ = false;
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
@@ -261,6 +385,7 @@ void HttpSession::write_upstream() {
 }
 
 void HttpSession::on_upstream_written(error_code ec, std::size_t) {
+  if (state_ == State::kClosed) return;  // the client left meanwhile
   if (ec) return upstream_failed_before_response(ec, "writing the request");
   response_parser_.emplace(response_);
   response_parser_->body_limit(boost::none);  // relayed, never buffered whole
@@ -277,6 +402,7 @@ void HttpSession::read_upstream() {
 }
 
 void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
+  if (state_ == State::kClosed) return;  // the client left meanwhile
   auto& p = *response_parser_;
   if (ec == net::error::eof && p.got_some()) {
     // A body delimited by the connection's end is complete now.
@@ -299,6 +425,14 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
   }
   if (!p.is_header_done()) return read_upstream();
   if (!head_built_) build_client_head();
+  if (!response_.body.empty()) {
+    tokens_.feed(response_.body);
+    // Charge output to the flow as it streams (VTC), every 16 tokens.
+    if (ticket_ && tokens_.tokens() >= tokens_reported_ + 16) {
+      tokens_reported_ = tokens_.tokens();
+      ctx_.flow_control->report_output_tokens(*worker_.producer, ticket_, tokens_reported_);
+    }
+  }
   // Write when there is something to send: the head (at once, so a streaming
   // client sees the response start before the first token; together with
   // the body when it came in the same read), body bytes, or the end.
@@ -321,7 +455,7 @@ void HttpSession::upstream_failed_before_response(error_code ec, const char* sta
                                                            << "); retrying on a fresh connection");
     return connect_upstream();
   }
-  permit_.release();
+  release_dispatch();
   SLUICE_LOG(kWarn, "upstream", "endpoint " << ep.config.address << " failed while " << stage << ": "
                                             << ec.message());
   flowcontrol::ErrorAnswer a;
@@ -415,11 +549,12 @@ void HttpSession::write_to_client() {
 }
 
 void HttpSession::on_relay_written(error_code ec, std::size_t) {
+  if (state_ == State::kClosed) return;  // the client left meanwhile
   if (ec) {
     SLUICE_LOG(kDebug, "session", "client write failed (" << ec.message()
                                                           << "); closing upstream connection");
     upstream_.reset();  // generation stops when the endpoint sees the close
-    permit_.release();
+    release_dispatch();
     return close();
   }
   client_head_sent_ = true;
@@ -433,7 +568,7 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
   SLUICE_LOG(kWarn, "upstream", "endpoint " << ctx_.endpoints.at(endpoint_).config.address
                                             << " failed mid-response: " << ec.message());
   upstream_.reset();
-  permit_.release();
+  release_dispatch();
   keep_alive_ = false;
   if (!response_.is_sse || framing_ != Framing::kChunked) return close();
   // Tell an SSE client why its stream ends, then close without the final
@@ -462,7 +597,7 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
 }
 
 void HttpSession::finish_response() {
-  permit_.release();
+  release_dispatch();
   if (upstream_) {
     upstream_->requests += 1;
     if (response_parser_->keep_alive()) worker_.pool.give_back(std::move(upstream_));
@@ -532,12 +667,13 @@ void HttpSession::drain() {
 }
 
 void HttpSession::close() {
+  if (state_ == State::kClosed) return;
   state_ = State::kClosed;
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   client_.socket().close(ec);
   upstream_.reset();
-  permit_.release();
+  release_dispatch();
 }
 
 }  // namespace sluice::server

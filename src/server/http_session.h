@@ -18,6 +18,8 @@
 
 #include "datalayer/endpoint_set.h"
 #include "flowcontrol/outcome_response.h"
+#include "server/openai_request.h"
+#include "server/output_tokens.h"
 #include "server/proxy_parsers.h"
 #include "server/routes.h"
 #include "server/server.h"
@@ -42,7 +44,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // How the response body is framed towards the client.
   enum class Framing { kNone, kRaw, kChunked };
 
-  enum class State { kIdle, kReadingRequest, kProxying, kAnswering, kLingering, kClosed };
+  enum class State { kIdle, kReadingRequest, kQueued, kProxying, kAnswering, kLingering, kClosed };
+
+ public:
+  // Flow control's decision for this session's request (on its thread).
+  void on_decision(const flowcontrol::Decision& d);
+
+ private:
 
   // Request side.
   void wait_for_request();
@@ -50,6 +58,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_client_read(error_code ec, std::size_t n);
   void parse_request();
   void handle_request();
+  void admit(const OpenAIRequest& parsed);
+  // A read on the client socket while the request waits or is proxied: EOF
+  // means the client left (cancel the queued request, or stop the upstream).
+  void watch_client();
+  void on_watch(error_code ec, std::size_t n);
+  // Ends a dispatched request's accounting: in-flight permit, and flow
+  // control's completion (with the output tokens counted). Idempotent.
+  void release_dispatch();
 
   // Upstream side.
   void dispatch_to(int endpoint);
@@ -116,6 +132,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::size_t chunk_prefix_size_ = 0;
   std::string error_event_;
   std::optional<boost::beast::http::response<boost::beast::http::string_body>> answer_;
+  // Flow control.
+  std::uint64_t cookie_ = 0;  // this request's id towards the dispatcher
+  std::uint64_t ticket_ = 0;  // set once dispatched, until completed
+  bool watching_ = false;
+  bool client_gone_ = false;
+  OutputTokenCounter tokens_;
+  std::uint64_t tokens_reported_ = 0;
 };
 
 }  // namespace sluice::server

@@ -8,12 +8,19 @@
 
 #include "config/units.h"
 #include "server/http_session.h"
+#include "flowcontrol/from_config.h"
 #include "server/log.h"
 
 namespace sluice::server {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+
+ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.endpoints) {
+  for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
+  if (c.flow_control.enabled)
+    flow_control = std::make_unique<flowcontrol::ControllerShell>(flowcontrol::make_controller(c));
+}
 
 Server::Server(const config::Config& config) : ctx_(config) {
   std::size_t n = config.server.threads > 0 ? static_cast<std::size_t>(config.server.threads)
@@ -52,6 +59,7 @@ std::string Server::bind(const std::string& listen) {
 }
 
 void Server::start() {
+  if (ctx_.flow_control) ctx_.flow_control->start();
   for (auto& w : workers_) guards_.emplace_back(net::make_work_guard(w->ioc));
   net::post(workers_[0]->ioc, [this] { do_accept(); });
   for (auto& w : workers_) {
@@ -97,6 +105,9 @@ void Server::shutdown() {
     boost::system::error_code ec;
     acceptor_->close(ec);
   });
+  // Queued requests end now (EvictedOther, 503); their sessions answer on
+  // their own threads, which still run.
+  if (ctx_.flow_control) ctx_.flow_control->stop();
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     Worker* w = workers_[i].get();
     net::post(w->ioc, [w] {

@@ -14,22 +14,33 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config.h"
 #include "datalayer/endpoint_set.h"
+#include "flowcontrol/controller_shell.h"
 #include "server/upstream_pool.h"
 
 namespace sluice::server {
 
 class HttpSession;
 
+struct ObjectiveInfo {
+  int priority = 0;
+  std::optional<std::chrono::nanoseconds> ttl;
+};
+
 // Read-mostly state shared by all I/O threads.
 struct ProxyContext {
-  ProxyContext(const config::Config& c) : config(c), endpoints(c.endpoints) {}
+  explicit ProxyContext(const config::Config& c);
   config::Config config;
   datalayer::EndpointSet endpoints;
   std::vector<boost::asio::ip::tcp::endpoint> upstream_addresses;  // same order as endpoints
+  std::unordered_map<std::string, ObjectiveInfo> objectives;
+  // The dispatcher, when featureGates has flowControl; else requests go
+  // straight to an endpoint.
+  std::unique_ptr<flowcontrol::ControllerShell> flow_control;
   std::atomic<bool> shutting_down{false};
 };
 
@@ -38,7 +49,9 @@ struct Worker {
   Worker(std::size_t index, ProxyContext& ctx)
       : index(index),
         ioc(1),
-        pool(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint) {}
+        pool(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint) {
+    if (ctx.flow_control) producer = ctx.flow_control->make_producer();
+  }
 
   std::size_t index;
   // Declared before ioc: sessions still owned by queued handlers unlink
@@ -49,6 +62,8 @@ struct Worker {
   std::uint32_t rotation = 0;      // tie-break for the endpoint picker
   std::uint64_t request_seq = 0;   // for generated request ids
   std::uint64_t id_prefix = 0;
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> producer;  // this thread's queue token
+  std::uint64_t cookie_seq = 0;
 };
 
 class Server {

@@ -1,0 +1,146 @@
+#include "flowcontrol/controller_shell.h"
+
+#include <algorithm>
+
+namespace sluice::flowcontrol {
+
+ControllerShell::ControllerShell(std::unique_ptr<Controller> controller, ClockFn clock)
+    : controller_(std::move(controller)), clock_(std::move(clock)) {
+  // Decisions come out of the controller synchronously, on this thread.
+  controller_->set_sink([this](const Decision& d) { on_decision(d); });
+}
+
+ControllerShell::~ControllerShell() { stop(); }
+
+void ControllerShell::start() {
+  running_ = true;
+  thread_ = std::thread([this] { run(); });
+}
+
+void ControllerShell::stop() {
+  if (!thread_.joinable()) return;
+  Event e;
+  e.kind = Event::Kind::kStop;
+  queue_.enqueue(std::move(e));
+  thread_.join();
+}
+
+void ControllerShell::enqueue(Producer& p, std::uint64_t cookie, EnqueueRequest request,
+                              std::shared_ptr<Waiter> waiter) {
+  Event e;
+  e.kind = Event::Kind::kEnqueue;
+  e.id = cookie;
+  e.request = std::move(request);
+  e.request.cookie = cookie;
+  e.waiter = std::move(waiter);
+  queue_.enqueue(p, std::move(e));
+}
+
+void ControllerShell::cancel(Producer& p, std::uint64_t cookie) {
+  Event e;
+  e.kind = Event::Kind::kCancel;
+  e.id = cookie;
+  queue_.enqueue(p, std::move(e));
+}
+
+void ControllerShell::report_output_tokens(Producer& p, std::uint64_t ticket, std::uint64_t total) {
+  Event e;
+  e.kind = Event::Kind::kOutput;
+  e.id = ticket;
+  e.tokens = total;
+  queue_.enqueue(p, std::move(e));
+}
+
+void ControllerShell::complete(Producer& p, std::uint64_t ticket, std::uint64_t total) {
+  Event e;
+  e.kind = Event::Kind::kComplete;
+  e.id = ticket;
+  e.tokens = total;
+  queue_.enqueue(p, std::move(e));
+}
+
+void ControllerShell::update_metrics(Producer& p, std::size_t endpoint, const EndpointMetrics& m) {
+  Event e;
+  e.kind = Event::Kind::kMetrics;
+  e.endpoint = endpoint;
+  e.metrics = m;
+  queue_.enqueue(p, std::move(e));
+}
+
+void ControllerShell::on_decision(const Decision& d) {
+  auto it = pending_.find(d.cookie);
+  if (it == pending_.end()) return;  // cannot happen: one decision per request
+  auto waiter = std::move(it->second.waiter);
+  pending_.erase(it);
+  waiter->deliver(d);
+}
+
+void ControllerShell::handle(Event& e, TimePoint now) {
+  switch (e.kind) {
+    case Event::Kind::kEnqueue: {
+      auto& slot = pending_[e.id];
+      slot.waiter = std::move(e.waiter);
+      // A rejection is decided (and delivered, erasing the slot) inside
+      // enqueue; only a queued request keeps its slot.
+      const std::uint64_t ticket = controller_->enqueue(e.request, now);
+      if (ticket) {
+        auto it = pending_.find(e.id);
+        if (it != pending_.end()) it->second.ticket = ticket;
+      }
+      break;
+    }
+    case Event::Kind::kCancel: {
+      auto it = pending_.find(e.id);
+      // Already decided (dispatched or rejected): the session handles it.
+      if (it != pending_.end() && it->second.ticket) controller_->cancel(it->second.ticket, now);
+      break;
+    }
+    case Event::Kind::kOutput:
+      controller_->report_output_tokens(e.id, e.tokens);
+      break;
+    case Event::Kind::kComplete:
+      controller_->complete(e.id, e.tokens, now);
+      break;
+    case Event::Kind::kMetrics:
+      controller_->update_metrics(e.endpoint, e.metrics, now);
+      break;
+    case Event::Kind::kStop:
+      running_ = false;
+      break;
+  }
+}
+
+void ControllerShell::run() {
+  constexpr std::size_t kBatch = 256;
+  std::vector<Event> batch(kBatch);
+  while (running_) {
+    TimePoint now = clock_();
+    // Sleep until an event arrives or the next TTL deadline; with nothing
+    // due, wake at least once a second to collect idle flows.
+    std::int64_t timeout_us = 1000000;
+    if (auto d = controller_->next_deadline()) {
+      auto us = std::chrono::duration_cast<std::chrono::microseconds>(*d - now).count();
+      timeout_us = std::clamp<std::int64_t>(us, 0, timeout_us);
+    }
+    std::size_t n = queue_.wait_dequeue_bulk_timed(batch.begin(), kBatch, timeout_us);
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+    now = clock_();
+    for (std::size_t i = 0; i < n; ++i) {
+      handle(batch[i], now);
+      batch[i] = Event{};  // drop waiters and strings now, not at the next overwrite
+    }
+    if (!running_) break;
+    controller_->expire(now);
+    released_.fetch_add(controller_->dispatch(now), std::memory_order_relaxed);
+  }
+  controller_->shutdown(clock_());
+  // Anything still queued for us after the stop: requests that never
+  // reached the controller end like the queued ones.
+  Event e;
+  while (queue_.try_dequeue(e)) {
+    if (e.kind == Event::Kind::kEnqueue && e.waiter)
+      e.waiter->deliver(Decision{e.id, 0, QueueOutcome::kEvictedOther, -1});
+  }
+}
+
+}  // namespace sluice::flowcontrol

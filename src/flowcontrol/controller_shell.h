@@ -1,0 +1,92 @@
+// The dispatcher thread: the only thread that touches the Controller (and so
+// the registry and policies). Other threads talk to it through one lock-free
+// queue (moodycamel BlockingConcurrentQueue, a producer token per I/O
+// thread, bulk dequeue) and get answers through their Waiter.
+//
+// It wakes on events or at the next TTL deadline (wait_dequeue_bulk_timed),
+// handles the whole batch, expires what is due, then dispatches as many
+// requests as the saturation detector allows. No fixed tick.
+#pragma once
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "flowcontrol/controller.h"
+
+namespace sluice::flowcontrol {
+
+// Receives the one decision for a request. deliver() runs on the dispatcher
+// thread and must only hand the decision over (e.g. post it to the
+// session's executor): no blocking, no calls back into the shell.
+class Waiter {
+ public:
+  virtual ~Waiter() = default;
+  virtual void deliver(const Decision& decision) = 0;
+};
+
+class ControllerShell {
+ public:
+  using Producer = moodycamel::ProducerToken;
+  using ClockFn = std::function<TimePoint()>;
+
+  ControllerShell(std::unique_ptr<Controller> controller, ClockFn clock = Clock::now);
+  ~ControllerShell();
+
+  void start();
+  // Ends every queued request (EvictedOther), then stops the thread.
+  void stop();
+
+  // One token per producing thread (I/O thread); tokens are not thread-safe.
+  std::unique_ptr<Producer> make_producer() { return std::make_unique<Producer>(queue_); }
+
+  // `cookie` is the caller's unique id for the request (to cancel it by).
+  void enqueue(Producer& p, std::uint64_t cookie, EnqueueRequest request,
+               std::shared_ptr<Waiter> waiter);
+  void cancel(Producer& p, std::uint64_t cookie);
+  void report_output_tokens(Producer& p, std::uint64_t ticket, std::uint64_t total);
+  void complete(Producer& p, std::uint64_t ticket, std::uint64_t total_output_tokens);
+  // From the metrics scraper (its own producer).
+  void update_metrics(Producer& p, std::size_t endpoint, const EndpointMetrics& m);
+
+  // Dispatcher statistics (for metrics): wake-ups and requests released.
+  std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+  std::uint64_t released() const { return released_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Event {
+    enum class Kind : std::uint8_t { kEnqueue, kCancel, kOutput, kComplete, kMetrics, kStop };
+    Kind kind = Kind::kStop;
+    std::uint64_t id = 0;  // cookie (enqueue, cancel) or ticket (output, complete)
+    std::uint64_t tokens = 0;
+    std::size_t endpoint = 0;
+    EndpointMetrics metrics;
+    EnqueueRequest request;
+    std::shared_ptr<Waiter> waiter;
+  };
+
+  void run();
+  void handle(Event& e, TimePoint now);
+  void on_decision(const Decision& d);
+
+  std::unique_ptr<Controller> controller_;
+  ClockFn clock_;
+  moodycamel::BlockingConcurrentQueue<Event> queue_;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  // Dispatcher-thread only: requests waiting for their decision, by cookie.
+  struct Pending {
+    std::shared_ptr<Waiter> waiter;
+    std::uint64_t ticket = 0;
+  };
+  std::unordered_map<std::uint64_t, Pending> pending_;
+  std::atomic<std::uint64_t> wakeups_{0};
+  std::atomic<std::uint64_t> released_{0};
+};
+
+}  // namespace sluice::flowcontrol
