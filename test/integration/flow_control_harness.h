@@ -1,0 +1,88 @@
+// Helpers for the flow-control integration tests: a config with the
+// concurrency detector (no metrics scraping), flow headers, outcome checks.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <thread>
+
+#include "harness.h"
+
+namespace sluice::test {
+
+inline const std::string kHost = "127.0.0.1";
+
+inline std::string fc_config(const std::string& endpoint, int max_concurrency, const std::string& fairness,
+                      const std::string& flow_control_extra = "") {
+  return "server:\n  listen: 127.0.0.1:0\n  threads: 2\n"
+         "endpoints:\n  - address: " + endpoint + "\n"
+         "featureGates: [flowControl]\n"
+         "plugins:\n"
+         "  - type: concurrency-detector\n"
+         "    parameters: {maxConcurrency: " + std::to_string(max_concurrency) + "}\n"
+         "  - type: " + fairness + "\n"
+         "saturationDetector: {pluginRef: concurrency-detector}\n"
+         "objectives:\n"
+         "  - {name: interactive, priority: 100}\n"
+         "  - {name: best-effort, priority: -10}\n"
+         "flowControl:\n"
+         "  defaultPriorityBand: {fairnessPolicyRef: " + fairness + "}\n" + flow_control_extra;
+}
+
+inline Headers flow(const std::string& id, const std::string& objective = "") {
+  Headers h = {{"x-gateway-inference-fairness-id", id}};
+  if (!objective.empty()) h.emplace_back("x-gateway-inference-objective", objective);
+  return h;
+}
+
+inline void expect_outcome(const Response& r, int status, const std::string& reason, bool retry_after) {
+  EXPECT_EQ(r.status, status) << r.error << r.body;
+  EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), reason);
+  EXPECT_EQ(!r.header("retry-after").empty(), retry_after);
+  auto body = nlohmann::json::parse(r.body, nullptr, false);
+  ASSERT_FALSE(body.is_discarded()) << r.body;
+  EXPECT_EQ(body["error"]["code"], reason);
+}
+
+// True once the queue a request with `headers` would join is full: a probe
+// with a 1 ms TTL is then rejected at once (429) instead of being queued and
+// expiring (503). Never blocks for long.
+inline bool queue_full(std::uint16_t port, Headers headers) {
+  headers.emplace_back("x-gateway-inference-ttl-ms", "1");
+  HttpClient probe(kHost, port);
+  return probe.post_json("/v1/completions", completion_body(1), headers).status == 429;
+}
+
+// Sends until the request is not turned away for capacity: a probe of
+// queue_full() may hold the only slot for a moment. Once a probe finds the
+// queue full, the slot is held by this request (probes run one at a time).
+inline Response post_until_queued(std::uint16_t port, const Headers& headers) {
+  HttpClient c(kHost, port, 30000ms);
+  Response r;
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    r = c.post_json("/v1/completions", completion_body(2), headers);
+    if (!(r.status == 429 && r.header("x-gateway-inference-dropped-reason") == "rejected-capacity")) break;
+  }
+  return r;
+}
+
+// Occupies the pool's only slot with a long request until `release` is set,
+// then lets it finish. Returns when the request is in flight at the mock.
+class Occupier {
+ public:
+  Occupier(std::uint16_t sluice_port, Process& mock) {
+    thread_ = std::thread([this, sluice_port] {
+      HttpClient c(kHost, sluice_port, 30000ms);
+      result = c.post_json("/v1/completions", completion_body(150), flow("occupier"));
+    });
+    const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+    EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock.port(), running) == 1; }));
+  }
+  ~Occupier() { thread_.join(); }
+  Response result;
+
+ private:
+  std::thread thread_;
+};
+
+}  // namespace sluice::test

@@ -1,0 +1,122 @@
+// Flow control end to end: real sluice with featureGates: [flowControl] in
+// front of real sluice-mock processes. The concurrency detector gates on
+// sluice's own in-flight count, so no metrics scraping is involved.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "flow_control_harness.h"
+
+namespace sluice::test {
+namespace {
+
+using nlohmann::json;
+
+// Clients that give up while queued are removed at once and never reach the
+// model server.
+TEST(FlowControl, ClientsLeavingWhileQueuedNeverReachTheEndpoint) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy"));
+  auto sluice = start_sluice(cfg);
+  {
+    Occupier busy(sluice->port(), *mock);
+    for (int i = 0; i < 5; ++i) {
+      RawConnection raw(kHost, sluice->port());
+      std::string body = completion_body(5);
+      raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+    }  // each connection closes here, while its request waits
+  }
+  // The occupier finished; one more request goes through.
+  HttpClient c(kHost, sluice->port());
+  EXPECT_EQ(c.post_json("/v1/completions", completion_body(2)).status, 200);
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 2);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(FlowControl, TtlExpiryIs503WithReason) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy"));
+  auto sluice = start_sluice(cfg);
+  Occupier busy(sluice->port(), *mock);
+  HttpClient c(kHost, sluice->port());
+  Headers h = flow("a");
+  h.emplace_back("x-gateway-inference-ttl-ms", "200");
+  auto t0 = Clock::now();
+  auto r = c.post_json("/v1/completions", completion_body(2), h);
+  auto waited = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  expect_outcome(r, 503, "evicted-ttl", true);
+  EXPECT_GE(waited, 190);
+  EXPECT_LT(waited, 1000);
+  // A TTL that is not a number is a client error; nothing is queued.
+  Headers bad = flow("a");
+  bad.emplace_back("x-gateway-inference-ttl-ms", "abc");
+  auto b = c.post_json("/v1/completions", completion_body(2), bad);
+  EXPECT_EQ(b.status, 400);
+  EXPECT_EQ(json::parse(b.body)["error"]["code"], "invalid-ttl");
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+  EXPECT_EQ(busy.result.status, 200);
+}
+
+TEST(FlowControl, CapacityRejectionAndDisplacementOnTheWire) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy", "  maxRequests: 1\n"));
+  auto sluice = start_sluice(cfg);
+  Occupier busy(sluice->port(), *mock);
+  // One best-effort request waits in the only queue slot.
+  Response displaced;
+  std::thread low([&] { displaced = post_until_queued(sluice->port(), flow("bulk", "best-effort")); });
+  EXPECT_TRUE(eventually([&] { return queue_full(sluice->port(), flow("bulk2", "best-effort")); }));
+  {
+    HttpClient probe(kHost, sluice->port());
+    expect_outcome(probe.post_json("/v1/completions", completion_body(2), flow("bulk3", "best-effort")),
+                   429, "rejected-capacity", true);
+  }
+  // An interactive request displaces it and is served.
+  HttpClient c(kHost, sluice->port(), 30000ms);
+  auto high = c.post_json("/v1/completions", completion_body(2), flow("chat", "interactive"));
+  low.join();
+  expect_outcome(displaced, 429, "evicted-displaced", true);
+  EXPECT_EQ(high.status, 200) << high.body;
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+// An unknown objective is priority 0: it lands in band 0 (here limited to
+// one request), just like a request without an objective.
+TEST(FlowControl, UnknownObjectiveIsPriorityZero) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy",
+                         "  priorityBands:\n    - {priority: 0, maxRequests: 1}\n"));
+  auto sluice = start_sluice(cfg);
+  Occupier busy(sluice->port(), *mock);
+  Response queued;
+  std::thread t([&] { queued = post_until_queued(sluice->port(), flow("x", "no-such-objective")); });
+  EXPECT_TRUE(eventually([&] { return queue_full(sluice->port(), flow("y")); }));
+  t.join();
+  EXPECT_EQ(queued.status, 200);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+TEST(FlowControl, ShutdownAnswersQueuedRequestsEvictedOther) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy", "  maxRequests: 1\n"));
+  auto sluice = start_sluice(cfg);
+  Occupier busy(sluice->port(), *mock);
+  Response queued;
+  std::thread t([&] { queued = post_until_queued(sluice->port(), flow("q")); });
+  EXPECT_TRUE(eventually([&] { return queue_full(sluice->port(), flow("probe")); }));
+  kill(sluice->pid(), SIGTERM);
+  t.join();
+  expect_outcome(queued, 503, "evicted-other", false);
+  EXPECT_EQ(sluice->wait(20000ms), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test
