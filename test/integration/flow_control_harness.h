@@ -73,16 +73,21 @@ class Occupier {
   Occupier(std::uint16_t sluice_port, Process& mock) {
     thread_ = std::thread([this, sluice_port] {
       HttpClient c(kHost, sluice_port, 30000ms);
-      result = c.post_json("/v1/completions", completion_body(150), flow("occupier"));
+      result_ = c.post_json("/v1/completions", completion_body(150), flow("occupier"));
     });
     const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
     EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock.port(), running) == 1; }));
   }
-  ~Occupier() { thread_.join(); }
-  Response result;
+  ~Occupier() { finish(); }
+  // Waits for the occupying request and returns its response.
+  const Response& finish() {
+    if (thread_.joinable()) thread_.join();
+    return result_;
+  }
 
  private:
   std::thread thread_;
+  Response result_;
 };
 
 }  // namespace sluice::test

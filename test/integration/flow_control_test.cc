@@ -59,7 +59,7 @@ TEST(FlowControl, TtlExpiryIs503WithReason) {
   EXPECT_EQ(json::parse(b.body)["error"]["code"], "invalid-ttl");
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
-  EXPECT_EQ(busy.result.status, 200);
+  EXPECT_EQ(busy.finish().status, 200);
 }
 
 TEST(FlowControl, CapacityRejectionAndDisplacementOnTheWire) {
