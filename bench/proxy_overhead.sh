@@ -51,7 +51,7 @@ READY_TIMEOUT=10  # seconds a server gets to start accepting requests
 STOP_TIMEOUT=5    # seconds a process gets to exit after SIGTERM
 LUA_SCRIPT=$SUPPORT_DIR/post_chat.lua
 
-TARGETS=(direct sluice nginx haproxy)
+TARGETS=(direct sluice sluice_fc nginx haproxy)
 
 log() { printf '[proxy_overhead] %s\n' "$*" >&2; }
 die() { printf 'proxy_overhead: error: %s\n' "$*" >&2; exit 1; }
@@ -235,6 +235,7 @@ WRK_VERSION=$({ "$WRK" -v 2>&1 || true; } | awk 'NR==1 {print $2}')
 
 LABEL[direct]="direct (nginx $NGINX_VERSION backend)"
 LABEL[sluice]="sluice (1 I/O thread)"
+LABEL[sluice_fc]="sluice + flow control (1 I/O thread)"
 LABEL[nginx]="nginx $NGINX_VERSION proxy (1 worker)"
 LABEL[haproxy]="haproxy $HAPROXY_VERSION (nbthread 1)"
 
@@ -263,47 +264,55 @@ check_proxy() {
   fi
 }
 
-# sluice: prints "listening on 127.0.0.1:PORT" on stdout once bound to port 0.
-if [[ ! -x $SLUICE_BIN ]]; then
-  log "sluice binary not found at $SLUICE_BIN; skipping it"
-  STATUS[sluice]="not built"
-else
-  render "$SUPPORT_DIR/sluice.yaml.in" "$WORKDIR/sluice/sluice.yaml" "BACKEND_PORT=$BACKEND_PORT"
+# start_sluice NAME TEMPLATE: a sluice target from a config template.
+# sluice prints "listening on 127.0.0.1:PORT" on stdout once bound to port 0.
+start_sluice() {
+  local name=$1 template=$2 dir=$WORKDIR/$1 line pid port="" deadline
+  mkdir -p "$dir"
+  if [[ ! -x $SLUICE_BIN ]]; then
+    log "sluice binary not found at $SLUICE_BIN; skipping $name"
+    STATUS[$name]="not built"
+    return
+  fi
+  render "$SUPPORT_DIR/$template" "$dir/sluice.yaml" "BACKEND_PORT=$BACKEND_PORT"
   # stdbuf -oL: if sluice writes the line through stdio without flushing, a
   # redirected stdout would otherwise be block-buffered and the line would
   # never show up.
-  start_bg "$WORKDIR/sluice/stdout.log" "$WORKDIR/sluice/stderr.log" \
-    stdbuf -oL "$SLUICE_BIN" --config "$WORKDIR/sluice/sluice.yaml" --threads 1 --listen 127.0.0.1:0
-  SLUICE_PID=$LAST_PID
-  SLUICE_PORT=""
+  start_bg "$dir/stdout.log" "$dir/stderr.log" \
+    stdbuf -oL "$SLUICE_BIN" --config "$dir/sluice.yaml" --threads 1 --listen 127.0.0.1:0
+  pid=$LAST_PID
   deadline=$((SECONDS + READY_TIMEOUT))
-  while (( SECONDS < deadline )) && alive "$SLUICE_PID"; do
-    if line=$(grep -m1 -oE 'listening on 127\.0\.0\.1:[0-9]+' "$WORKDIR/sluice/stdout.log"); then
-      SLUICE_PORT=${line##*:}
+  while (( SECONDS < deadline )) && alive "$pid"; do
+    if line=$(grep -m1 -oE 'listening on 127\.0\.0\.1:[0-9]+' "$dir/stdout.log"); then
+      port=${line##*:}
       break
     fi
     sleep 0.1
   done
-  if [[ -z $SLUICE_PORT ]]; then
-    log "sluice did not print 'listening on 127.0.0.1:PORT' within ${READY_TIMEOUT}s"
-    show_logs "$WORKDIR/sluice/stdout.log" "$WORKDIR/sluice/stderr.log"
-    stop_pid "$SLUICE_PID"   # don't leave it competing for the server CPU
-    STATUS[sluice]="FAILED: no 'listening on' line"
+  if [[ -z $port ]]; then
+    log "$name did not print 'listening on 127.0.0.1:PORT' within ${READY_TIMEOUT}s"
+    show_logs "$dir/stdout.log" "$dir/stderr.log"
+    stop_pid "$pid"   # don't leave it competing for the server CPU
+    STATUS[$name]="FAILED: no 'listening on' line"
     FAILED=1
-  else
-    URL[sluice]="http://127.0.0.1:$SLUICE_PORT/v1/chat/completions"
-    if wait_ready sluice "${URL[sluice]}" "$SLUICE_PID" \
-         "$WORKDIR/sluice/stdout.log" "$WORKDIR/sluice/stderr.log" \
-       && check_proxy sluice; then
-      STATUS[sluice]=ok
-      PIDS_OF[sluice]="$SLUICE_PID $BACKEND_PID"
-    else
-      stop_pid "$SLUICE_PID"
-  STATUS[sluice]="FAILED: not serving 200 with the backend's body"
-      FAILED=1
-    fi
+    return
   fi
-fi
+  URL[$name]="http://127.0.0.1:$port/v1/chat/completions"
+  if wait_ready "$name" "${URL[$name]}" "$pid" "$dir/stdout.log" "$dir/stderr.log" \
+     && check_proxy "$name"; then
+    STATUS[$name]=ok
+    PIDS_OF[$name]="$pid $BACKEND_PID"
+  else
+    stop_pid "$pid"
+    STATUS[$name]="FAILED: not serving 200 with the backend's body"
+    FAILED=1
+  fi
+}
+
+start_sluice sluice sluice.yaml.in
+# The same with flow control on: every request goes through the dispatcher
+# thread (one band, a detector that is never saturated).
+start_sluice sluice_fc sluice-flowcontrol.yaml.in
 
 # nginx reverse proxy.
 render "$SUPPORT_DIR/proxy.nginx.conf.in" "$WORKDIR/nginx-proxy/nginx.conf" \
@@ -469,6 +478,8 @@ $(table)
 
 - sluice/nginx rps: $(ratio "${MED_RPS[sluice]:-}" "${MED_RPS[nginx]:-}")
 - sluice/haproxy rps: $(ratio "${MED_RPS[sluice]:-}" "${MED_RPS[haproxy]:-}")
+- sluice+flow control/nginx rps: $(ratio "${MED_RPS[sluice_fc]:-}" "${MED_RPS[nginx]:-}")
+- sluice+flow control/nginx p99: $(ratio "${MED_P99[sluice_fc]:-}" "${MED_P99[nginx]:-}") (lower is better)
 - sluice/nginx p99: $(ratio "${MED_P99[sluice]:-}" "${MED_P99[nginx]:-}") (lower is better)
 EOF
 }
