@@ -22,6 +22,7 @@ void ControllerShell::stop() {
   Event e;
   e.kind = Event::Kind::kStop;
   queue_.enqueue(std::move(e));
+  wake();
   thread_.join();
 }
 
@@ -115,19 +116,25 @@ void ControllerShell::run() {
   std::vector<Event> batch(kBatch);
   while (running_) {
     TimePoint now = clock_();
-    // Sleep until an event arrives or the next TTL deadline; with nothing
-    // due, wake at least once a second to collect idle flows.
+    // Sleep until woken or the next TTL deadline; with nothing due, wake at
+    // least once a second to collect idle flows.
     std::int64_t timeout_us = 1000000;
     if (auto d = controller_->next_deadline()) {
       auto us = std::chrono::duration_cast<std::chrono::microseconds>(*d - now).count();
       timeout_us = std::clamp<std::int64_t>(us, 0, timeout_us);
     }
-    std::size_t n = queue_.wait_dequeue_bulk_timed(batch.begin(), kBatch, timeout_us);
+    wake_.wait(timeout_us);
+    // Absorb the other pending signals first, then drain everything: an
+    // event pushed after the drain comes with a signal of its own.
+    wake_.tryWaitMany(1 << 20);
     wakeups_.fetch_add(1, std::memory_order_relaxed);
     now = clock_();
-    for (std::size_t i = 0; i < n; ++i) {
-      handle(batch[i], now);
-      batch[i] = Event{};  // drop waiters and strings now, not at the next overwrite
+    std::size_t n;
+    while (running_ && (n = queue_.try_dequeue_bulk(batch.begin(), kBatch)) > 0) {
+      for (std::size_t i = 0; i < n; ++i) {
+        handle(batch[i], now);
+        batch[i] = Event{};  // drop waiters and strings now, not at the next overwrite
+      }
     }
     if (!running_) break;
     controller_->expire(now);

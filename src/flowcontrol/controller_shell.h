@@ -1,14 +1,18 @@
 // The dispatcher thread: the only thread that touches the Controller (and so
 // the registry and policies). Other threads talk to it through one lock-free
-// queue (moodycamel BlockingConcurrentQueue, a producer token per I/O
-// thread, bulk dequeue) and get answers through their Waiter.
+// queue (moodycamel ConcurrentQueue, a producer token per I/O thread, bulk
+// dequeue) and get answers through their Waiter.
 //
-// It wakes on events or at the next TTL deadline (wait_dequeue_bulk_timed),
-// handles the whole batch, expires what is due, then dispatches as many
-// requests as the saturation detector allows. No fixed tick.
+// Pushing an event does not wake the dispatcher; wake() does. A producer
+// calls wake() after its events (an I/O thread once per pass of its event
+// loop), so a burst of requests costs one wake-up, not one per request. The
+// dispatcher sleeps until woken or until the next TTL deadline, drains the
+// queue, expires what is due, then dispatches as many requests as the
+// saturation detector allows. No fixed tick.
 #pragma once
 
-#include <concurrentqueue/blockingconcurrentqueue.h>
+#include <concurrentqueue/concurrentqueue.h>
+#include <concurrentqueue/lightweightsemaphore.h>
 
 #include <atomic>
 #include <functional>
@@ -45,6 +49,10 @@ class ControllerShell {
   // One token per producing thread (I/O thread); tokens are not thread-safe.
   std::unique_ptr<Producer> make_producer() { return std::make_unique<Producer>(queue_); }
 
+  // Wakes the dispatcher to handle what was pushed. Any thread.
+  void wake() { wake_.signal(); }
+
+  // The calls below push an event; call wake() after them.
   // `cookie` is the caller's unique id for the request (to cancel it by).
   void enqueue(Producer& p, std::uint64_t cookie, EnqueueRequest request,
                std::shared_ptr<Waiter> waiter);
@@ -76,7 +84,8 @@ class ControllerShell {
 
   std::unique_ptr<Controller> controller_;
   ClockFn clock_;
-  moodycamel::BlockingConcurrentQueue<Event> queue_;
+  moodycamel::ConcurrentQueue<Event> queue_;
+  moodycamel::LightweightSemaphore wake_;
   std::thread thread_;
   std::atomic<bool> running_{false};
   // Dispatcher-thread only: requests waiting for their decision, by cookie.

@@ -30,18 +30,17 @@ void append_number(std::string& out, std::uint64_t v) {
 }
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
-// Hands flow control's decision to the session's own thread.
+// Hands flow control's decision to the session's own thread, through its
+// worker's inbox.
 class SessionWaiter final : public flowcontrol::Waiter {
  public:
-  explicit SessionWaiter(std::shared_ptr<HttpSession> session, Executor ex)
-      : session_(std::move(session)), ex_(ex) {}
-  void deliver(const flowcontrol::Decision& d) override {
-    net::post(ex_, [s = std::move(session_), d] { s->on_decision(d); });
-  }
+  SessionWaiter(std::shared_ptr<HttpSession> session, Worker& worker)
+      : session_(std::move(session)), worker_(worker) {}
+  void deliver(const flowcontrol::Decision& d) override { worker_.deliver(std::move(session_), d); }
 
  private:
   std::shared_ptr<HttpSession> session_;
-  Executor ex_;
+  Worker& worker_;
 };
 
 bool parse_ms(std::string_view v, std::uint64_t& out) {
@@ -240,15 +239,18 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   state_ = State::kQueued;
   cookie_ = (static_cast<std::uint64_t>(worker_.index) << 48) | ++worker_.cookie_seq;
   ctx_.flow_control->enqueue(*worker_.producer, cookie_, std::move(e),
-                             std::make_shared<SessionWaiter>(shared_from_this(), client_.get_executor()));
+                             std::make_shared<SessionWaiter>(shared_from_this(), worker_));
+  worker_.wake_dispatcher();
   watch_client();
 }
 
 void HttpSession::on_decision(const flowcontrol::Decision& d) {
   if (state_ != State::kQueued) {
     // The session closed while its request waited; give back what was taken.
-    if (d.outcome == QueueOutcome::kDispatched)
+    if (d.outcome == QueueOutcome::kDispatched) {
       ctx_.flow_control->complete(*worker_.producer, d.ticket, 0);
+      worker_.wake_dispatcher();
+    }
     return;
   }
   if (d.outcome == QueueOutcome::kDispatched) {
@@ -285,6 +287,7 @@ void HttpSession::on_watch(error_code ec, std::size_t n) {
   if (state_ == State::kQueued) {
     client_gone_ = true;
     ctx_.flow_control->cancel(*worker_.producer, cookie_);
+    worker_.wake_dispatcher();
     return;  // the EvictedContextCancelled decision closes the session
   }
   // Idle (the next request never came), or the client left mid-proxy: stop
@@ -294,8 +297,10 @@ void HttpSession::on_watch(error_code ec, std::size_t n) {
 
 void HttpSession::release_dispatch() {
   permit_.release();
-  if (ticket_ && ctx_.flow_control)
+  if (ticket_ && ctx_.flow_control) {
     ctx_.flow_control->complete(*worker_.producer, ticket_, tokens_.tokens());
+    worker_.wake_dispatcher();
+  }
   ticket_ = 0;
 }
 
@@ -431,6 +436,7 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     if (ticket_ && tokens_.tokens() >= tokens_reported_ + 16) {
       tokens_reported_ = tokens_.tokens();
       ctx_.flow_control->report_output_tokens(*worker_.producer, ticket_, tokens_reported_);
+      worker_.wake_dispatcher();
     }
   }
   // Write when there is something to send: the head (at once, so a streaming

@@ -22,6 +22,32 @@ ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.end
     flow_control = std::make_unique<flowcontrol::ControllerShell>(flowcontrol::make_controller(c));
 }
 
+void Worker::wake_dispatcher() {
+  if (wake_scheduled_) return;
+  wake_scheduled_ = true;
+  net::post(ioc, [this] {
+    wake_scheduled_ = false;
+    shell->wake();
+  });
+}
+
+void Worker::deliver(std::shared_ptr<HttpSession> session, const flowcontrol::Decision& d) {
+  inbox_.enqueue(Delivery{std::move(session), d});
+  if (!drain_pending_.exchange(true, std::memory_order_acq_rel))
+    net::post(ioc, [this] { drain_inbox(); });
+}
+
+void Worker::drain_inbox() {
+  // Reset first: a delivery racing with this drain either lands in this
+  // loop or posts another drain (harmless when empty).
+  drain_pending_.store(false, std::memory_order_release);
+  Delivery d;
+  while (inbox_.try_dequeue(d)) {
+    d.session->on_decision(d.decision);
+    d.session.reset();
+  }
+}
+
 Server::Server(const config::Config& config) : ctx_(config) {
   std::size_t n = config.server.threads > 0 ? static_cast<std::size_t>(config.server.threads)
                                             : std::max(1u, std::thread::hardware_concurrency());

@@ -50,7 +50,10 @@ struct Worker {
       : index(index),
         ioc(1),
         pool(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint) {
-    if (ctx.flow_control) producer = ctx.flow_control->make_producer();
+    if (ctx.flow_control) {
+      producer = ctx.flow_control->make_producer();
+      shell = ctx.flow_control.get();
+    }
   }
 
   std::size_t index;
@@ -64,6 +67,26 @@ struct Worker {
   std::uint64_t id_prefix = 0;
   std::unique_ptr<flowcontrol::ControllerShell::Producer> producer;  // this thread's queue token
   std::uint64_t cookie_seq = 0;
+  flowcontrol::ControllerShell* shell = nullptr;
+
+  // Wakes the dispatcher once for everything this thread pushed during the
+  // current pass of its event loop (the flush runs after the handlers that
+  // the same epoll round made ready). Called on this thread only.
+  void wake_dispatcher();
+
+  // Decisions for this thread's sessions: the dispatcher appends, this
+  // thread drains; one post per batch, not one per decision.
+  struct Delivery {
+    std::shared_ptr<HttpSession> session;
+    flowcontrol::Decision decision;
+  };
+  void deliver(std::shared_ptr<HttpSession> session, const flowcontrol::Decision& d);  // any thread
+  void drain_inbox();
+
+ private:
+  bool wake_scheduled_ = false;
+  moodycamel::ConcurrentQueue<Delivery> inbox_;
+  std::atomic<bool> drain_pending_{false};
 };
 
 class Server {
