@@ -2,6 +2,9 @@
 
 #include <boost/asio/write.hpp>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <span>
@@ -83,13 +86,8 @@ void HttpSession::force_close() {
 void HttpSession::wait_for_request() {
   if (closing_) return close();
   state_ = State::kIdle;
-  // A watch read still pending brings the next request (or the close),
-  // now under the keep-alive idle deadline.
-  if (watching_) {
-    first_request_ = false;
-    client_.expires_after(ctx_.config.server.keep_alive_idle_timeout);
-    return;
-  }
+  // The next request is read under the keep-alive deadline from here.
+  stop_watching();
   request_id_.clear();
   route_ = Route::kUnknown;
   request_parser_.reset();
@@ -268,30 +266,43 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
 void HttpSession::watch_client() {
   if (watching_) return;
   watching_ = true;
-  // The queue's TTL bounds the wait now, not the request-read deadlines.
-  client_.expires_never();
-  client_.async_read_some(client_buffer_.prepare(kReadSize),
-                          beast::bind_front_handler(&HttpSession::on_watch, shared_from_this()));
+  // Readiness, not a read: no speculative recv per request. When it fires,
+  // a peek tells a close from the bytes of a next request.
+  client_.socket().async_wait(
+      net::socket_base::wait_read,
+      [self = shared_from_this(), gen = ++watch_generation_](error_code ec) { self->on_watch(ec, gen); });
 }
 
-void HttpSession::on_watch(error_code ec, std::size_t n) {
+void HttpSession::stop_watching() {
+  if (!watching_) return;
+  watching_ = false;
+  ++watch_generation_;  // the cancelled wait's handler will see it is stale
+  error_code ignored;
+  client_.socket().cancel(ignored);
+}
+
+void HttpSession::on_watch(error_code ec, std::uint64_t generation) {
+  if (generation != watch_generation_) return;  // cancelled by stop_watching()
   watching_ = false;
   if (state_ == State::kClosed) return;
   if (!ec) {
-    // Bytes of a next (pipelined) request: kept for later. Stop watching.
-    client_buffer_.commit(n);
-    if (state_ == State::kIdle) parse_request();
-    return;
+    char byte;
+    const ssize_t r = ::recv(client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r > 0) {
+      // Bytes of a next (pipelined) request: read when this one is done.
+      if (state_ == State::kIdle) read_client();
+      return;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return watch_client();
   }
-  if (ec == beast::error::timeout && state_ != State::kIdle) return;  // a write deadline, not a close
   if (state_ == State::kQueued) {
     client_gone_ = true;
     ctx_.flow_control->cancel(*worker_.producer, cookie_);
     worker_.wake_dispatcher();
     return;  // the EvictedContextCancelled decision closes the session
   }
-  // Idle (the next request never came), or the client left mid-proxy: stop
-  // the upstream so the generation ends.
+  // The client left mid-proxy (or while idle): stop the upstream so the
+  // generation ends.
   close();
 }
 

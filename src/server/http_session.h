@@ -62,7 +62,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // A read on the client socket while the request waits or is proxied: EOF
   // means the client left (cancel the queued request, or stop the upstream).
   void watch_client();
-  void on_watch(error_code ec, std::size_t n);
+  void stop_watching();
+  void on_watch(error_code ec, std::uint64_t generation);
   // Ends a dispatched request's accounting: in-flight permit, and flow
   // control's completion (with the output tokens counted). Idempotent.
   void release_dispatch();
@@ -136,6 +137,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::uint64_t cookie_ = 0;  // this request's id towards the dispatcher
   std::uint64_t ticket_ = 0;  // set once dispatched, until completed
   bool watching_ = false;
+  std::uint64_t watch_generation_ = 0;
   bool client_gone_ = false;
   OutputTokenCounter tokens_;
   std::uint64_t tokens_reported_ = 0;
