@@ -64,16 +64,6 @@ int main(int argc, char** argv) {
     std::cerr << "sluice: invalid config: " << e.what() << "\n";
     return 2;
   }
-  // The utilization detector reads scraped endpoint metrics; until the data
-  // layer scrapes them, every endpoint would look stale (saturated) and no
-  // request would ever be released. Refuse instead of hanging requests.
-  if (config.flow_control.enabled && config.saturation_detector.type == "utilization-detector") {
-    std::cerr << "sluice: invalid config: " << config_path
-              << ": saturationDetector: utilization-detector needs endpoint metrics scraping, which "
-                 "this build does not do yet; declare a concurrency-detector plugin and set "
-                 "saturationDetector.pluginRef to it\n";
-    return 2;
-  }
   if (!listen.empty()) {
     if (!sluice::config::parse_host_port(listen)) usage_error("--listen must be HOST:PORT");
     config.server.listen = listen;

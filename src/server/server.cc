@@ -70,6 +70,21 @@ std::string Server::bind(const std::string& listen) {
     auto results = resolver.resolve(ec.host, std::to_string(ec.port));
     ctx_.upstream_addresses.push_back(results.begin()->endpoint());
   }
+  if (ctx_.flow_control) {
+    std::vector<datalayer::ScrapeTarget> targets;
+    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+      const auto& ec = ctx_.endpoints.at(i).config;
+      targets.push_back({ctx_.upstream_addresses[i], ec.address, ec.engine});
+    }
+    scraper_producer_ = ctx_.flow_control->make_producer();
+    scraper_ = std::make_unique<datalayer::MetricsScraper>(
+        std::move(targets), datalayer::ScraperOptions{},
+        [shell = ctx_.flow_control.get(), producer = scraper_producer_.get()](
+            std::size_t endpoint, const datalayer::EngineMetrics& m) {
+          shell->update_metrics(*producer, endpoint, {m.waiting, m.running, m.kv_cache_usage});
+          shell->wake();
+        });
+  }
   auto hp = config::parse_host_port(listen);
   if (!hp) throw std::runtime_error("invalid listen address '" + listen + "'");
   auto addr = resolver.resolve(std::string(hp->host), std::to_string(hp->port)).begin()->endpoint();
@@ -86,6 +101,7 @@ std::string Server::bind(const std::string& listen) {
 
 void Server::start() {
   if (ctx_.flow_control) ctx_.flow_control->start();
+  if (scraper_) scraper_->start();
   for (auto& w : workers_) guards_.emplace_back(net::make_work_guard(w->ioc));
   net::post(workers_[0]->ioc, [this] { do_accept(); });
   for (auto& w : workers_) {
@@ -133,6 +149,7 @@ void Server::shutdown() {
   });
   // Queued requests end now (EvictedOther, 503); their sessions answer on
   // their own threads, which still run.
+  if (scraper_) scraper_->stop();
   if (ctx_.flow_control) ctx_.flow_control->stop();
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     Worker* w = workers_[i].get();

@@ -19,6 +19,7 @@
 
 #include "config/config.h"
 #include "datalayer/endpoint_set.h"
+#include "datalayer/metrics_scraper.h"
 #include "flowcontrol/controller_shell.h"
 #include "server/upstream_pool.h"
 
@@ -115,6 +116,9 @@ class Server {
   std::vector<std::thread> threads_;
   using Guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
   std::vector<std::optional<Guard>> guards_;
+  // Endpoint metrics for the saturation detector (flow control only).
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> scraper_producer_;
+  std::unique_ptr<datalayer::MetricsScraper> scraper_;
   std::mutex done_mu_;  // startup/shutdown only
   std::condition_variable done_cv_;
   std::size_t threads_done_ = 0;

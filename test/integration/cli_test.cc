@@ -27,15 +27,6 @@ TEST(Cli, InvalidConfigExitsTwoNamingFieldAndLine) {
   EXPECT_NE(err.find("config.yaml:3: endpoints[0].enigne: unknown field"), std::string::npos) << err;
 }
 
-TEST(Cli, FlowControlWithoutMetricsScrapingIsRefused) {
-  // With flow control on, the default utilization-detector needs scraped
-  // metrics; without them sluice would never release a request.
-  TempFile cfg("featureGates: [flowControl]\nendpoints:\n  - address: 127.0.0.1:1\n");
-  std::string err;
-  EXPECT_EQ(run_sluice({"--config", cfg.path()}, &err), 2);
-  EXPECT_NE(err.find("utilization-detector needs endpoint metrics scraping"), std::string::npos) << err;
-}
-
 TEST(Cli, UsageErrorsExitTwo) {
   std::string err;
   EXPECT_EQ(run_sluice({}, &err), 2);

@@ -120,3 +120,54 @@ TEST(FlowControl, ShutdownAnswersQueuedRequestsEvictedOther) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+std::string utilization_config(const std::string& endpoint, const std::string& extra = "") {
+  return "server:\n  listen: 127.0.0.1:0\n  threads: 2\n"
+         "endpoints:\n  - address: " + endpoint + "\n"
+         "featureGates: [flowControl]\n"
+         "plugins:\n"
+         "  - type: round-robin-fairness-policy\n"
+         "flowControl:\n"
+         "  defaultPriorityBand: {fairnessPolicyRef: round-robin-fairness-policy}\n" + extra;
+}
+
+// GIE's default detector: sluice scrapes the mock's vLLM metrics and
+// releases requests while its queue and KV cache are below the thresholds.
+TEST(FlowControl, UtilizationDetectorUsesScrapedMetrics) {
+  auto mock = start_mock({"--decode-ms-per-token", "2", "--max-running", "2"});
+  TempFile cfg(utilization_config(mock->address()));
+  auto sluice = start_sluice(cfg);
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&] {
+      HttpClient client(kHost, sluice->port(), 30000ms);
+      for (int i = 0; i < 10; ++i)
+        if (client.post_json("/v1/completions", completion_body(5), flow("f")).status == 200) ++ok;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 60);
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 60);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+// Stale or missing metrics count as saturated: with the endpoint gone,
+// nothing is released and a request ends at its TTL, typed.
+TEST(FlowControl, MissingMetricsCountAsSaturated) {
+  std::string dead = "127.0.0.1:" + std::to_string(closed_port());
+  TempFile cfg(utilization_config(dead));
+  auto sluice = start_sluice(cfg);
+  HttpClient c(kHost, sluice->port());
+  Headers h = flow("f");
+  h.emplace_back("x-gateway-inference-ttl-ms", "300");
+  expect_outcome(c.post_json("/v1/completions", completion_body(1), h), 503, "evicted-ttl", true);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test
