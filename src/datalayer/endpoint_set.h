@@ -27,6 +27,18 @@ struct EndpointState {
   // steady_clock nanoseconds until which the endpoint is skipped (0: usable).
   std::atomic<std::int64_t> down_until_ns{0};
   std::atomic<std::uint64_t> connect_failures{0};
+  // Last scraped metrics (written by the scraper thread, read anywhere).
+  std::atomic<std::int64_t> metrics_ns{0};  // steady_clock time of the scrape; 0: never
+  std::atomic<double> waiting{0};
+  std::atomic<double> running{0};
+  std::atomic<double> kv_cache_usage{0};
+
+  void store_metrics(double w, double r, double kv, Clock::time_point at) {
+    waiting.store(w, std::memory_order_relaxed);
+    running.store(r, std::memory_order_relaxed);
+    kv_cache_usage.store(kv, std::memory_order_relaxed);
+    metrics_ns.store(at.time_since_epoch().count(), std::memory_order_release);
+  }
 
   bool usable(Clock::time_point now) const {
     return down_until_ns.load(std::memory_order_relaxed) <= now.time_since_epoch().count();

@@ -198,6 +198,15 @@ void HttpSession::handle_request() {
     auto parsed = parse_openai_request(route_, request_.body);
     if (!parsed.ok()) return answer(client_error(400, parsed.error_code, parsed.error_message));
     if (ctx_.flow_control) return admit(parsed.request);
+    // GIE's legacy admission (flow control off): shed sheddable requests
+    // while the pool is saturated.
+    if (ctx_.legacy_detector && !request_.objective.empty()) {
+      auto it = ctx_.objectives.find(request_.objective);
+      if (it != ctx_.objectives.end() && it->second.priority < 0 && ctx_.pool_saturated()) {
+        return answer(flowcontrol::answer_for(QueueOutcome::kRejectedCapacity,
+                                              "system saturated, sheddable request dropped"));
+      }
+    }
   }
   tried_.assign(ctx_.endpoints.size(), false);
   retried_ = false;

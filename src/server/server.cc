@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "config/units.h"
@@ -20,6 +21,25 @@ ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.end
   for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
   if (c.flow_control.enabled)
     flow_control = std::make_unique<flowcontrol::ControllerShell>(flowcontrol::make_controller(c));
+  else
+    legacy_detector = flowcontrol::make_detector(c.saturation_detector);
+}
+
+bool ProxyContext::pool_saturated() const {
+  const auto now = datalayer::Clock::now();
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    const auto& ep = endpoints.at(i);
+    flowcontrol::EndpointLoad load;
+    const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+    load.has_metrics = at != 0;
+    load.metrics_time = flowcontrol::TimePoint(flowcontrol::Duration(at));
+    load.waiting = ep.waiting.load(std::memory_order_relaxed);
+    load.running = ep.running.load(std::memory_order_relaxed);
+    load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
+    load.in_flight = static_cast<std::uint32_t>(std::max(0, ep.in_flight.load(std::memory_order_relaxed)));
+    if (ep.usable(now) && legacy_detector->has_room(load, now)) return false;
+  }
+  return true;
 }
 
 void Worker::wake_dispatcher() {
@@ -70,19 +90,24 @@ std::string Server::bind(const std::string& listen) {
     auto results = resolver.resolve(ec.host, std::to_string(ec.port));
     ctx_.upstream_addresses.push_back(results.begin()->endpoint());
   }
-  if (ctx_.flow_control) {
+  // Endpoint metrics: into the endpoint state (legacy admission reads them
+  // there) and, with flow control, to the dispatcher.
+  if (ctx_.endpoints.size() > 0) {
     std::vector<datalayer::ScrapeTarget> targets;
     for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
       const auto& ec = ctx_.endpoints.at(i).config;
       targets.push_back({ctx_.upstream_addresses[i], ec.address, ec.engine});
     }
-    scraper_producer_ = ctx_.flow_control->make_producer();
+    if (ctx_.flow_control) scraper_producer_ = ctx_.flow_control->make_producer();
     scraper_ = std::make_unique<datalayer::MetricsScraper>(
         std::move(targets), datalayer::ScraperOptions{},
-        [shell = ctx_.flow_control.get(), producer = scraper_producer_.get()](
-            std::size_t endpoint, const datalayer::EngineMetrics& m) {
-          shell->update_metrics(*producer, endpoint, {m.waiting, m.running, m.kv_cache_usage});
-          shell->wake();
+        [this](std::size_t endpoint, const datalayer::EngineMetrics& m) {
+          ctx_.endpoints.at(endpoint).store_metrics(m.waiting, m.running, m.kv_cache_usage,
+                                                    datalayer::Clock::now());
+          if (auto* shell = ctx_.flow_control.get()) {
+            shell->update_metrics(*scraper_producer_, endpoint, {m.waiting, m.running, m.kv_cache_usage});
+            shell->wake();
+          }
         });
   }
   auto hp = config::parse_host_port(listen);

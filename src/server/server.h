@@ -42,6 +42,10 @@ struct ProxyContext {
   // The dispatcher, when featureGates has flowControl; else requests go
   // straight to an endpoint.
   std::unique_ptr<flowcontrol::ControllerShell> flow_control;
+  // Without the gate, GIE's legacy admission: a sheddable request (priority
+  // < 0) is rejected while no endpoint has room by this detector.
+  std::unique_ptr<flowcontrol::SaturationDetector> legacy_detector;
+  bool pool_saturated() const;
   std::atomic<bool> shutting_down{false};
 };
 

@@ -89,8 +89,9 @@ TEST(Proxy, KeepAliveIsReusedOnBothSides) {
     }
   }
   EXPECT_EQ(client.connections_opened(), 1);
-  // One connection from sluice for all 20 requests, plus this scrape's own.
-  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_connections_accepted_total"), 2);
+  // One connection from sluice for all 20 requests, one kept by sluice's
+  // metrics scraper, and this scrape's own.
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_connections_accepted_total"), 3);
   EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 20);
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
@@ -286,6 +287,42 @@ TEST(Proxy, SlowClientBackpressuresInsteadOfBuffering) {
   std::size_t events = 0;
   for (std::size_t at = 0; (at = body_text.find("data: ", at)) != std::string::npos; at += 6) ++events;
   EXPECT_EQ(events, static_cast<std::size_t>(kTokens + 1));
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+// GIE's legacy admission (flow control off): a sheddable request is served
+// while the pool has room and rejected 429 while it is saturated (here: the
+// mock's KV cache over the 0.8 threshold); other requests are never shed.
+TEST(Proxy, LegacyAdmissionShedsSheddableRequestsWhileSaturated) {
+  auto mock = start_mock({"--decode-ms-per-token", "5", "--max-running", "1", "--kv-capacity-tokens",
+                          "1100"});
+  TempFile cfg(make_config({mock->address()}) +
+               "objectives:\n  - {name: best-effort, priority: -10}\n");
+  auto sluice = start_sluice(cfg);
+  const Headers shed = {{"x-gateway-inference-objective", "best-effort"}};
+  HttpClient client(kHost, sluice->port());
+  // Served once the first scrape shows room (before it, metrics are missing,
+  // which counts as saturated).
+  EXPECT_TRUE(eventually([&] { return client.post_json("/v1/completions", completion_body(1), shed).status == 200; }));
+  // Saturate: a long request with a ~1000-token prompt, straight to the mock.
+  Response long_one;
+  std::thread t([&] {
+    HttpClient direct(kHost, mock->port(), 30000ms);
+    long_one = direct.post_json("/v1/completions", completion_body(300, false, std::string(4000, 'k')));
+  });
+  Response shed_answer;
+  EXPECT_TRUE(eventually([&] {
+    shed_answer = client.post_json("/v1/completions", completion_body(1), shed);
+    return shed_answer.status == 429;
+  }));
+  EXPECT_EQ(shed_answer.header("x-gateway-inference-dropped-reason"), "rejected-capacity");
+  EXPECT_EQ(json::parse(shed_answer.body)["error"]["message"], "system saturated, sheddable request dropped");
+  // A request of priority 0 is not shed: it is forwarded (and waits at the mock).
+  auto normal = client.post_json("/v1/completions", completion_body(1));
+  EXPECT_EQ(normal.status, 200);
+  t.join();
+  EXPECT_EQ(long_one.status, 200);
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
 }
