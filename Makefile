@@ -22,8 +22,8 @@ tsan: deps
 	cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug \
 	  -DSLUICE_SANITIZE=thread -DSLUICE_WERROR=ON
 	cmake --build build/tsan -j $(JOBS)
-	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	  ctest -L integration --output-on-failure -j $(JOBS)
+	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/test/tsan.supp" \
+	  ctest -L 'integration|threads' --output-on-failure -j $(JOBS)
 
 # The second supported compiler (fuzzing builds use it later).
 clang: deps

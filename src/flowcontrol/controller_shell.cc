@@ -68,6 +68,16 @@ void ControllerShell::update_metrics(Producer& p, std::size_t endpoint, const En
   queue_.enqueue(p, std::move(e));
 }
 
+void ControllerShell::reconfigure(Producer& p, std::function<void(Controller&)> change,
+                                  std::function<void()> done) {
+  Event e;
+  e.kind = Event::Kind::kReconfigure;
+  e.change = std::move(change);
+  e.done = std::move(done);
+  queue_.enqueue(p, std::move(e));
+  wake();
+}
+
 void ControllerShell::on_decision(const Decision& d) {
   auto it = pending_.find(d.cookie);
   if (it == pending_.end()) return;  // cannot happen: one decision per request
@@ -104,6 +114,10 @@ void ControllerShell::handle(Event& e, TimePoint now) {
       break;
     case Event::Kind::kMetrics:
       controller_->update_metrics(e.endpoint, e.metrics, now);
+      break;
+    case Event::Kind::kReconfigure:
+      if (e.change) e.change(*controller_);
+      if (e.done) e.done();
       break;
     case Event::Kind::kStop:
       running_ = false;

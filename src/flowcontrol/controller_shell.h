@@ -61,6 +61,12 @@ class ControllerShell {
   void complete(Producer& p, std::uint64_t ticket, std::uint64_t total_output_tokens);
   // From the metrics scraper (its own producer).
   void update_metrics(Producer& p, std::size_t endpoint, const EndpointMetrics& m);
+  // Runs `change` on the dispatcher thread (the single writer), e.g. the
+  // registry's runtime updates from the admin plane, then `done` there too.
+  // Ordered after the events `p` pushed before it (the queue orders events
+  // per producer, not across producers). Wakes the dispatcher itself.
+  void reconfigure(Producer& p, std::function<void(Controller&)> change,
+                   std::function<void()> done = {});
 
   // Dispatcher statistics (for metrics): wake-ups and requests released.
   std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
@@ -68,7 +74,7 @@ class ControllerShell {
 
  private:
   struct Event {
-    enum class Kind : std::uint8_t { kEnqueue, kCancel, kOutput, kComplete, kMetrics, kStop };
+    enum class Kind : std::uint8_t { kEnqueue, kCancel, kOutput, kComplete, kMetrics, kReconfigure, kStop };
     Kind kind = Kind::kStop;
     std::uint64_t id = 0;  // cookie (enqueue, cancel) or ticket (output, complete)
     std::uint64_t tokens = 0;
@@ -76,6 +82,8 @@ class ControllerShell {
     EndpointMetrics metrics;
     EnqueueRequest request;
     std::shared_ptr<Waiter> waiter;
+    std::function<void(Controller&)> change;
+    std::function<void()> done;
   };
 
   void run();

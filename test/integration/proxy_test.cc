@@ -295,7 +295,9 @@ TEST(Proxy, SlowClientBackpressuresInsteadOfBuffering) {
 // while the pool has room and rejected 429 while it is saturated (here: the
 // mock's KV cache over the 0.8 threshold); other requests are never shed.
 TEST(Proxy, LegacyAdmissionShedsSheddableRequestsWhileSaturated) {
-  auto mock = start_mock({"--decode-ms-per-token", "5", "--max-running", "1", "--kv-capacity-tokens",
+  // Two sequences at a time: a probe forwarded before the next scrape runs
+  // next to the long request instead of waiting behind it.
+  auto mock = start_mock({"--decode-ms-per-token", "5", "--max-running", "2", "--kv-capacity-tokens",
                           "1100"});
   TempFile cfg(make_config({mock->address()}) +
                "objectives:\n  - {name: best-effort, priority: -10}\n");
@@ -311,6 +313,8 @@ TEST(Proxy, LegacyAdmissionShedsSheddableRequestsWhileSaturated) {
     HttpClient direct(kHost, mock->port(), 30000ms);
     long_one = direct.post_json("/v1/completions", completion_body(300, false, std::string(4000, 'k')));
   });
+  const std::string kv = "vllm:kv_cache_usage_perc{model_name=\"mock-model\"}";
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), kv) >= 0.8; }));
   Response shed_answer;
   EXPECT_TRUE(eventually([&] {
     shed_answer = client.post_json("/v1/completions", completion_body(1), shed);
