@@ -37,27 +37,24 @@ void ControllerShell::enqueue(Producer& p, std::uint64_t cookie, EnqueueRequest 
   queue_.enqueue(p, std::move(e));
 }
 
-void ControllerShell::cancel(Producer& p, std::uint64_t cookie) {
+void ControllerShell::push_simple(Producer& p, Event::Kind kind, std::uint64_t id, std::uint64_t tokens) {
   Event e;
-  e.kind = Event::Kind::kCancel;
-  e.id = cookie;
+  e.kind = kind;
+  e.id = id;
+  e.tokens = tokens;
   queue_.enqueue(p, std::move(e));
+}
+
+void ControllerShell::cancel(Producer& p, std::uint64_t cookie) {
+  push_simple(p, Event::Kind::kCancel, cookie, 0);
 }
 
 void ControllerShell::report_output_tokens(Producer& p, std::uint64_t ticket, std::uint64_t total) {
-  Event e;
-  e.kind = Event::Kind::kOutput;
-  e.id = ticket;
-  e.tokens = total;
-  queue_.enqueue(p, std::move(e));
+  push_simple(p, Event::Kind::kOutput, ticket, total);
 }
 
 void ControllerShell::complete(Producer& p, std::uint64_t ticket, std::uint64_t total) {
-  Event e;
-  e.kind = Event::Kind::kComplete;
-  e.id = ticket;
-  e.tokens = total;
-  queue_.enqueue(p, std::move(e));
+  push_simple(p, Event::Kind::kComplete, ticket, total);
 }
 
 void ControllerShell::update_metrics(Producer& p, std::size_t endpoint, const EndpointMetrics& m) {

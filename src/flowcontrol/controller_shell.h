@@ -86,6 +86,7 @@ class ControllerShell {
     std::function<void()> done;
   };
 
+  void push_simple(Producer& p, Event::Kind kind, std::uint64_t id, std::uint64_t tokens);
   void run();
   void handle(Event& e, TimePoint now);
   void on_decision(const Decision& d);
