@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "flowcontrol/displacement_policies.h"
 #include "flowcontrol/ordering_policies.h"
 
 namespace sluice::flowcontrol {
@@ -53,7 +54,8 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<SaturationDetect
       detector_(std::move(detector)),
       sink_(std::move(sink)),
       router_(std::move(router)),
-      registry_(config_.registry, make_factory(config_.fairness)) {}
+      registry_(config_.registry, make_factory(config_.fairness)),
+      displacement_(make_displacement_policy(config_.displacement)) {}
 
 void Controller::set_endpoint_count(std::size_t n) {
   load_.resize(n);
@@ -91,7 +93,7 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
       flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
       return reject(QueueOutcome::kRejectedCapacity);
     case registry::Limit::kGlobal:
-      if (!config_.displacement || !displace(key.priority, r.bytes, now)) {
+      if (!displacement_ || !displace(key.priority, r.bytes, now)) {
         flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
         return reject(QueueOutcome::kRejectedCapacity);
       }
@@ -118,6 +120,26 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   return q.id;
 }
 
+namespace {
+
+// The registry's bands below a priority, lowest first, newest first.
+class RegistryDisplacementView final : public DisplacementView {
+ public:
+  explicit RegistryDisplacementView(registry::FlowRegistry& r) : registry_(r) {}
+  void for_each_lower(int below,
+                      const std::function<bool(const QueuedRequest&, int)>& visit) const override {
+    auto& bands = registry_.bands();
+    for (auto it = bands.rbegin(); it != bands.rend() && it->first < below; ++it)
+      for (Item* i = it->second->newest(); i; i = i->band_prev)
+        if (!visit(i->request, it->first)) return;
+  }
+
+ private:
+  registry::FlowRegistry& registry_;
+};
+
+}  // namespace
+
 bool Controller::displace(int priority, std::uint64_t bytes, TimePoint now) {
   const auto& rc = registry_.config();
   std::uint64_t need_requests = 0, need_bytes = 0;
@@ -125,19 +147,18 @@ bool Controller::displace(int priority, std::uint64_t bytes, TimePoint now) {
     need_requests = registry_.total_requests() + 1 - rc.max_requests;
   if (rc.max_bytes && registry_.total_bytes() + bytes > rc.max_bytes)
     need_bytes = registry_.total_bytes() + bytes - rc.max_bytes;
-  // Choose every victim before evicting any: either the newcomer fits, or
-  // nothing is touched. Lowest band first, newest first within a band.
+  auto ids = displacement_->choose(RegistryDisplacementView(registry_), priority, need_requests, need_bytes);
+  // Whatever the policy chose: only queued requests of strictly lower
+  // priority, each once, and enough of them — or nothing at all.
   std::vector<Item*> victims;
   std::uint64_t freed_requests = 0, freed_bytes = 0;
-  auto& bands = registry_.bands();
-  for (auto it = bands.rbegin(); it != bands.rend() && it->first < priority; ++it) {
-    for (Item* i = it->second->newest(); i; i = i->band_prev) {
-      if (freed_requests >= need_requests && freed_bytes >= need_bytes) break;
-      victims.push_back(i);
-      freed_requests += 1;
-      freed_bytes += i->request.byte_size;
-    }
-    if (freed_requests >= need_requests && freed_bytes >= need_bytes) break;
+  for (auto id : ids) {
+    Item* i = registry_.find(id);
+    if (!i || i->state != Item::State::kQueued || i->flow->key().priority >= priority) return false;
+    if (std::find(victims.begin(), victims.end(), i) != victims.end()) return false;
+    victims.push_back(i);
+    freed_requests += 1;
+    freed_bytes += i->request.byte_size;
   }
   if (freed_requests < need_requests || freed_bytes < need_bytes) return false;
   for (Item* v : victims) finalize(v, QueueOutcome::kEvictedDisplaced, now);

@@ -24,8 +24,8 @@ struct ControllerConfig {
   registry::RegistryConfig registry;
   std::optional<Duration> default_ttl;  // none: requests wait until dispatched or cancelled
   // Make room under a global limit by evicting strictly lower-priority queued
-  // requests (lowest band, newest first). false: GIE's reject-the-newcomer.
-  bool displacement = true;
+  // requests, chosen by this policy; "none": GIE's reject-the-newcomer.
+  std::string displacement = "lowest-band-newest-first";
   Duration flow_idle_timeout = std::chrono::minutes(5);
   FairnessParams fairness;
 };
@@ -90,6 +90,8 @@ class Controller {
   // Every queued request ends EvictedOther.
   void shutdown(TimePoint now);
 
+  // Replaces the displacement policy (a plugin; null: none).
+  void set_displacement_policy(std::unique_ptr<DisplacementPolicy> p) { displacement_ = std::move(p); }
   // Replaces the decision sink (the shell installs its own).
   void set_sink(Sink sink) { sink_ = std::move(sink); }
 
@@ -116,6 +118,7 @@ class Controller {
   Sink sink_;
   Router router_;
   registry::FlowRegistry registry_;
+  std::unique_ptr<DisplacementPolicy> displacement_;  // null: none
   std::vector<EndpointLoad> load_;
   std::vector<bool> room_;
   std::vector<registry::Item*> deadlines_;

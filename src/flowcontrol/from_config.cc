@@ -21,7 +21,7 @@ ControllerConfig controller_config(const config::Config& config) {
   c.registry.default_band = band(fc.default_band);
   for (const auto& b : fc.bands) c.registry.bands.push_back(band(b));
   c.default_ttl = fc.default_request_ttl;
-  c.displacement = fc.displacement;
+  c.displacement = fc.displacement ? "lowest-band-newest-first" : "none";
   c.flow_idle_timeout = fc.flow_idle_timeout;
   c.fairness.input_price = fc.vtc_input_price;
   c.fairness.output_price = fc.vtc_output_price;

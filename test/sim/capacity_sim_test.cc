@@ -19,7 +19,7 @@ ControllerConfig limits(std::uint64_t max_requests, std::uint64_t max_bytes, boo
   ControllerConfig c = config_with("round-robin-fairness-policy");
   c.registry.max_requests = max_requests;
   c.registry.max_bytes = max_bytes;
-  c.displacement = displacement;
+  c.displacement = displacement ? "lowest-band-newest-first" : "none";
   return c;
 }
 
@@ -101,6 +101,35 @@ TEST(Displacement, ByteLimitFreesEnoughOrNothing) {
   EXPECT_EQ(outcome(sim, l1), QueueOutcome::kEvictedDisplaced);
   EXPECT_FALSE(outcome(sim, h1).has_value());
   EXPECT_EQ(sim.controller().registry().total_bytes(), 900u);
+}
+
+// A displacement plugin that picks the wrong victims (here: everything
+// queued, whatever its priority) cannot displace equal or higher priority:
+// the controller evicts nothing and rejects the newcomer.
+TEST(Displacement, AFaultyPolicyCannotEvictEqualPriority) {
+  struct Greedy final : DisplacementPolicy {
+    std::string_view type() const override { return "greedy"; }
+    std::vector<std::uint64_t> choose(const DisplacementView&, int, std::uint64_t, std::uint64_t) override {
+      return all;
+    }
+    std::vector<std::uint64_t> all;
+  };
+  Sim sim(limits(2, 0), full_pool());
+  auto greedy = std::make_unique<Greedy>();
+  Greedy* g = greedy.get();
+  sim.controller().set_displacement_policy(std::move(greedy));
+  sim.run_until(T0);
+  auto a = sim.arrive({"a", 5});
+  auto b = sim.arrive({"b", 0});
+  g->all = {sim.records()[a].ticket, sim.records()[b].ticket};
+  EXPECT_EQ(outcome(sim, sim.arrive({"c", 5})), QueueOutcome::kRejectedCapacity);
+  EXPECT_FALSE(outcome(sim, a).has_value());
+  EXPECT_FALSE(outcome(sim, b).has_value());
+  // The same choice for a newcomer above both is fine.
+  auto top = sim.arrive({"top", 9});
+  EXPECT_FALSE(outcome(sim, top).has_value());
+  EXPECT_EQ(outcome(sim, a), QueueOutcome::kEvictedDisplaced);
+  EXPECT_EQ(outcome(sim, b), QueueOutcome::kEvictedDisplaced);
 }
 
 TEST(Displacement, OffMeansRejectTheNewcomer) {

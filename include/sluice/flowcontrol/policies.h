@@ -3,11 +3,13 @@
 //
 //   OrderingPolicy      which request of a flow goes first
 //   FairnessPolicy      which flow of a band goes next (one instance per band)
-//   DisplacementPolicy  which queued requests make room for a newcomer
+//   DisplacementPolicy  which queued requests make room for a newcomer (the
+//                       controller guarantees only lower priority goes)
 //   SaturationDetector  whether the pool can take another request now
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -63,6 +65,31 @@ class FairnessPolicy {
   virtual void on_output_tokens(FlowView& flow, std::uint64_t tokens) {}
   // The flow is about to be destroyed (it is idle).
   virtual void on_removed(FlowView& flow) {}
+};
+
+// What displacement may look at: the queued requests of bands below a
+// priority. Implemented by the controller over the registry.
+class DisplacementView {
+ public:
+  virtual ~DisplacementView() = default;
+  // Calls `visit(request, band priority)` for queued requests of bands with a
+  // priority strictly below `below`: lowest band first, newest first within
+  // a band; stops when `visit` returns false.
+  virtual void for_each_lower(
+      int below, const std::function<bool(const QueuedRequest&, int priority)>& visit) const = 0;
+};
+
+class DisplacementPolicy {
+ public:
+  virtual ~DisplacementPolicy() = default;
+  virtual std::string_view type() const = 0;
+  // A newcomer at `priority` needs `need_requests` and `need_bytes` freed
+  // under the pool's limits. Returns the ids (QueuedRequest::id) to evict,
+  // or nothing. The controller evicts them only if every one is queued below
+  // `priority` and together they free enough; otherwise it evicts nothing
+  // and rejects the newcomer.
+  virtual std::vector<std::uint64_t> choose(const DisplacementView& view, int priority,
+                                            std::uint64_t need_requests, std::uint64_t need_bytes) = 0;
 };
 
 // Per-endpoint load as the saturation detector sees it: the last scraped
