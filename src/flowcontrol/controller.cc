@@ -110,6 +110,7 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   q.enqueued = now;
   std::optional<Duration> ttl = r.ttl;
   if (config_.default_ttl && (!ttl || *config_.default_ttl < *ttl)) ttl = config_.default_ttl;
+  q.ttl = ttl;
   if (ttl) q.deadline = now + *ttl;
   if (r.slo_ttft) q.slo_deadline = r.received + *r.slo_ttft;
   q.byte_size = r.bytes;

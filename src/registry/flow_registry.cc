@@ -206,6 +206,7 @@ void FlowRegistry::enqueue(Item* item, Flow& flow, TimePoint now) {
   Band& b = *flow.band_;
   const Item* old_head = flow.queue_.head();
   item->flow = &flow;
+  item->request.flow = &flow.key_;
   item->state = Item::State::kQueued;
   flow.queue_.push(item);
   link_band(b, item);

@@ -76,6 +76,8 @@ TEST_F(Fixture, PinningAPriorityMovesQueuedItemsKeepingOrder) {
   reg.set_flow_override("a", FlowOverride{std::nullopt, 10, std::nullopt}, T0);
   Flow& moved = reg.flow({"a", 10}, T0);
   EXPECT_EQ(sequences(moved), (std::vector<std::uint64_t>{1, 2, 3}));
+  // Policies see each moved request's new flow.
+  moved.queue().for_each([&](Item* i) { EXPECT_EQ(i->request.flow, &moved.key()); });
   EXPECT_EQ(reg.flow({"a", 0}, T0).queued(), 0u);
   EXPECT_EQ(reg.band(10).requests(), 3u);  // over its limit of 5? no: 3; never dropped anyway
   EXPECT_EQ(reg.total_requests(), 4u);
