@@ -195,7 +195,7 @@ void HttpSession::handle_request() {
     if (!is_json_content_type(request_.content_type))
       return answer(client_error(400, "unsupported-content-type",
                                  "Content-Type must be application/json"));
-    auto parsed = parse_openai_request(route_, request_.body);
+    auto parsed = parse_openai_request(request_.body);
     if (!parsed.ok()) return answer(client_error(400, parsed.error_code, parsed.error_message));
     if (ctx_.flow_control) return admit(parsed.request);
     // GIE's legacy admission (flow control off): shed sheddable requests
@@ -305,7 +305,6 @@ void HttpSession::on_watch(error_code ec, std::uint64_t generation) {
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return watch_client();
   }
   if (state_ == State::kQueued) {
-    client_gone_ = true;
     ctx_.flow_control->cancel(*worker_.producer, cookie_);
     worker_.wake_dispatcher();
     return;  // the EvictedContextCancelled decision closes the session
@@ -625,7 +624,6 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
 void HttpSession::finish_response() {
   release_dispatch();
   if (upstream_) {
-    upstream_->requests += 1;
     if (response_parser_->keep_alive()) worker_.pool.give_back(std::move(upstream_));
     upstream_.reset();
   }

@@ -138,7 +138,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::uint64_t ticket_ = 0;  // set once dispatched, until completed
   bool watching_ = false;
   std::uint64_t watch_generation_ = 0;
-  bool client_gone_ = false;
   OutputTokenCounter tokens_;
   std::uint64_t tokens_reported_ = 0;
 };

@@ -71,7 +71,7 @@ ParseResult fail(std::string code, std::string message) {
 
 }  // namespace
 
-ParseResult parse_openai_request(Route route, std::string& body, std::string* prompt_text) {
+ParseResult parse_openai_request(std::string& body, std::string* prompt_text) {
   // One parser per I/O thread: its buffers are reused across requests.
   thread_local simdjson::dom::parser parser;
   if (body.capacity() < body.size() + simdjson::SIMDJSON_PADDING)
@@ -124,7 +124,6 @@ ParseResult parse_openai_request(Route route, std::string& body, std::string* pr
     // Any other field is forwarded untouched and not inspected.
   }
   if (!has_model || r.model.empty()) return fail("missing-model", "request body must name a 'model'");
-  (void)route;
   r.estimated_input_tokens = (r.prompt_chars + 3) / 4 + r.prompt_token_ids + 3ull * r.message_count;
   return out;
 }

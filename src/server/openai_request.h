@@ -36,6 +36,6 @@ struct ParseResult {
 // If `prompt_text` is given, every piece of prompt text is appended to it,
 // pieces separated by '\n' (for prefix hashing). Never throws; all failures
 // are returned as values.
-ParseResult parse_openai_request(Route route, std::string& body, std::string* prompt_text = nullptr);
+ParseResult parse_openai_request(std::string& body, std::string* prompt_text = nullptr);
 
 }  // namespace sluice::server

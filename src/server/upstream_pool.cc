@@ -7,7 +7,6 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::take(std::size_t endpoint) {
   if (list.empty()) return nullptr;
   auto conn = std::move(list.back());
   list.pop_back();
-  ++reused_;
   return conn;
 }
 

@@ -29,7 +29,6 @@ struct UpstreamConnection {
   Stream stream;
   boost::beast::flat_buffer buffer;
   std::size_t endpoint;
-  std::uint64_t requests = 0;  // responses completed on this connection
 };
 
 class UpstreamPool {
@@ -44,12 +43,10 @@ class UpstreamPool {
   void close_all();
 
   std::size_t idle_count(std::size_t endpoint) const { return idle_[endpoint].size(); }
-  std::uint64_t reused() const { return reused_; }
 
  private:
   std::vector<std::vector<std::unique_ptr<UpstreamConnection>>> idle_;
   std::size_t max_idle_;
-  std::uint64_t reused_ = 0;
 };
 
 }  // namespace sluice::server

@@ -34,9 +34,9 @@ inline std::unique_ptr<Process> start_mock(std::vector<std::string> args = {}) {
 // A config with the given endpoints and extra `server:` lines.
 inline std::string make_config(const std::vector<std::string>& endpoints,
                                const std::string& server_extra = "") {
-  std::string c = "server:\n  listen: 127.0.0.1:0\n  threads: 1\n" + server_extra + "endpoints:\n";
+  std::string c = "server:\n  listen: 127.0.0.1:0\n  threads: 1\n" + server_extra;
+  if (!endpoints.empty()) c += "endpoints:\n";
   for (const auto& e : endpoints) c += "  - address: " + e + "\n";
-  if (endpoints.empty()) c = "server:\n  listen: 127.0.0.1:0\n  threads: 1\n" + server_extra;
   return c;
 }
 

@@ -94,8 +94,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
 
   void generate(http::request<http::string_body>& req, bool chat) {
     std::string prompt;
-    auto parsed = server::parse_openai_request(
-        chat ? server::Route::kChatCompletions : server::Route::kCompletions, req.body(), &prompt);
+    auto parsed = server::parse_openai_request(req.body(), &prompt);
     if (!parsed.ok()) {
       json j = {{"error",
                  {{"message", parsed.error_message}, {"type", "invalid_request_error"}, {"code", 400}}}};

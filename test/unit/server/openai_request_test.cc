@@ -5,16 +5,14 @@
 namespace sluice::server {
 namespace {
 
-ParseResult parse(std::string body, Route route = Route::kChatCompletions, std::string* text = nullptr) {
-  return parse_openai_request(route, body, text);
-}
+ParseResult parse(std::string body, std::string* text = nullptr) { return parse_openai_request(body, text); }
 
 TEST(OpenAIRequest, ChatMessages) {
   std::string text;
   auto r = parse(R"({"model":"llama","stream":true,"stream_options":{"include_usage":true},
     "max_completion_tokens":64,"messages":[{"role":"system","content":"be brief"},
     {"role":"user","content":[{"type":"text","text":"hello there"},{"type":"image_url","image_url":{"url":"x"}}]}]})",
-                 Route::kChatCompletions, &text);
+                 &text);
   ASSERT_TRUE(r.ok()) << r.error_message;
   EXPECT_EQ(r.request.model, "llama");
   EXPECT_TRUE(r.request.stream);
@@ -28,22 +26,22 @@ TEST(OpenAIRequest, ChatMessages) {
 }
 
 TEST(OpenAIRequest, CompletionPromptForms) {
-  auto s = parse(R"({"model":"m","prompt":"abcdefgh","max_tokens":7})", Route::kCompletions);
+  auto s = parse(R"({"model":"m","prompt":"abcdefgh","max_tokens":7})");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s.request.estimated_input_tokens, 2u);
   EXPECT_EQ(s.request.max_tokens, 7);
   EXPECT_FALSE(s.request.stream);
-  auto a = parse(R"({"model":"m","prompt":["abcd","efgh"]})", Route::kCompletions);
+  auto a = parse(R"({"model":"m","prompt":["abcd","efgh"]})");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a.request.prompt_chars, 8u);
-  auto ids = parse(R"({"model":"m","prompt":[1,2,3,4,5]})", Route::kCompletions);
+  auto ids = parse(R"({"model":"m","prompt":[1,2,3,4,5]})");
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(ids.request.prompt_token_ids, 5u);
   EXPECT_EQ(ids.request.estimated_input_tokens, 5u);
-  auto input = parse(R"({"model":"m","input":"abcdefghijkl"})", Route::kEmbeddings);
+  auto input = parse(R"({"model":"m","input":"abcdefghijkl"})");
   ASSERT_TRUE(input.ok());
   EXPECT_EQ(input.request.estimated_input_tokens, 3u);
-  auto null_max = parse(R"({"model":"m","prompt":"x","max_tokens":null})", Route::kCompletions);
+  auto null_max = parse(R"({"model":"m","prompt":"x","max_tokens":null})");
   ASSERT_TRUE(null_max.ok());
   EXPECT_FALSE(null_max.request.max_tokens.has_value());
 }
@@ -73,7 +71,7 @@ TEST(OpenAIRequest, MissingOrBadFields) {
 TEST(OpenAIRequest, BodyContentsUnchanged) {
   std::string body = R"({"model":"m","prompt":"x"})";
   const std::string before = body;
-  auto r = parse_openai_request(Route::kCompletions, body);
+  auto r = parse_openai_request(body);
   EXPECT_TRUE(r.ok());
   EXPECT_EQ(body, before);
 }
