@@ -284,11 +284,12 @@ void FlowRegistry::move_flow_items(const std::string& id, TimePoint now) {
   // there, keeping its enqueue time, deadline and arrival order. Limits are
   // not checked: an operator's change never drops a request.
   std::vector<Item*> moving;
-  for (auto& [p, band] : bands_) {
+  for (auto& [priority, band] : bands_) {
     auto it = band->flows_.find(id);
     if (it == band->flows_.end()) continue;
+    const int here = priority;  // clang 14 cannot capture a structured binding
     it->second->queue_.for_each([&](Item* i) {
-      if (resolve(id, i->requested_priority).priority != p) moving.push_back(i);
+      if (resolve(id, i->requested_priority).priority != here) moving.push_back(i);
     });
   }
   for (Item* i : moving) {
