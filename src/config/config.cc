@@ -245,6 +245,9 @@ void read_plugins(const Reader& r, const YAML::Node& node, std::vector<PluginSpe
     auto type = f.take("type");
     if (!type) fail(r.source, item, f.child("type"), "is required");
     p.type = r.string(type, f.child("type"));
+    if (!is_known_plugin_type(p.type))
+      fail(r.source, type, f.child("type"),
+           "unknown plugin type '" + p.type + "' (known: " + known_plugin_types() + ")");
     p.name = p.type;
     auto name = f.take("name");
     if (name) p.name = r.string(name, f.child("name"));
@@ -502,9 +505,11 @@ Config parse(const YAML::Node& root, const std::string& source) {
     for (std::size_t i = 0; i < n.size(); ++i) {
       std::string path = "featureGates[" + std::to_string(i) + "]";
       auto gate = r.string(n[i], path);
-      if (gate != "flowControl" && gate != "dataLayer" && gate != "enableLegacyMetrics")
+      if (gate != "flowControl" && gate != "dataLayer" && gate != "enableLegacyMetrics" &&
+          gate != "prepareDataPlugins")
         fail(c.source, n[i], path,
-             "unknown feature gate '" + gate + "' (expected flowControl, dataLayer or enableLegacyMetrics)");
+             "unknown feature gate '" + gate +
+                 "' (expected flowControl, dataLayer, prepareDataPlugins or enableLegacyMetrics)");
       c.feature_gates.push_back(gate);
     }
   }
@@ -515,14 +520,14 @@ Config parse(const YAML::Node& root, const std::string& source) {
     }
   };
   mapping("parser", c.parser);
-  mapping("data", c.data);
+  mapping("data", c.data);            // GIE v1.3-v1.4
+  mapping("dataLayer", c.data_layer);  // GIE v1.5+
   read_plugin_parameters(r, c);
   // A detector declared under plugins: but not referenced still gets its
   // parameters checked; the referenced one is kept.
   for (const auto& p : c.plugins) {
     if (!is_detector_type(p.type)) continue;
-    SaturationDetectorSpec scratch;
-    read_detector_parameters(r, p, scratch);
+    read_detector_parameters(r, p, c.detectors[p.name]);
   }
   if (auto n = f.take("saturationDetector")) read_saturation_detector(r, c, n);
   if (auto n = f.take("flowControl")) read_flow_control(r, c, n);
@@ -534,6 +539,39 @@ Config parse(const YAML::Node& root, const std::string& source) {
 }
 
 }  // namespace
+
+namespace {
+// Kept in step with the factories that build them (a unit test checks the
+// scheduling registry against this list).
+const std::vector<std::string>& plugin_types() {
+  static const std::vector<std::string> kTypes = {
+      // flow control
+      "fcfs-ordering-policy", "edf-ordering-policy", "slo-deadline-ordering-policy",
+      "global-strict-fairness-policy", "round-robin-fairness-policy", "vtc-fairness-policy",
+      "utilization-detector", "concurrency-detector",
+      // scheduling
+      "single-profile-handler", "disagg-profile-handler", "prefix-based-pd-decider",
+      "queue-scorer", "running-requests-size-scorer", "kv-cache-utilization-scorer",
+      "lora-affinity-scorer", "prefix-cache-scorer", "approx-prefix-cache-producer",
+      "session-affinity-scorer", "max-score-picker", "random-picker", "weighted-random-picker",
+      "by-label", "by-label-selector", "label-selector-filter", "prefill-filter", "decode-filter",
+      // request handling and data layer: accepted; sluice does their job built in
+      "openai-parser", "disagg-headers-handler", "metrics-data-source", "core-metrics-extractor"};
+  return kTypes;
+}
+}  // namespace
+
+bool is_known_plugin_type(const std::string& type) {
+  for (const auto& t : plugin_types())
+    if (t == type) return true;
+  return false;
+}
+
+std::string known_plugin_types() {
+  std::string out;
+  for (const auto& t : plugin_types()) out += (out.empty() ? "" : ", ") + t;
+  return out;
+}
 
 Config load_config_string(const std::string& text, const std::string& source) {
   YAML::Node root;

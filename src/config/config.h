@@ -144,11 +144,20 @@ struct Config {
   std::vector<std::string> feature_gates;
   FlowControlSpec flow_control;
   SaturationDetectorSpec saturation_detector;
+  // Every detector declared under plugins:, by instance name (a profile may
+  // use one as a filter).
+  std::map<std::string, SaturationDetectorSpec> detectors;
   // Sections that later layers interpret (parser, data layer); kept as
   // parsed YAML with their line marks.
   YAML::Node parser;
   YAML::Node data;
+  YAML::Node data_layer;
 };
+
+// Every plugin `type` sluice knows (flow control, scheduling, data layer,
+// parser). Another type under plugins: is an error naming its line.
+bool is_known_plugin_type(const std::string& type);
+std::string known_plugin_types();  // for messages
 
 Config load_config_file(const std::string& path);
 Config load_config_string(const std::string& text, const std::string& source = "<config>");

@@ -28,14 +28,6 @@ ControllerConfig controller_config(const config::Config& config) {
   return c;
 }
 
-std::unique_ptr<SaturationDetector> make_detector(const config::SaturationDetectorSpec& s) {
-  if (s.type == "concurrency-detector")
-    return std::make_unique<ConcurrencyDetector>(
-        ConcurrencyParams{s.tokens_mode, s.max_concurrency, s.max_token_concurrency, s.headroom});
-  return std::make_unique<UtilizationDetector>(UtilizationParams{
-      s.queue_depth_threshold, s.kv_cache_util_threshold, s.metrics_staleness_threshold, s.headroom});
-}
-
 std::unique_ptr<Controller> make_controller(const config::Config& config) {
   auto c = std::make_unique<Controller>(controller_config(config), make_detector(config.saturation_detector),
                                         [](const Decision&) {});

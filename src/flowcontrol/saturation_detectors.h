@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "config/config.h"
 #include "sluice/flowcontrol/policies.h"
 
 namespace sluice::flowcontrol {
@@ -55,5 +56,8 @@ class ConcurrencyDetector final : public SaturationDetector {
  private:
   ConcurrencyParams p_;
 };
+
+// The detector a config's spec describes.
+std::unique_ptr<SaturationDetector> make_detector(const config::SaturationDetectorSpec& spec);
 
 }  // namespace sluice::flowcontrol

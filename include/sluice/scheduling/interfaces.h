@@ -1,0 +1,122 @@
+// The scheduler's extension points (GIE's scheduling framework):
+//
+//   Filter          drops candidate endpoints
+//   Scorer          scores each candidate in [0, 1] (clamped by the profile)
+//   Picker          chooses the target(s) from the weighted scores
+//   ProfileHandler  decides which profiles run, then merges their results
+//   RequestLifecycle  acts after dispatch and after the response
+//
+// A profile is a struct: filters, weighted scorers, exactly one picker. All
+// calls happen on the dispatcher thread, one request at a time; plugins
+// must not block, must not throw, and must not keep pointers to endpoints
+// beyond the call (the snapshot changes between cycles).
+#pragma once
+
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sluice/scheduling/cycle_state.h"
+#include "sluice/scheduling/endpoint.h"
+#include "sluice/scheduling/request.h"
+
+namespace sluice::scheduling {
+
+class Filter {
+ public:
+  virtual ~Filter() = default;
+  // Removes from `candidates` the endpoints that must not serve `request`.
+  // Leaving none ends the profile with an error.
+  virtual void filter(CycleState& cycle, const Request& request,
+                      std::vector<const Endpoint*>& candidates) = 0;
+};
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  // Writes one score per candidate into `scores` (same order), 0 = worst,
+  // 1 = best. `scores` is preallocated: no allocation per endpoint.
+  virtual void score(CycleState& cycle, const Request& request,
+                     std::span<const Endpoint* const> candidates, std::span<double> scores) = 0;
+};
+
+struct ScoredEndpoint {
+  const Endpoint* endpoint = nullptr;
+  double score = 0;  // the profile's weighted sum
+};
+
+class Picker {
+ public:
+  virtual ~Picker() = default;
+  // Appends the chosen endpoints to `targets`, best first (the first is
+  // the primary, the rest fallbacks). May reorder `scored`.
+  virtual void pick(CycleState& cycle, const Request& request, std::span<ScoredEndpoint> scored,
+                    std::vector<const Endpoint*>& targets) = 0;
+};
+
+struct WeightedScorer {
+  Scorer* scorer = nullptr;
+  double weight = 1;
+  std::string name;  // the plugin instance, for timing and messages
+};
+
+struct Profile {
+  std::string name;
+  std::vector<std::pair<Filter*, std::string>> filters;  // plugin, instance name
+  std::vector<WeightedScorer> scorers;
+  Picker* picker = nullptr;
+  std::string picker_name;
+};
+
+// The outcome of running one profile.
+struct ProfileResult {
+  const Profile* profile = nullptr;
+  bool ok = false;
+  std::string error;  // why no endpoint (a filter left none)
+  std::vector<const Endpoint*> targets;
+  // Every candidate that passed the filters with its weighted score,
+  // normalized to [0, 1] by the profile's total weight. Handlers that pair
+  // endpoints across profiles (P/D) look beyond the picked targets.
+  std::vector<ScoredEndpoint> scored;
+};
+
+struct SchedulingResult {
+  bool ok = false;
+  std::string error;
+  std::string primary_profile;
+  // The endpoint to send the request to first, then fallbacks.
+  std::vector<const Endpoint*> targets;
+  // Every endpoint that takes part in serving the request (the primary
+  // target of each profile that ran: decode and, in P/D, prefill).
+  std::vector<const Endpoint*> serving;
+  // Request headers to add when forwarding (e.g. x-prefiller-host-port).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // Response headers to add towards the client (e.g. x-session-token).
+  std::vector<std::pair<std::string, std::string>> response_headers;
+};
+
+class ProfileHandler {
+ public:
+  virtual ~ProfileHandler() = default;
+  // Called repeatedly with the results so far; appends to `next` the
+  // profiles to run now. Appending none ends the cycle.
+  virtual void pick(CycleState& cycle, const Request& request, std::span<const Profile> profiles,
+                    std::span<const ProfileResult> results, std::vector<const Profile*>& next) = 0;
+  // Turns all profile results into one answer.
+  virtual SchedulingResult process_results(CycleState& cycle, const Request& request,
+                                           std::span<const ProfileResult> results) = 0;
+};
+
+class RequestLifecycle {
+ public:
+  virtual ~RequestLifecycle() = default;
+  // The request was dispatched with `result` (e.g. record the prefix blocks
+  // as now cached on the chosen endpoint). May add headers to `result`.
+  virtual void pre_request(CycleState& cycle, const Request& request, SchedulingResult& result) {}
+  // The response ended (any way) on endpoint slot `endpoint_index`.
+  virtual void response_complete(CycleState& cycle, const Request& request, std::uint32_t endpoint_index,
+                                 std::uint64_t output_tokens) {}
+};
+
+}  // namespace sluice::scheduling

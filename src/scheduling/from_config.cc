@@ -1,0 +1,385 @@
+#include "scheduling/from_config.h"
+
+#include <random>
+#include <set>
+
+#include "flowcontrol/saturation_detectors.h"
+#include "scheduling/plugins/approx_prefix_cache_producer.h"
+#include "scheduling/plugins/by_label_filter.h"
+#include "scheduling/plugins/by_label_selector_filter.h"
+#include "scheduling/plugins/disagg_profile_handler.h"
+#include "scheduling/plugins/kv_cache_utilization_scorer.h"
+#include "scheduling/plugins/lora_affinity_scorer.h"
+#include "scheduling/plugins/max_score_picker.h"
+#include "scheduling/plugins/prefix_based_pd_decider.h"
+#include "scheduling/plugins/prefix_cache_scorer.h"
+#include "scheduling/plugins/queue_scorer.h"
+#include "scheduling/plugins/random_picker.h"
+#include "scheduling/plugins/running_requests_size_scorer.h"
+#include "scheduling/plugins/saturation_filter.h"
+#include "scheduling/plugins/session_affinity_scorer.h"
+#include "scheduling/plugins/single_profile_handler.h"
+#include "scheduling/plugins/weighted_random_picker.h"
+
+namespace sluice::scheduling {
+
+namespace {
+
+using config::ConfigError;
+
+std::uint64_t seed() { return std::random_device{}(); }
+
+template <class T>
+PluginFactory simple() {
+  return [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
+    p.finish();
+    return std::make_unique<T>();
+  };
+}
+
+template <class T>
+PluginFactory picker() {
+  return [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
+    // GIE: values <= 0 fall back to 1.
+    auto n = p.integer("maxNumOfEndpoints", INT32_MIN, 1 << 16).value_or(1);
+    p.finish();
+    return std::make_unique<T>(static_cast<std::uint32_t>(n <= 0 ? 1 : n), seed());
+  };
+}
+
+// The producer a prefix-aware plugin uses: the one named by `producer`, the
+// only one declared, or none (the caller makes one).
+ApproxPrefixCacheProducer* find_producer(PluginParams& p, PluginContext& ctx) {
+  if (auto name = p.string("producer")) {
+    auto* prod = dynamic_cast<ApproxPrefixCacheProducer*>(ctx.find(*name));
+    if (!prod) p.fail("producer", "'" + *name + "' is not an approx-prefix-cache-producer");
+    return prod;
+  }
+  auto all = ctx.of_type(ApproxPrefixCacheProducer::kType);
+  if (all.size() > 1)
+    p.fail("", "several approx-prefix-cache-producer plugins: name one with `producer`");
+  return all.empty() ? nullptr : static_cast<ApproxPrefixCacheProducer*>(all.front());
+}
+
+// Build order: what others refer to comes first.
+int phase(const std::string& type) {
+  if (type == ApproxPrefixCacheProducer::kType) return 0;
+  if (type == PrefixBasedPdDecider::kType) return 2;
+  if (type == SingleProfileHandler::kType || type == DisaggProfileHandler::kType) return 3;
+  return 1;
+}
+
+class Context final : public PluginContext {
+ public:
+  Plugin* find(std::string_view name) const override {
+    for (const auto& p : plugins)
+      if (p->name() == name) return p.get();
+    return nullptr;
+  }
+  std::vector<Plugin*> of_type(std::string_view type) const override {
+    std::vector<Plugin*> out;
+    for (const auto& p : plugins)
+      if (p->type() == type) out.push_back(p.get());
+    return out;
+  }
+  std::vector<std::unique_ptr<Plugin>> plugins;
+};
+
+bool is_scheduling(const Plugin* p) {
+  return dynamic_cast<const Filter*>(p) || dynamic_cast<const Scorer*>(p) || dynamic_cast<const Picker*>(p);
+}
+
+[[noreturn]] void fail_at(const config::Config& c, int line, const std::string& path, const std::string& what) {
+  throw ConfigError(c.source + ":" + std::to_string(line) + ": " + path + ": " + what);
+}
+
+}  // namespace
+
+void register_builtin_plugins(PluginRegistry& r) {
+  r.add(std::string(QueueScorer::kType), simple<QueueScorer>());
+  r.add(std::string(RunningRequestsSizeScorer::kType), simple<RunningRequestsSizeScorer>());
+  r.add(std::string(KvCacheUtilizationScorer::kType), simple<KvCacheUtilizationScorer>());
+  r.add(std::string(LoraAffinityScorer::kType), simple<LoraAffinityScorer>());
+  r.add(std::string(SessionAffinityScorer::kType), simple<SessionAffinityScorer>());
+  r.add(std::string(SingleProfileHandler::kType), simple<SingleProfileHandler>());
+  r.add(std::string(MaxScorePicker::kType), picker<MaxScorePicker>());
+  r.add(std::string(RandomPicker::kType), picker<RandomPicker>());
+  r.add(std::string(WeightedRandomPicker::kType), picker<WeightedRandomPicker>());
+  r.add(std::string(ApproxPrefixCacheProducer::kType), [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
+    auto params = read_prefix_params(p);
+    p.finish();
+    return std::make_unique<ApproxPrefixCacheProducer>(params);
+  });
+  // The scorer's own parameters are its producer's when it has to make one;
+  // the builder does that (it needs to own the producer), see build_scheduler.
+  r.add(std::string(PrefixCacheScorer::kType), [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
+    auto* prod = find_producer(p, ctx);
+    if (!prod) p.fail("", "internal: no approx-prefix-cache-producer was made for this scorer");
+    read_prefix_params(p);  // accepted (and checked); the producer holds them
+    p.finish();
+    return std::make_unique<PrefixCacheScorer>(prod);
+  });
+  r.add(std::string(PrefixBasedPdDecider::kType), [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
+    auto n = p.integer("nonCachedTokens", 0, INT64_MAX).value_or(0);
+    auto* prod = find_producer(p, ctx);
+    p.finish();
+    return std::make_unique<PrefixBasedPdDecider>(static_cast<std::uint64_t>(n), prod);
+  });
+  r.add(std::string(DisaggProfileHandler::kType), [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
+    std::string decode = "decode", prefill = "prefill", decider_name;
+    bool nested = false, flat = false;
+    if (auto m = p.mapping("profiles")) {
+      nested = true;
+      decode = m->string("decode").value_or(decode);
+      prefill = m->string("prefill").value_or(prefill);
+      m->string("encode");  // encode stage: accepted, not supported (no encoder endpoints)
+      m->finish();
+    }
+    if (auto m = p.mapping("deciders")) {
+      nested = true;
+      decider_name = m->string("prefill").value_or("");
+      m->string("encode");
+      m->finish();
+    }
+    if (auto v = p.string("decodeProfile")) flat = true, decode = *v;
+    if (auto v = p.string("prefillProfile")) flat = true, prefill = *v;
+    if (auto v = p.string("deciderPluginName")) flat = true, decider_name = *v;
+    if (auto v = p.string("prefillDeciderPluginName")) flat = true, decider_name = *v;
+    if (nested && flat) p.fail("", "use either profiles/deciders or the flat decodeProfile/prefillProfile/deciderPluginName, not both");
+    PdDecider* decider = nullptr;
+    if (!decider_name.empty()) {
+      decider = dynamic_cast<PdDecider*>(ctx.find(decider_name));
+      if (!decider) p.fail("deciders", "'" + decider_name + "' is not a declared P/D decider plugin");
+    }
+    TopologyParams topo;
+    if (auto t = p.mapping("topology")) {
+      if (auto v = t->string_list("labels")) topo.labels = *v;
+      if (auto v = t->number("margin")) {
+        if (*v < 0 || *v > 1) t->fail("margin", "must be between 0 and 1");
+        topo.margin = *v;
+      }
+      if (auto v = t->boolean("enabled")) topo.enabled = *v;
+      t->finish();
+    }
+    p.finish();
+    return std::make_unique<DisaggProfileHandler>(decode, prefill, decider, topo);
+  });
+  r.add("by-label", [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
+    auto label = p.string("label");
+    if (!label || label->empty()) p.fail("label", "is required");
+    auto values = p.string_list("validValues").value_or(std::vector<std::string>{});
+    bool allows = p.boolean("allowsNoLabel").value_or(false);
+    if (values.empty() && !allows) p.fail("validValues", "must not be empty unless allowsNoLabel is true");
+    p.finish();
+    return std::make_unique<ByLabelFilter>("by-label", *label,
+                                           std::set<std::string, std::less<>>(values.begin(), values.end()), allows);
+  });
+  for (std::string_view type : {"by-label-selector", "label-selector-filter"}) {
+    r.add(std::string(type), [type](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
+      auto reqs = read_label_selector(p);
+      p.finish();
+      return std::make_unique<ByLabelSelectorFilter>(type, std::move(reqs));
+    });
+  }
+  r.add("prefill-filter", [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
+    p.finish();
+    return ByLabelFilter::prefill();
+  });
+  r.add("decode-filter", [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
+    p.finish();
+    return ByLabelFilter::decode();
+  });
+}
+
+std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::Options options) {
+  PluginRegistry registry;
+  register_builtin_plugins(registry);
+  Context ctx;
+
+  // Which declared plugins the scheduler builds (flow-control policies and
+  // data-layer plugins are built elsewhere or built in).
+  std::vector<const config::PluginSpec*> specs;
+  auto is_detector = [](const std::string& t) { return t == "utilization-detector" || t == "concurrency-detector"; };
+  for (const auto& s : c.plugins)
+    if (registry.find(s.type) || is_detector(s.type)) specs.push_back(&s);
+  const bool any_declared_scheduling = [&] {
+    for (const auto* s : specs)
+      if (!is_detector(s->type)) return true;
+    return false;
+  }();
+
+  // Synthesized plugins (defaults) use plain specs.
+  std::vector<config::PluginSpec> synthesized;
+  std::vector<config::SchedulingProfileSpec> profiles = c.scheduling_profiles;
+  if (profiles.empty() && !any_declared_scheduling) {
+    for (const char* t : {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "max-score-picker"})
+      synthesized.push_back(config::PluginSpec{t, t, YAML::Node(), 0});
+    profiles.push_back(config::SchedulingProfileSpec{
+        "default",
+        {{"queue-scorer", 2.0, 0}, {"kv-cache-utilization-scorer", 2.0, 0}, {"prefix-cache-scorer", 3.0, 0},
+         {"max-score-picker", std::nullopt, 0}}});
+  }
+  // Producers for prefix scorers that have none, from the scorer's parameters.
+  bool has_producer = false;
+  for (const auto* s : specs) has_producer = has_producer || s->type == ApproxPrefixCacheProducer::kType;
+  if (!has_producer) {
+    for (const auto* s : specs)
+      if (s->type == PrefixCacheScorer::kType || s->type == PrefixBasedPdDecider::kType) {
+        YAML::Node params;
+        if (s->type == PrefixCacheScorer::kType) params = s->parameters;
+        synthesized.push_back(config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
+                                                 std::string(ApproxPrefixCacheProducer::kType), params, s->line});
+        has_producer = true;
+        break;
+      }
+    if (!has_producer)
+      for (const auto& s : synthesized)
+        if (s.type == PrefixCacheScorer::kType) {
+          synthesized.insert(synthesized.begin(), config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
+                                                                     std::string(ApproxPrefixCacheProducer::kType),
+                                                                     YAML::Node(), 0});
+          break;
+        }
+  }
+  for (auto& s : synthesized) specs.push_back(&s);
+
+  // Build by phase, in declaration order within a phase.
+  for (int ph = 0; ph <= 3; ++ph) {
+    for (const auto* s : specs) {
+      if (phase(s->type) != ph) continue;
+      PluginParams params(s->parameters, c.source, "plugins[" + s->name + "].parameters", s->line);
+      std::unique_ptr<Plugin> plugin;
+      if (s->type == "utilization-detector" || s->type == "concurrency-detector") {
+        auto it = c.detectors.find(s->name);
+        config::SaturationDetectorSpec spec;
+        if (it != c.detectors.end()) spec = it->second;
+        spec.type = s->type;
+        plugin = std::make_unique<SaturationFilter>(flowcontrol::make_detector(spec),
+                                                    s->type == "utilization-detector");
+      } else {
+        plugin = (*registry.find(s->type))(params, ctx);
+      }
+      plugin->set_name(s->name);
+      ctx.plugins.push_back(std::move(plugin));
+    }
+  }
+
+  // No profiles but plugins declared: one profile with every filter,
+  // scorer and picker, in declaration order (GIE: all of them).
+  if (profiles.empty()) {
+    config::SchedulingProfileSpec def{"default", {}};
+    for (const auto& s : c.plugins) {
+      Plugin* p = ctx.find(s.name);
+      if (!p || !is_scheduling(p)) continue;
+      if (s.type == "utilization-detector" || s.type == "concurrency-detector") continue;  // gate, not filter
+      def.plugins.push_back(config::ProfilePluginRef{s.name, std::nullopt, s.line});
+    }
+    profiles.push_back(std::move(def));
+  }
+
+  Picker* first_picker = nullptr;
+  std::string first_picker_name;
+  for (const auto& s : c.plugins) {
+    if (auto* pk = dynamic_cast<Picker*>(ctx.find(s.name))) {
+      first_picker = pk;
+      first_picker_name = s.name;
+      break;
+    }
+  }
+
+  std::vector<Profile> built;
+  for (std::size_t i = 0; i < profiles.size(); ++i) {
+    const auto& ps = profiles[i];
+    Profile prof;
+    prof.name = ps.name;
+    for (std::size_t k = 0; k < ps.plugins.size(); ++k) {
+      const auto& ref = ps.plugins[k];
+      const std::string path = "schedulingProfiles[" + ps.name + "].plugins[" + std::to_string(k) + "]";
+      Plugin* p = ctx.find(ref.plugin_ref);
+      if (!p) {
+        std::string type;
+        for (const auto& s : c.plugins)
+          if (s.name == ref.plugin_ref) type = s.type;
+        fail_at(c, ref.line, path + ".pluginRef",
+                "'" + ref.plugin_ref + "' is a " + (type.empty() ? "unknown plugin" : type) +
+                    ", not a filter, scorer or picker");
+      }
+      bool used = false;
+      if (auto* f = dynamic_cast<Filter*>(p)) {
+        prof.filters.emplace_back(f, p->name());
+        used = true;
+      }
+      if (auto* sc = dynamic_cast<Scorer*>(p)) {
+        prof.scorers.push_back(WeightedScorer{sc, ref.weight.value_or(1.0), p->name()});
+        used = true;
+      }
+      if (auto* pk = dynamic_cast<Picker*>(p)) {
+        if (prof.picker)
+          fail_at(c, ref.line, path + ".pluginRef",
+                  "profile '" + ps.name + "' already has picker '" + prof.picker_name + "'; a profile has exactly one");
+        prof.picker = pk;
+        prof.picker_name = p->name();
+        used = true;
+      }
+      if (!used)
+        fail_at(c, ref.line, path + ".pluginRef",
+                "'" + ref.plugin_ref + "' is a " + std::string(p->type()) + ", not a filter, scorer or picker");
+    }
+    if (!prof.picker) {
+      if (!first_picker) {
+        auto pk = std::make_unique<MaxScorePicker>(1, seed());
+        pk->set_name("max-score-picker");
+        first_picker = pk.get();
+        first_picker_name = pk->name();
+        ctx.plugins.push_back(std::move(pk));
+      }
+      prof.picker = first_picker;
+      prof.picker_name = first_picker_name;
+    }
+    built.push_back(std::move(prof));
+  }
+
+  // The profile handler.
+  ProfileHandler* handler = nullptr;
+  std::string handler_name;
+  for (const auto& s : c.plugins) {
+    if (auto* h = dynamic_cast<ProfileHandler*>(ctx.find(s.name))) {
+      if (handler) fail_at(c, s.line, "plugins[" + s.name + "]", "a second profile handler ('" + handler_name + "' is one)");
+      handler = h;
+      handler_name = s.name;
+      if (s.type == SingleProfileHandler::kType && built.size() > 1)
+        fail_at(c, s.line, "plugins[" + s.name + "]",
+                "single-profile-handler runs one profile, but " + std::to_string(built.size()) + " are configured");
+      if (auto* d = dynamic_cast<DisaggProfileHandler*>(h)) {
+        bool found = false;
+        for (const auto& p : built) found = found || p.name == d->decode_profile();
+        if (!found)
+          fail_at(c, s.line, "plugins[" + s.name + "]",
+                  "no scheduling profile named '" + d->decode_profile() + "' (the decode profile)");
+      }
+    }
+  }
+  if (!handler) {
+    if (built.size() > 1)
+      throw ConfigError(c.source + ": schedulingProfiles: " + std::to_string(built.size()) +
+                        " profiles but no profile handler configured (declare disagg-profile-handler or another)");
+    auto h = std::make_unique<SingleProfileHandler>();
+    h->set_name("single-profile-handler");
+    handler = h.get();
+    handler_name = h->name();
+    ctx.plugins.push_back(std::move(h));
+  }
+
+  RequestPreparation prep;
+  for (const auto& p : ctx.plugins)
+    if (auto* prod = dynamic_cast<ApproxPrefixCacheProducer*>(p.get())) {
+      prep.prefix_hashes = true;
+      prep.block_size_tokens = prod->params().block_size_tokens;
+      prep.max_prefix_blocks = prod->params().max_prefix_blocks_to_match;
+      break;
+    }
+  return std::make_unique<Scheduler>(std::move(ctx.plugins), std::move(built), handler, handler_name, prep,
+                                     options);
+}
+
+}  // namespace sluice::scheduling

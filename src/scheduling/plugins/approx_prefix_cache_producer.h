@@ -1,0 +1,107 @@
+// approx-prefix-cache-producer: what sluice believes each endpoint holds in
+// its prefix cache, learned from its own routing (no engine events needed):
+// after a request is dispatched, its prefix blocks are recorded as cached on
+// the endpoints that serve it; each endpoint keeps an LRU of at most
+// lruCapacityPerServer blocks. The prefix-cache-scorer reads the index; the
+// prefix-based-pd-decider reads the match the scorer leaves in the cycle.
+//
+// The hashing itself runs on the I/O thread (prefix_hasher.h) with this
+// plugin's blockSizeTokens and maxPrefixBlocksToMatch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "sluice/plugin.h"
+#include "sluice/scheduling/interfaces.h"
+
+namespace sluice::scheduling {
+
+struct PrefixParams {
+  std::uint32_t block_size_tokens = 16;
+  std::uint32_t max_prefix_blocks_to_match = 256;
+  std::uint32_t lru_capacity_per_server = 31250;
+};
+
+// The match of one request against the index: consecutive leading blocks
+// cached per endpoint slot (only slots with at least one).
+struct PrefixMatch {
+  std::size_t total_blocks = 0;  // hashed blocks of the request
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> matched;  // (endpoint slot, blocks)
+  std::uint32_t blocks_on(std::uint32_t slot) const {
+    for (const auto& [s, b] : matched)
+      if (s == slot) return b;
+    return 0;
+  }
+};
+
+class PrefixIndex {
+ public:
+  explicit PrefixIndex(std::uint32_t capacity_per_endpoint) : capacity_(capacity_per_endpoint) {}
+
+  // Longest cached leading run of `hashes` per endpoint; `out` is filled
+  // (slots with a match of at least one block).
+  void match(std::span<const std::uint64_t> hashes, PrefixMatch& out);
+  // Records `hashes` as cached on endpoint `slot` (most recent use).
+  void insert(std::uint32_t slot, std::span<const std::uint64_t> hashes);
+  // Forgets an endpoint (removed from the pool).
+  void forget(std::uint32_t slot);
+
+  std::size_t blocks_on(std::uint32_t slot) const {
+    return slot < lrus_.size() ? lrus_[slot].size : 0;
+  }
+  std::size_t distinct_blocks() const { return holders_.size(); }
+
+ private:
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  struct Node {
+    std::uint64_t hash = 0;
+    std::uint32_t prev = kNone, next = kNone;  // towards MRU / LRU
+  };
+  struct Lru {
+    std::vector<Node> nodes;
+    std::vector<std::uint32_t> free;
+    std::uint32_t head = kNone, tail = kNone;  // MRU, LRU
+    std::size_t size = 0;
+  };
+  struct Holder {
+    std::uint32_t slot, node;
+  };
+  void unlink(Lru& l, std::uint32_t n);
+  void push_front(Lru& l, std::uint32_t n);
+  void drop_holder(std::uint64_t hash, std::uint32_t slot);
+
+  std::uint32_t capacity_;
+  std::vector<Lru> lrus_;  // by endpoint slot
+  // Block hash -> the endpoints holding it (usually a handful).
+  std::unordered_map<std::uint64_t, std::vector<Holder>> holders_;
+  std::vector<std::uint32_t> run_;  // scratch: match length per slot
+  std::vector<std::uint32_t> touched_;
+};
+
+class ApproxPrefixCacheProducer final : public Plugin, public RequestLifecycle {
+ public:
+  static constexpr std::string_view kType = "approx-prefix-cache-producer";
+  explicit ApproxPrefixCacheProducer(PrefixParams p) : params_(p), index_(p.lru_capacity_per_server) {}
+  std::string_view type() const override { return kType; }
+
+  const PrefixParams& params() const { return params_; }
+  PrefixIndex& index() { return index_; }
+  // Where the prefix-cache-scorer leaves the request's match.
+  const CycleKey<PrefixMatch>& match_key() const { return match_key_; }
+
+  // Records the request's blocks on every endpoint that serves it (the
+  // primary target of each profile: decode and, in P/D, prefill).
+  void pre_request(CycleState& cycle, const Request& request, SchedulingResult& result) override;
+
+ private:
+  PrefixParams params_;
+  PrefixIndex index_;
+  CycleKey<PrefixMatch> match_key_;
+};
+
+PrefixParams read_prefix_params(PluginParams& params);
+
+}  // namespace sluice::scheduling

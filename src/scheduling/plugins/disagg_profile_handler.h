@@ -1,0 +1,65 @@
+// disagg-profile-handler (llm-d): prefill/decode disaggregation. The decode
+// profile always runs first and its endpoint is the request's destination;
+// the prefill profile runs when the prefill decider says so for that decode
+// endpoint, and the decode endpoint learns the prefill endpoint from
+// `x-prefiller-host-port`.
+//
+// Topology (sluice): endpoints may carry hierarchical topology labels,
+// outermost first (default: topology.kubernetes.io/zone ⊃ block ⊃ rack).
+// When prefill ran, the handler may choose a pair other than the two
+// individual best if it shares a deeper level — the same rack, else the
+// same block, else the same zone — and its combined score (the mean of
+// the two profiles' normalized scores) is within `margin` of the best
+// pair's. The KV transfer between a close pair is cheaper than the score
+// difference.
+//
+// Parameters: profiles {decode, prefill}, deciders {prefill}, (llm-d's flat
+// decodeProfile / prefillProfile / deciderPluginName), topology {labels,
+// margin}.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "scheduling/plugins/prefix_based_pd_decider.h"
+
+namespace sluice::scheduling {
+
+inline constexpr std::string_view kPrefillerHeader = "x-prefiller-host-port";
+
+struct TopologyParams {
+  std::vector<std::string> labels = {"topology.kubernetes.io/zone", "block", "rack"};  // outermost first
+  double margin = 0.1;
+  bool enabled = true;
+};
+
+class DisaggProfileHandler final : public Plugin, public ProfileHandler {
+ public:
+  static constexpr std::string_view kType = "disagg-profile-handler";
+  DisaggProfileHandler(std::string decode_profile, std::string prefill_profile, PdDecider* decider,
+                       TopologyParams topology)
+      : decode_(std::move(decode_profile)),
+        prefill_(std::move(prefill_profile)),
+        decider_(decider),
+        topology_(std::move(topology)) {}
+  std::string_view type() const override { return kType; }
+  void pick(CycleState& cycle, const Request& request, std::span<const Profile> profiles,
+            std::span<const ProfileResult> results, std::vector<const Profile*>& next) override;
+  SchedulingResult process_results(CycleState& cycle, const Request& request,
+                                   std::span<const ProfileResult> results) override;
+
+  const std::string& decode_profile() const { return decode_; }
+  const std::string& prefill_profile() const { return prefill_; }
+
+  // How many topology levels (outermost first) `a` and `b` share: 0 = not
+  // even the outermost.
+  int shared_levels(const Endpoint& a, const Endpoint& b) const;
+
+ private:
+  std::string decode_;
+  std::string prefill_;
+  PdDecider* decider_;
+  TopologyParams topology_;
+};
+
+}  // namespace sluice::scheduling

@@ -1,0 +1,18 @@
+// kv-cache-utilization-scorer (GIE): 1 - KV-cache usage; an endpoint with a
+// free cache scores 1, a full one 0.
+#pragma once
+
+#include "sluice/plugin.h"
+#include "sluice/scheduling/interfaces.h"
+
+namespace sluice::scheduling {
+
+class KvCacheUtilizationScorer final : public Plugin, public Scorer {
+ public:
+  static constexpr std::string_view kType = "kv-cache-utilization-scorer";
+  std::string_view type() const override { return kType; }
+  void score(CycleState& cycle, const Request& request, std::span<const Endpoint* const> candidates,
+             std::span<double> scores) override;
+};
+
+}  // namespace sluice::scheduling

@@ -1,0 +1,28 @@
+// queue-scorer (GIE): prefers endpoints with fewer waiting requests, scored
+// by min-max normalization across the candidates: the shortest queue scores
+// 1, the longest 0; all equal scores 1.
+//
+// sluice counts the requests it dispatched to an endpoint since its last
+// scrape as waiting too, so a burst between scrapes does not pile onto the
+// endpoint that looked emptiest at the last scrape.
+#pragma once
+
+#include "sluice/plugin.h"
+#include "sluice/scheduling/interfaces.h"
+
+namespace sluice::scheduling {
+
+class QueueScorer final : public Plugin, public Scorer {
+ public:
+  static constexpr std::string_view kType = "queue-scorer";
+  std::string_view type() const override { return kType; }
+  void score(CycleState& cycle, const Request& request, std::span<const Endpoint* const> candidates,
+             std::span<double> scores) override;
+};
+
+// Min-max normalization shared by the load scorers: lower `value` is
+// better; all equal -> 1.
+void score_lower_is_better(std::span<const Endpoint* const> candidates, std::span<double> scores,
+                           double (*value)(const Endpoint&));
+
+}  // namespace sluice::scheduling

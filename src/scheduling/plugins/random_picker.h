@@ -1,0 +1,25 @@
+// random-picker (GIE): maxNumOfEndpoints (default 1) endpoints chosen
+// uniformly at random among the candidates, scores ignored.
+#pragma once
+
+#include <random>
+
+#include "sluice/plugin.h"
+#include "sluice/scheduling/interfaces.h"
+
+namespace sluice::scheduling {
+
+class RandomPicker final : public Plugin, public Picker {
+ public:
+  static constexpr std::string_view kType = "random-picker";
+  RandomPicker(std::uint32_t max_endpoints, std::uint64_t seed) : max_(max_endpoints), rng_(seed) {}
+  std::string_view type() const override { return kType; }
+  void pick(CycleState& cycle, const Request& request, std::span<ScoredEndpoint> scored,
+            std::vector<const Endpoint*>& targets) override;
+
+ private:
+  std::uint32_t max_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace sluice::scheduling

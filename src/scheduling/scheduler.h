@@ -1,0 +1,110 @@
+// The scheduler: one cycle per request against one consistent endpoint
+// snapshot. The profile handler chooses profiles (repeatedly, so later ones
+// may depend on earlier results); each profile filters, scores with its
+// weighted scorers and picks; the handler merges the results.
+//
+// Runs on the dispatcher thread only (single writer of every plugin's
+// state). Scratch space is kept between cycles: no allocation per endpoint
+// per scorer. Each plugin call is timed for metrics
+// (inference_extension_plugin_duration_seconds).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sluice/plugin.h"
+#include "sluice/scheduling/interfaces.h"
+
+namespace sluice::scheduling {
+
+// Latency histogram of one plugin (or the whole cycle). Written by the
+// dispatcher, read by the metrics endpoint: relaxed atomics.
+struct Timing {
+  // Upper bounds in seconds, GIE-like for sub-millisecond plugin calls.
+  static constexpr std::array<double, 12> kBounds = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5,
+                                                     1e-4, 2e-4, 5e-4, 1e-3, 5e-3, 1e-2};
+  std::string extension_point;  // Filter | Scorer | Picker | ProfileHandler | RequestLifecycle | Cycle
+  std::string type;
+  std::string name;
+  std::array<std::atomic<std::uint64_t>, kBounds.size() + 1> buckets{};  // last: +Inf
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> sum_ns{0};
+  void record(std::chrono::nanoseconds d);
+};
+
+// What the I/O thread computes for the scheduler before admission.
+struct RequestPreparation {
+  bool prefix_hashes = false;        // a prefix-aware plugin is configured
+  std::uint32_t block_size_tokens = 16;
+  std::uint32_t chars_per_token = 4;
+  std::uint32_t max_prefix_blocks = 256;
+};
+
+class Scheduler {
+ public:
+  struct Options {
+    // Flow control on: only endpoints whose saturation detector says they
+    // have room are candidates (dispatch never overshoots an endpoint).
+    bool require_room = false;
+  };
+
+  Scheduler(std::vector<std::unique_ptr<Plugin>> plugins, std::vector<Profile> profiles,
+            ProfileHandler* handler, std::string handler_name, RequestPreparation prep, Options options);
+  ~Scheduler();
+
+  // One scheduling cycle. `result` is overwritten (its storage reused).
+  void schedule(CycleState& cycle, const Request& request, std::span<const Endpoint> endpoints,
+                SchedulingResult& result);
+  // After the dispatch of `result`: lifecycle plugins (prefix index update,
+  // headers). May add headers to `result`.
+  void dispatched(CycleState& cycle, const Request& request, SchedulingResult& result);
+  // After the response ended on endpoint slot `endpoint_index`.
+  void completed(CycleState& cycle, const Request& request, std::uint32_t endpoint_index,
+                 std::uint64_t output_tokens);
+
+  const RequestPreparation& preparation() const { return prep_; }
+  std::span<const Profile> profiles() const { return profiles_; }
+  const Plugin* plugin(std::string_view name) const;
+  // Timings: one per plugin use, then the whole cycle (last).
+  const std::vector<std::unique_ptr<Timing>>& timings() const { return timings_; }
+  const Timing& cycle_timing() const { return *timings_.back(); }
+  void set_require_room(bool on) { options_.require_room = on; }
+
+ private:
+  void run_profile(const Profile& profile, CycleState& cycle, const Request& request,
+                   ProfileResult& out);
+  Timing* timing_for(const std::string& point, const std::string& name);
+
+  std::vector<std::unique_ptr<Plugin>> plugins_;
+  std::vector<Profile> profiles_;
+  ProfileHandler* handler_;
+  RequestPreparation prep_;
+  Options options_;
+  std::vector<RequestLifecycle*> lifecycle_;
+  std::vector<std::unique_ptr<Timing>> timings_;
+  // Timing slots per profile step, in the profiles' order.
+  struct ProfileTimings {
+    std::vector<Timing*> filters, scorers;
+    Timing* picker = nullptr;
+  };
+  std::vector<ProfileTimings> profile_timings_;
+  Timing* handler_pick_timing_ = nullptr;
+  Timing* handler_process_timing_ = nullptr;
+  std::vector<Timing*> lifecycle_timings_;
+  // Scratch, reused between cycles.
+  std::vector<const Endpoint*> all_;
+  std::vector<const Endpoint*> candidates_;
+  std::vector<double> scores_;
+  std::vector<double> totals_;
+  std::vector<ScoredEndpoint> pick_scratch_;
+  std::vector<ProfileResult> results_;
+  std::size_t results_used_ = 0;
+  std::vector<const Profile*> next_;
+};
+
+}  // namespace sluice::scheduling

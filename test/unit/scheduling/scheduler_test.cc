@@ -1,0 +1,367 @@
+// The scheduler built from config: GIE defaulting, published configs, the
+// cycle, and prefill/decode disaggregation with topology.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "config/config.h"
+#include "scheduling/from_config.h"
+#include "scheduling/plugins/disagg_profile_handler.h"
+#include "scheduling/prefix_hasher.h"
+#include "scheduling_test_util.h"
+
+namespace sluice::scheduling {
+namespace {
+
+using testing::Pool;
+
+std::unique_ptr<Scheduler> build(const std::string& yaml) {
+  return build_scheduler(config::load_config_string(yaml, "test.yaml"));
+}
+
+std::string build_error(const std::string& yaml) {
+  try {
+    build(yaml);
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(BuildScheduler, DefaultProfileWhenTheConfigHasNone) {
+  auto s = build("server: {listen: '127.0.0.1:0'}\n");
+  ASSERT_EQ(s->profiles().size(), 1u);
+  const Profile& p = s->profiles()[0];
+  EXPECT_EQ(p.name, "default");
+  ASSERT_EQ(p.scorers.size(), 3u);
+  EXPECT_EQ(p.scorers[0].name, "queue-scorer");
+  EXPECT_EQ(p.scorers[0].weight, 2);
+  EXPECT_EQ(p.scorers[1].name, "kv-cache-utilization-scorer");
+  EXPECT_EQ(p.scorers[1].weight, 2);
+  EXPECT_EQ(p.scorers[2].name, "prefix-cache-scorer");
+  EXPECT_EQ(p.scorers[2].weight, 3);
+  EXPECT_EQ(p.picker_name, "max-score-picker");
+  EXPECT_TRUE(s->preparation().prefix_hashes);
+  EXPECT_EQ(s->preparation().block_size_tokens, 16u);
+  EXPECT_EQ(s->preparation().max_prefix_blocks, 256u);
+}
+
+TEST(BuildScheduler, GieDefaultingWeightPickerHandler) {
+  auto s = build(R"(
+plugins:
+- type: queue-scorer
+- type: decode-filter
+schedulingProfiles:
+- name: only
+  plugins:
+  - pluginRef: decode-filter
+  - pluginRef: queue-scorer
+)");
+  const Profile& p = s->profiles()[0];
+  EXPECT_EQ(p.filters.size(), 1u);
+  EXPECT_EQ(p.scorers[0].weight, 1);  // GIE: weight 1 when absent
+  EXPECT_EQ(p.picker_name, "max-score-picker");  // added
+  EXPECT_FALSE(s->preparation().prefix_hashes);
+}
+
+TEST(BuildScheduler, NoProfilesButPluginsMakesOneProfileOfThemAll) {
+  auto s = build(R"(
+plugins:
+- type: kv-cache-utilization-scorer
+- type: random-picker
+  parameters: {maxNumOfEndpoints: 2}
+)");
+  ASSERT_EQ(s->profiles().size(), 1u);
+  EXPECT_EQ(s->profiles()[0].scorers.size(), 1u);
+  EXPECT_EQ(s->profiles()[0].picker_name, "random-picker");
+}
+
+TEST(BuildScheduler, PublishedConfigsLoadUnchanged) {
+  std::vector<std::string> files;
+  for (const char* dir : {SLUICE_FIXTURES_DIR, SLUICE_TEST_FIXTURES_DIR})
+    for (const auto& f : std::filesystem::directory_iterator(dir))
+      if (f.path().extension() == ".yaml") files.push_back(f.path().string());
+  ASSERT_GE(files.size(), 9u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f);
+    std::unique_ptr<Scheduler> s;
+    ASSERT_NO_THROW(s = build_scheduler(config::load_config_file(f)));
+    EXPECT_GE(s->profiles().size(), 1u);
+  }
+}
+
+TEST(BuildScheduler, PdConfigBuildsDisaggregation) {
+  auto s = build_scheduler(config::load_config_file(std::string(SLUICE_TEST_FIXTURES_DIR) + "/llmd-pd-epp-config.yaml"));
+  ASSERT_EQ(s->profiles().size(), 2u);
+  EXPECT_NE(s->plugin("disagg-profile-handler"), nullptr);
+  EXPECT_TRUE(s->preparation().prefix_hashes);
+}
+
+TEST(BuildScheduler, BadConfigsNameTheFieldAndLine) {
+  EXPECT_NE(build_error("plugins:\n- type: no-such-scorer\n").find("test.yaml:2: plugins[0].type: unknown plugin type 'no-such-scorer'"),
+            std::string::npos)
+      << build_error("plugins:\n- type: no-such-scorer\n");
+  const std::string two_pickers = R"(plugins:
+- type: max-score-picker
+- type: random-picker
+schedulingProfiles:
+- name: p
+  plugins:
+  - pluginRef: max-score-picker
+  - pluginRef: random-picker
+)";
+  EXPECT_NE(build_error(two_pickers).find("test.yaml:8: schedulingProfiles[p].plugins[1].pluginRef: profile 'p' already has picker"),
+            std::string::npos)
+      << build_error(two_pickers);
+  const std::string not_scheduling = R"(plugins:
+- type: vtc-fairness-policy
+schedulingProfiles:
+- name: p
+  plugins:
+  - pluginRef: vtc-fairness-policy
+)";
+  EXPECT_NE(build_error(not_scheduling).find("test.yaml:6: schedulingProfiles[p].plugins[0].pluginRef: 'vtc-fairness-policy' is a vtc-fairness-policy, not a filter, scorer or picker"),
+            std::string::npos)
+      << build_error(not_scheduling);
+  const std::string no_handler = R"(plugins:
+- type: queue-scorer
+schedulingProfiles:
+- name: a
+  plugins: [{pluginRef: queue-scorer}]
+- name: b
+  plugins: [{pluginRef: queue-scorer}]
+)";
+  EXPECT_NE(build_error(no_handler).find("2 profiles but no profile handler configured"), std::string::npos)
+      << build_error(no_handler);
+  const std::string bad_param = R"(plugins:
+- type: max-score-picker
+  parameters:
+    maxNumOfEndpoint: 2
+)";
+  EXPECT_NE(build_error(bad_param).find("test.yaml:4: plugins[max-score-picker].parameters.maxNumOfEndpoint: unknown field"),
+            std::string::npos)
+      << build_error(bad_param);
+  const std::string bad_decider = R"(plugins:
+- type: disagg-profile-handler
+  parameters:
+    deciders: {prefill: nope}
+schedulingProfiles:
+- name: decode
+  plugins: []
+)";
+  EXPECT_NE(build_error(bad_decider).find("deciders: 'nope' is not a declared P/D decider plugin"), std::string::npos)
+      << build_error(bad_decider);
+}
+
+TEST(Scheduler, FilterLeavingNoEndpointEndsTheProfileWithAnError) {
+  auto s = build(R"(
+plugins:
+- type: prefill-filter
+schedulingProfiles:
+- name: p
+  plugins: [{pluginRef: prefill-filter}]
+)");
+  Pool pool;
+  pool.add("a");
+  auto eps = pool.copy();
+  CycleState cycle;
+  SchedulingResult r;
+  s->schedule(cycle, {}, eps, r);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("filter 'prefill-filter' left no endpoint"), std::string::npos) << r.error;
+}
+
+TEST(Scheduler, DefaultProfilePrefersTheCachedPrefixAndRecordsIt) {
+  auto s = build("{}\n");
+  Pool pool;
+  for (int i = 0; i < 3; ++i) pool.add("10.0.0." + std::to_string(i) + ":8000");
+  auto eps = pool.copy();
+  Request r;
+  r.model = "m";
+  compute_prefix_hashes(std::string(64 * 8, 's'), r.model, s->preparation(), r);
+  CycleState cycle;
+  SchedulingResult res;
+  s->schedule(cycle, r, eps, res);
+  ASSERT_TRUE(res.ok) << res.error;
+  const Endpoint* first = res.targets[0];
+  s->dispatched(cycle, r, res);
+  cycle.clear();
+  // Equal load everywhere: the prefix wins every time now.
+  for (int i = 0; i < 20; ++i) {
+    s->schedule(cycle, r, eps, res);
+    ASSERT_TRUE(res.ok);
+    EXPECT_EQ(res.targets[0]->index, first->index);
+    cycle.clear();
+  }
+  // Unless that endpoint is loaded: queue 2 + kv 2 outweigh prefix 3.
+  eps[first->index].metrics.waiting_queue_size = 10;
+  eps[first->index].metrics.kv_cache_usage = 0.9;
+  s->schedule(cycle, r, eps, res);
+  EXPECT_NE(res.targets[0]->index, first->index);
+  EXPECT_GT(s->cycle_timing().count.load(), 0u);
+}
+
+TEST(Scheduler, RequireRoomSkipsFullEndpoints) {
+  auto s = build("{}\n");
+  Pool pool;
+  pool.add("a").has_room = false;
+  pool.add("b");
+  auto eps = pool.copy();
+  s->set_require_room(true);
+  CycleState cycle;
+  SchedulingResult res;
+  for (int i = 0; i < 10; ++i) {
+    s->schedule(cycle, {}, eps, res);
+    ASSERT_TRUE(res.ok);
+    EXPECT_EQ(res.targets[0]->address, "b");
+  }
+  eps[1].has_room = false;
+  s->schedule(cycle, {}, eps, res);
+  EXPECT_FALSE(res.ok);
+}
+
+// ---------------------------------------------------------------- P/D
+
+const char* kPd = R"(
+plugins:
+- type: prefix-cache-scorer
+- type: queue-scorer
+- type: prefill-filter
+- type: decode-filter
+- type: max-score-picker
+- type: prefix-based-pd-decider
+  parameters:
+    nonCachedTokens: 16
+- type: disagg-profile-handler
+  parameters:
+    deciders:
+      prefill: prefix-based-pd-decider
+    topology:
+      margin: MARGIN
+schedulingProfiles:
+- name: prefill
+  plugins:
+  - pluginRef: prefill-filter
+  - pluginRef: prefix-cache-scorer
+    weight: 2
+  - pluginRef: queue-scorer
+- name: decode
+  plugins:
+  - pluginRef: decode-filter
+  - pluginRef: prefix-cache-scorer
+    weight: 2
+  - pluginRef: queue-scorer
+)";
+
+std::unique_ptr<Scheduler> build_pd(double margin) {
+  std::string y = kPd;
+  y.replace(y.find("MARGIN"), 6, std::to_string(margin));
+  return build(y);
+}
+
+Labels role(const char* r, const char* zone, const char* rack) {
+  return {{"llm-d.ai/role", r}, {"topology.kubernetes.io/zone", zone}, {"block", "b1"}, {"rack", rack}};
+}
+
+
+std::string header(const SchedulingResult& r, std::string_view name) {
+  for (const auto& [k, v] : r.headers)
+    if (k == name) return v;
+  return "";
+}
+
+TEST(DisaggProfileHandler, ShortPromptDecodesOnly) {
+  auto s = build_pd(0.1);
+  Pool pool;
+  pool.add("p1:1", role("prefill", "z", "r1"));
+  pool.add("d1:1", role("decode", "z", "r1"));
+  auto eps = pool.copy();
+  Request r;
+  r.input_tokens = 10;  // below nonCachedTokens
+  CycleState cycle;
+  SchedulingResult res;
+  s->schedule(cycle, r, eps, res);
+  ASSERT_TRUE(res.ok) << res.error;
+  EXPECT_EQ(res.primary_profile, "decode");
+  EXPECT_EQ(res.targets[0]->address, "d1:1");
+  EXPECT_EQ(header(res, "x-prefiller-host-port"), "");
+}
+
+TEST(DisaggProfileHandler, LongUncachedPromptGetsAPrefillEndpoint) {
+  auto s = build_pd(0.1);
+  Pool pool;
+  pool.add("p1:1", role("prefill", "z", "r1"));
+  pool.add("d1:1", role("decode", "z", "r1"));
+  auto eps = pool.copy();
+  Request r;
+  compute_prefix_hashes(std::string(4 * 400, 'a'), "m", s->preparation(), r);
+  r.input_tokens = 400;
+  CycleState cycle;
+  SchedulingResult res;
+  s->schedule(cycle, r, eps, res);
+  ASSERT_TRUE(res.ok) << res.error;
+  EXPECT_EQ(res.targets[0]->address, "d1:1");  // decode is primary
+  EXPECT_EQ(header(res, "x-prefiller-host-port"), "p1:1");
+  s->dispatched(cycle, r, res);
+  cycle.clear();
+  // Now cached on the decode endpoint: the uncached part is below 16 tokens.
+  s->schedule(cycle, r, eps, res);
+  ASSERT_TRUE(res.ok);
+  EXPECT_EQ(header(res, "x-prefiller-host-port"), "");
+}
+
+// Prefill p-far (rack r2) scores best, p-near (rack r1, same as the decode
+// endpoint) slightly worse: within the margin the rack-sharing pair wins;
+// with no margin the individually best pair does.
+TEST(DisaggProfileHandler, TopologyMarginPrefersTheSameRack) {
+  for (double margin : {0.0, 0.2}) {
+    SCOPED_TRACE(margin);
+    auto s = build_pd(margin);
+    Pool pool;
+    pool.add("p-far:1", role("prefill", "z", "r2")).metrics.waiting_queue_size = 0;
+    pool.add("p-near:1", role("prefill", "z", "r1")).metrics.waiting_queue_size = 2;
+    pool.add("p-other-zone:1", role("prefill", "z9", "r1")).metrics.waiting_queue_size = 10;
+    pool.add("d1:1", role("decode", "z", "r1"));
+    auto eps = pool.copy();
+    Request r;
+    compute_prefix_hashes(std::string(4 * 400, 'a'), "m", s->preparation(), r);
+    r.input_tokens = 400;
+    CycleState cycle;
+    SchedulingResult res;
+    s->schedule(cycle, r, eps, res);
+    ASSERT_TRUE(res.ok) << res.error;
+    EXPECT_EQ(res.targets[0]->address, "d1:1");
+    // Queue scores over the prefill candidates: p-far 1.0, p-near 0.8,
+    // other 0; prefix 0 for all; weights 2+1 -> p-far 1/3, p-near 0.267.
+    // Pair means differ by 0.033: inside 0.2, outside 0.
+    EXPECT_EQ(header(res, "x-prefiller-host-port"), margin > 0 ? "p-near:1" : "p-far:1");
+    EXPECT_EQ(res.serving.size(), 2u);
+  }
+}
+
+TEST(DisaggProfileHandler, SharedLevelsAreHierarchical) {
+  DisaggProfileHandler h("decode", "prefill", nullptr, TopologyParams{});
+  Endpoint a, b;
+  a.labels = {{"topology.kubernetes.io/zone", "z"}, {"block", "b1"}, {"rack", "r1"}};
+  b.labels = {{"topology.kubernetes.io/zone", "z"}, {"block", "b2"}, {"rack", "r1"}};
+  EXPECT_EQ(h.shared_levels(a, b), 1);  // same rack name in another block is not the same rack
+  b.labels["block"] = "b1";
+  EXPECT_EQ(h.shared_levels(a, b), 3);
+  b.labels.erase("topology.kubernetes.io/zone");
+  EXPECT_EQ(h.shared_levels(a, b), 0);
+}
+
+TEST(DisaggProfileHandler, NoDecodeEndpointIsAnError) {
+  auto s = build_pd(0.1);
+  Pool pool;
+  pool.add("p1:1", role("prefill", "z", "r1"));
+  auto eps = pool.copy();
+  CycleState cycle;
+  SchedulingResult res;
+  s->schedule(cycle, {}, eps, res);
+  EXPECT_FALSE(res.ok);
+  EXPECT_NE(res.error.find("failed to find available decode workers"), std::string::npos) << res.error;
+}
+
+}  // namespace
+}  // namespace sluice::scheduling
