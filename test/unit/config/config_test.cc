@@ -212,7 +212,9 @@ TEST(Config, FlowControlBadInputsNameTheField) {
             "test.yaml:4: flowControl.priorityBands[0].antiStarvationShare: must be at least 0 and below 1");
   EXPECT_EQ(error_of("featureGates: [flowControll]\n"),
             "test.yaml:1: featureGates[0]: unknown feature gate 'flowControll' (expected flowControl, "
-            "dataLayer or enableLegacyMetrics)");
+            "dataLayer, prepareDataPlugins or enableLegacyMetrics)");
+  EXPECT_EQ(error_of("plugins:\n  - type: queue-scorer\n  - type: qeueu-scorer\n").substr(0, 70),
+            "test.yaml:3: plugins[1].type: unknown plugin type 'qeueu-scorer' (kno");
   EXPECT_EQ(error_of("flowControl:\n  maxBytes: 1Gi\n  bogus: 1\n"), "test.yaml:3: flowControl.bogus: unknown field");
 }
 
