@@ -213,7 +213,7 @@ TEST(Config, FlowControlBadInputsNameTheField) {
   EXPECT_EQ(error_of("featureGates: [flowControll]\n"),
             "test.yaml:1: featureGates[0]: unknown feature gate 'flowControll' (expected flowControl, "
             "dataLayer, prepareDataPlugins or enableLegacyMetrics)");
-  EXPECT_EQ(error_of("plugins:\n  - type: queue-scorer\n  - type: qeueu-scorer\n").substr(0, 72),
+  EXPECT_EQ(error_of("plugins:\n  - type: queue-scorer\n  - type: qeueu-scorer\n").substr(0, 73),
             "test.yaml:3: plugins[1].type: unknown plugin type 'qeueu-scorer' (known: ");
   EXPECT_EQ(error_of("flowControl:\n  maxBytes: 1Gi\n  bogus: 1\n"), "test.yaml:3: flowControl.bogus: unknown field");
 }
