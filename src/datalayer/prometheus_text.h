@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace sluice::datalayer {
 
@@ -13,6 +15,14 @@ struct EngineMetrics {
   double waiting = 0;         // requests queued on the server
   double running = 0;         // requests in its batch
   double kv_cache_usage = 0;  // 0..1
+  // vllm:lora_requests_info (labels running_lora_adapters,
+  // waiting_lora_adapters, max_lora) and vllm:cache_config_info (labels
+  // block_size, num_gpu_blocks).
+  std::vector<std::string> active_models;
+  std::vector<std::string> waiting_models;
+  int max_lora = 0;
+  int cache_block_size = 0;
+  std::uint64_t cache_num_gpu_blocks = 0;
   bool has_waiting = false;
   bool has_running = false;
   bool has_kv = false;

@@ -46,21 +46,77 @@ int least_in_flight(const std::vector<EndpointLoad>& load, const std::vector<boo
 
 std::uint64_t request_tokens(const QueuedRequest& r) { return r.input_tokens + r.max_output_tokens; }
 
+Decision decision(std::uint64_t cookie, std::uint64_t ticket, QueueOutcome outcome) {
+  Decision d;
+  d.cookie = cookie;
+  d.ticket = ticket;
+  d.outcome = outcome;
+  return d;
+}
+
+void render_headers(const std::vector<std::pair<std::string, std::string>>& headers, std::string& out) {
+  for (const auto& [k, v] : headers) {
+    out += k;
+    out += ": ";
+    out += v;
+    out += "\r\n";
+  }
+}
+
+const scheduling::Request& empty_request() {
+  static const scheduling::Request r;
+  return r;
+}
+
 }  // namespace
 
 Controller::Controller(ControllerConfig config, std::unique_ptr<SaturationDetector> detector,
-                       Sink sink, Router router)
+                       Sink sink)
     : config_(std::move(config)),
       detector_(std::move(detector)),
       sink_(std::move(sink)),
-      router_(std::move(router)),
       registry_(config_.registry, make_factory(config_.fairness)),
       displacement_(make_displacement_policy(config_.displacement)) {}
+
+Controller::~Controller() = default;
 
 void Controller::set_endpoint_count(std::size_t n) {
   load_.resize(n);
   room_.resize(n);
+  removed_.resize(n, false);
+  const std::size_t old = view_.size();
+  view_.resize(n);
+  for (std::size_t i = old; i < n; ++i) view_[i].index = static_cast<std::uint32_t>(i);
 }
+
+void Controller::set_endpoints(const std::vector<EndpointIdentity>& endpoints) {
+  std::vector<bool> present(view_.size(), false);
+  for (const auto& id : endpoints) {
+    std::size_t slot = view_.size();
+    for (std::size_t i = 0; i < view_.size(); ++i)
+      if (view_[i].address == id.address) slot = i;
+    if (slot == view_.size()) {
+      set_endpoint_count(slot + 1);
+      present.push_back(false);
+    }
+    auto& v = view_[slot];
+    v.address = id.address;
+    v.engine = id.engine;
+    v.labels = id.labels;
+    removed_[slot] = id.removed;
+    present[slot] = !id.removed;
+  }
+  for (std::size_t i = 0; i < present.size(); ++i) removed_[i] = !present[i];
+}
+
+void Controller::set_scheduler(std::unique_ptr<scheduling::Scheduler> s) {
+  scheduler_ = std::move(s);
+  // Candidates are the endpoints with room (gated) or every endpoint still
+  // in the pool (not gated): has_room carries both.
+  if (scheduler_) scheduler_->set_require_room(true);
+}
+
+void Controller::set_gated(bool gated) { gated_ = gated; }
 
 void Controller::update_metrics(std::size_t endpoint, const EndpointMetrics& m, TimePoint now) {
   if (endpoint >= load_.size()) return;
@@ -72,11 +128,21 @@ void Controller::update_metrics(std::size_t endpoint, const EndpointMetrics& m, 
   e.kv_cache_usage = m.kv_cache_usage;
   // The scrape now shows what was dispatched before it.
   e.dispatched_since_scrape = 0;
+  auto& v = view_[endpoint].metrics;
+  v.waiting_queue_size = m.waiting;
+  v.running_requests_size = m.running;
+  v.kv_cache_usage = m.kv_cache_usage;
+  v.active_models = m.active_models;
+  v.waiting_models = m.waiting_models;
+  v.max_active_models = m.max_active_models;
+  v.cache_block_size = m.cache_block_size;
+  v.cache_num_gpu_blocks = m.cache_num_gpu_blocks;
+  v.update_time = now;
 }
 
 std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   auto reject = [&](QueueOutcome outcome) {
-    sink_(Decision{r.cookie, 0, outcome, -1});
+    sink_(decision(r.cookie, 0, outcome));
     return std::uint64_t{0};
   };
   if (load_.empty()) return reject(QueueOutcome::kRejectedNoEndpoints);
@@ -116,6 +182,7 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   q.byte_size = r.bytes;
   q.input_tokens = r.input_tokens;
   q.max_output_tokens = r.max_output_tokens;
+  q.scheduling = r.scheduling;
   registry_.enqueue(item, flow, now);
   if (q.deadline) heap_push(item);
   return q.id;
@@ -166,11 +233,12 @@ bool Controller::displace(int priority, std::uint64_t bytes, TimePoint now) {
   return true;
 }
 
-void Controller::finalize(Item* item, QueueOutcome outcome, TimePoint now) {
+void Controller::finalize(Item* item, QueueOutcome outcome, TimePoint now, std::string detail) {
   item->flow->stats().outcomes[static_cast<int>(outcome)] += 1;
   registry_.dequeue(item, now);
   if (item->deadline_index != SIZE_MAX) heap_remove(item);
-  const Decision d{item->cookie, registry::FlowRegistry::ticket(item), outcome, -1};
+  Decision d = decision(item->cookie, registry::FlowRegistry::ticket(item), outcome);
+  d.detail = std::move(detail);
   registry_.release(item);
   sink_(d);
 }
@@ -194,6 +262,9 @@ void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_token
   Item* item = registry_.find(ticket);
   if (!item || item->state != Item::State::kInFlight) return;
   report_output_tokens(ticket, total_output_tokens);
+  if (scheduler_ && item->endpoint >= 0)
+    scheduler_->completed(item->cycle, item->request.scheduling ? *item->request.scheduling : empty_request(),
+                          static_cast<std::uint32_t>(item->endpoint), total_output_tokens);
   if (item->endpoint >= 0 && static_cast<std::size_t>(item->endpoint) < load_.size()) {
     auto& e = load_[static_cast<std::size_t>(item->endpoint)];
     e.in_flight -= 1;
@@ -251,15 +322,52 @@ void Controller::account_dispatch(Band* chosen, bool used_share) {
   if (used_share) chosen->starvation_credit = std::max(0.0, chosen->starvation_credit - 1.0);
 }
 
-int Controller::route(const QueuedRequest& request, TimePoint now) {
+void Controller::refresh_endpoint_view(TimePoint now) {
+  for (std::size_t i = 0; i < view_.size(); ++i) {
+    const auto& l = load_[i];
+    auto& v = view_[i];
+    v.has_room = room_[i];
+    v.in_flight = l.in_flight;
+    v.dispatched_since_scrape = l.dispatched_since_scrape;
+    v.in_flight_tokens = l.in_flight_tokens;
+    v.stale = !l.has_metrics || now - l.metrics_time > staleness_;
+  }
+}
+
+int Controller::route(Item* item, TimePoint now, Decision& d) {
   bool any = false;
   for (std::size_t i = 0; i < load_.size(); ++i) {
-    room_[i] = detector_->has_room(load_[i], now);
+    room_[i] = !removed_[i] && (!gated_ || detector_->has_room(load_[i], now));
     any = any || room_[i];
   }
-  if (!any) return -1;
-  if (router_) return router_(request, load_, room_);
-  return least_in_flight(load_, room_, rotation_);
+  if (!any) return gated_ ? kWait : kUnroutable;
+  if (!scheduler_) return least_in_flight(load_, room_, rotation_);
+
+  refresh_endpoint_view(now);
+  const scheduling::Request& req = item->request.scheduling ? *item->request.scheduling : empty_request();
+  scheduler_->schedule(item->cycle, req, view_, result_);
+  if (!result_.ok) {
+    item->cycle.clear();
+    if (!gated_) {
+      d.detail = result_.error;
+      return kUnroutable;
+    }
+    // Full endpoints or no endpoint at all? Ask again as if all had room:
+    // if some would do, wait for room; if none ever would, give up now.
+    for (std::size_t i = 0; i < view_.size(); ++i) view_[i].has_room = !removed_[i];
+    scheduler_->schedule(item->cycle, req, view_, result_);
+    item->cycle.clear();
+    if (result_.ok) return kWait;
+    d.detail = result_.error;
+    return kUnroutable;
+  }
+  const int ep = static_cast<int>(result_.targets.front()->index);
+  for (std::size_t k = 1; k < result_.targets.size() && k <= d.fallbacks.size(); ++k)
+    d.fallbacks[k - 1] = static_cast<std::int32_t>(result_.targets[k]->index);
+  scheduler_->dispatched(item->cycle, req, result_);
+  render_headers(result_.headers, d.request_headers);
+  render_headers(result_.response_headers, d.response_headers);
+  return ep;
 }
 
 std::size_t Controller::dispatch(TimePoint now) {
@@ -270,8 +378,14 @@ std::size_t Controller::dispatch(TimePoint now) {
     const bool used_share = band == starving_;
     auto* flow = static_cast<Flow*>(band->fairness().pick());
     Item* item = flow->queue().head();
-    const int ep = route(item->request, now);
-    if (ep < 0) break;  // no endpoint has room: wait for a completion or a scrape
+    Decision d = decision(item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched);
+    const int ep = route(item, now, d);
+    if (ep == kWait) break;  // no endpoint has room: wait for a completion or a scrape
+    if (ep == kUnroutable) {
+      finalize(item, QueueOutcome::kRejectedNoEndpoints, now, std::move(d.detail));
+      continue;
+    }
+    d.endpoint = ep;
     registry_.dequeue(item, now);
     if (item->deadline_index != SIZE_MAX) heap_remove(item);
     registry_.mark_in_flight(item, ep);
@@ -283,7 +397,7 @@ std::size_t Controller::dispatch(TimePoint now) {
     flow->stats().dispatched += 1;
     flow->stats().input_tokens += item->request.input_tokens;
     account_dispatch(band, used_share);
-    sink_(Decision{item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched, ep});
+    sink_(d);
     ++released;
   }
   return released;

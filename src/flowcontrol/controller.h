@@ -7,6 +7,7 @@
 // lock-free queues; the simulator in test/sim/ drives it on a fake clock.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "flowcontrol/fairness_policies.h"
 #include "registry/flow_registry.h"
+#include "scheduling/scheduler.h"
 #include "sluice/flowcontrol/outcome.h"
 #include "sluice/flowcontrol/policies.h"
 
@@ -40,6 +42,7 @@ struct EnqueueRequest {
   std::uint64_t bytes = 0;
   std::uint64_t input_tokens = 0;
   std::uint64_t max_output_tokens = 0;
+  std::shared_ptr<const scheduling::Request> scheduling;
 };
 
 struct Decision {
@@ -47,24 +50,45 @@ struct Decision {
   std::uint64_t ticket = 0;  // identifies a dispatched request to complete()
   QueueOutcome outcome = QueueOutcome::kRejectedOther;
   int endpoint = -1;         // Dispatched only
+  // Dispatched: where to go if `endpoint` refuses the connection, in order.
+  std::array<std::int32_t, 3> fallbacks{-1, -1, -1};
+  // Dispatched: header lines ("name: value\r\n") the scheduler adds to the
+  // request towards the endpoint (e.g. x-prefiller-host-port) and to the
+  // response towards the client (e.g. x-session-token).
+  std::string request_headers;
+  std::string response_headers;
+  // Rejected by the scheduler: why (for the log and the error body).
+  std::string detail;
 };
 
 struct EndpointMetrics {
   double waiting = 0;
   double running = 0;
   double kv_cache_usage = 0;
+  // What only the scheduler uses (LoRA, cache geometry).
+  std::vector<std::string> active_models;
+  std::vector<std::string> waiting_models;
+  int max_active_models = 0;
+  int cache_block_size = 0;
+  std::uint64_t cache_num_gpu_blocks = 0;
+};
+
+// Who an endpoint is, for the scheduler (its slot is its index).
+struct EndpointIdentity {
+  std::string address;
+  std::string engine = "vllm";
+  scheduling::Labels labels;
+  bool removed = false;  // gone from the pool: never chosen, in-flight finish
 };
 
 class Controller {
  public:
   using Sink = std::function<void(const Decision&)>;
-  // Picks an endpoint for `request` among those with room (has_room[i]);
-  // -1 if none suits. The default takes the fewest in flight.
-  using Router = std::function<int(const QueuedRequest& request, const std::vector<EndpointLoad>& load,
-                                   const std::vector<bool>& has_room)>;
 
-  Controller(ControllerConfig config, std::unique_ptr<SaturationDetector> detector, Sink sink,
-             Router router = {});
+  // Without a scheduler (set_scheduler), a request goes to the endpoint
+  // with room that has the fewest in flight.
+  Controller(ControllerConfig config, std::unique_ptr<SaturationDetector> detector, Sink sink);
+  ~Controller();
 
   // Queues a request, or decides it at once (rejection). Returns its ticket
   // (0 if it was decided at once).
@@ -79,6 +103,18 @@ class Controller {
   void complete(std::uint64_t ticket, std::uint64_t total_output_tokens, TimePoint now);
 
   void set_endpoint_count(std::size_t n);
+  // Sets the pool (slot i = endpoint i). Slots only grow; a removed
+  // endpoint keeps its slot (its in-flight requests finish) and is never
+  // chosen again; an address that comes back gets its old slot.
+  void set_endpoints(const std::vector<EndpointIdentity>& endpoints);
+  // The profile-based scheduler; runs once per dispatched request.
+  void set_scheduler(std::unique_ptr<scheduling::Scheduler> s);
+  scheduling::Scheduler* scheduler() { return scheduler_.get(); }
+  // Gate off (GIE without flow control): every request is dispatched at
+  // once to the scheduler's choice, whatever the detector says.
+  void set_gated(bool gated);
+  // Metrics older than this make an endpoint stale for the scheduler.
+  void set_staleness_threshold(Duration d) { staleness_ = d; }
   void update_metrics(std::size_t endpoint, const EndpointMetrics& m, TimePoint now);
 
   // Finalizes requests whose TTL has passed and collects idle flows.
@@ -101,11 +137,16 @@ class Controller {
   std::size_t queued() const { return registry_.total_requests(); }
 
  private:
-  void finalize(registry::Item* item, QueueOutcome outcome, TimePoint now);
+  void finalize(registry::Item* item, QueueOutcome outcome, TimePoint now, std::string detail = {});
   bool displace(int priority, std::uint64_t bytes, TimePoint now);
   registry::Band* choose_band();
   void account_dispatch(registry::Band* chosen, bool used_share);
-  int route(const QueuedRequest& request, TimePoint now);
+  // The endpoint for `item` (filling `decision`), or kWait (no room now)
+  // or kUnroutable (the scheduler can never place it).
+  static constexpr int kWait = -1;
+  static constexpr int kUnroutable = -2;
+  int route(registry::Item* item, TimePoint now, Decision& decision);
+  void refresh_endpoint_view(TimePoint now);
   // Deadline heap (min-heap on request.deadline, positions kept in items).
   void heap_push(registry::Item* item);
   void heap_remove(registry::Item* item);
@@ -116,7 +157,12 @@ class Controller {
   ControllerConfig config_;
   std::unique_ptr<SaturationDetector> detector_;
   Sink sink_;
-  Router router_;
+  std::unique_ptr<scheduling::Scheduler> scheduler_;
+  std::vector<scheduling::Endpoint> view_;  // the scheduler's view, slot = index
+  std::vector<bool> removed_;
+  scheduling::SchedulingResult result_;     // reused
+  bool gated_ = true;
+  Duration staleness_ = std::chrono::milliseconds(200);
   registry::FlowRegistry registry_;
   std::unique_ptr<DisplacementPolicy> displacement_;  // null: none
   std::vector<EndpointLoad> load_;

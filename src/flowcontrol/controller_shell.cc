@@ -156,8 +156,12 @@ void ControllerShell::run() {
   // reached the controller end like the queued ones.
   Event e;
   while (queue_.try_dequeue(e)) {
-    if (e.kind == Event::Kind::kEnqueue && e.waiter)
-      e.waiter->deliver(Decision{e.id, 0, QueueOutcome::kEvictedOther, -1});
+    if (e.kind == Event::Kind::kEnqueue && e.waiter) {
+      Decision d;
+      d.cookie = e.id;
+      d.outcome = QueueOutcome::kEvictedOther;
+      e.waiter->deliver(d);
+    }
   }
 }
 

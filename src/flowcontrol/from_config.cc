@@ -1,6 +1,7 @@
 #include "flowcontrol/from_config.h"
 
 #include "flowcontrol/saturation_detectors.h"
+#include "scheduling/from_config.h"
 
 namespace sluice::flowcontrol {
 
@@ -29,10 +30,21 @@ ControllerConfig controller_config(const config::Config& config) {
 }
 
 std::unique_ptr<Controller> make_controller(const config::Config& config) {
-  auto c = std::make_unique<Controller>(controller_config(config), make_detector(config.saturation_detector),
+  const bool gated = config.flow_control.enabled;
+  // Without the flowControl gate the controller only schedules: one band,
+  // no limits, no TTL, dispatch at once (GIE's scheduler without flow
+  // control). Scheduling still runs on the dispatcher, its single writer.
+  ControllerConfig cc = gated ? controller_config(config) : ControllerConfig{};
+  auto c = std::make_unique<Controller>(std::move(cc), make_detector(config.saturation_detector),
                                         [](const Decision&) {});
   for (const auto& f : config.flows) c->registry().set_configured_weight(f.id, f.weight);
-  c->set_endpoint_count(config.endpoints.size());
+  std::vector<EndpointIdentity> ids;
+  for (const auto& e : config.endpoints)
+    ids.push_back(EndpointIdentity{e.address, e.engine, scheduling::Labels(e.labels.begin(), e.labels.end()), false});
+  c->set_endpoints(ids);
+  c->set_scheduler(scheduling::build_scheduler(config));
+  c->set_gated(gated);
+  c->set_staleness_threshold(config.saturation_detector.metrics_staleness_threshold);
   return c;
 }
 

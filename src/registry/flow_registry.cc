@@ -98,15 +98,19 @@ Item* FlowRegistry::allocate() {
   free_items_.pop_back();
   Item* item = &chunks_[index / kChunk][index % kChunk];
   const auto generation = item->generation;
+  scheduling::CycleState cycle = std::move(item->cycle);  // keep its slot storage
   *item = Item{};
   item->index = index;
   item->generation = generation;
+  item->cycle = std::move(cycle);
   return item;
 }
 
 void FlowRegistry::release(Item* item) {
   item->state = Item::State::kFree;
   item->flow = nullptr;
+  item->request.scheduling.reset();
+  item->cycle.clear();
   item->generation += 1;  // outstanding tickets for this slot go stale
   free_items_.push_back(item->index);
 }

@@ -22,6 +22,7 @@
 
 #include "sluice/flowcontrol/outcome.h"
 #include "sluice/flowcontrol/policies.h"
+#include "sluice/scheduling/cycle_state.h"
 #include "sluice/flowcontrol/types.h"
 
 namespace sluice::registry {
@@ -47,6 +48,9 @@ struct Item {
   int endpoint = -1;                  // while in flight
   std::uint64_t output_charged = 0;   // output tokens already charged to fairness
   std::size_t deadline_index = SIZE_MAX;  // position in the controller's deadline heap
+  // The scheduling cycle's state: lives from dispatch to completion; its
+  // storage is reused by the slot's next request.
+  scheduling::CycleState cycle;
   // FIFO flow queue links.
   Item* prev = nullptr;
   Item* next = nullptr;

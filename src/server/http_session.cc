@@ -10,6 +10,7 @@
 #include <span>
 
 #include "scheduling/least_in_flight.h"
+#include "scheduling/prefix_hasher.h"
 #include "server/log.h"
 #include "server/openai_request.h"
 #include <boost/asio/post.hpp>
@@ -195,9 +196,10 @@ void HttpSession::handle_request() {
     if (!is_json_content_type(request_.content_type))
       return answer(client_error(400, "unsupported-content-type",
                                  "Content-Type must be application/json"));
-    auto parsed = parse_openai_request(request_.body);
+    const bool hash_prefix = ctx_.preparation.prefix_hashes;
+    prompt_text_.clear();
+    auto parsed = parse_openai_request(request_.body, hash_prefix ? &prompt_text_ : nullptr);
     if (!parsed.ok()) return answer(client_error(400, parsed.error_code, parsed.error_message));
-    if (ctx_.flow_control) return admit(parsed.request);
     // GIE's legacy admission (flow control off): shed sheddable requests
     // while the pool is saturated.
     if (ctx_.legacy_detector && !request_.objective.empty()) {
@@ -207,8 +209,13 @@ void HttpSession::handle_request() {
                                               "system saturated, sheddable request dropped"));
       }
     }
+    return admit(parsed.request);
   }
+  // GET /v1/models and the like: any endpoint will do.
   tried_.assign(ctx_.endpoints.size(), false);
+  fallbacks_.fill(-1);
+  scheduler_request_headers_.clear();
+  scheduler_response_headers_.clear();
   retried_ = false;
   try_next_endpoint();
 }
@@ -242,6 +249,15 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   e.bytes = request_.body.size();
   e.input_tokens = parsed.estimated_input_tokens;
   e.max_output_tokens = static_cast<std::uint64_t>(parsed.max_tokens.value_or(0));
+  // What the scheduler needs, computed here rather than on the dispatcher.
+  auto sr = std::make_shared<scheduling::Request>();
+  sr->request_id = request_id_;
+  sr->model = parsed.model;
+  sr->session_token = request_.session_token;
+  sr->input_tokens = parsed.estimated_input_tokens;
+  if (ctx_.preparation.prefix_hashes)
+    scheduling::compute_prefix_hashes(prompt_text_, parsed.model, ctx_.preparation, *sr);
+  e.scheduling = std::move(sr);
 
   state_ = State::kQueued;
   cookie_ = (static_cast<std::uint64_t>(worker_.index) << 48) | ++worker_.cookie_seq;
@@ -265,10 +281,17 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
     tokens_reported_ = 0;
     tried_.assign(ctx_.endpoints.size(), false);
     retried_ = false;
+    fallbacks_ = d.fallbacks;
+    scheduler_request_headers_ = d.request_headers;
+    scheduler_response_headers_ = d.response_headers;
     if (d.endpoint < 0 || static_cast<std::size_t>(d.endpoint) >= ctx_.endpoints.size()) return try_next_endpoint();
     return dispatch_to(d.endpoint);
   }
   if (d.outcome == QueueOutcome::kEvictedContextCancelled) return close();
+  if (!d.detail.empty()) {
+    SLUICE_LOG(kWarn, "scheduler", "request " << request_id_ << " not schedulable: " << d.detail);
+    return answer(flowcontrol::answer_for(d.outcome, "no endpoint can serve this request: " + d.detail));
+  }
   answer(flowcontrol::answer_for(d.outcome));
 }
 
@@ -326,8 +349,17 @@ void HttpSession::release_dispatch() {
 // ---------------------------------------------------------------- upstream side
 
 void HttpSession::try_next_endpoint() {
-  int ep = scheduling::pick_least_in_flight(ctx_.endpoints, tried_, datalayer::Clock::now(),
-                                            worker_.rotation);
+  // The scheduler's fallbacks first, then any usable endpoint.
+  int ep = -1;
+  const auto now = datalayer::Clock::now();
+  for (std::int32_t f : fallbacks_) {
+    if (f >= 0 && static_cast<std::size_t>(f) < ctx_.endpoints.size() && !tried_[static_cast<std::size_t>(f)] &&
+        ctx_.endpoints.at(static_cast<std::size_t>(f)).usable(now)) {
+      ep = f;
+      break;
+    }
+  }
+  if (ep < 0) ep = scheduling::pick_least_in_flight(ctx_.endpoints, tried_, now, worker_.rotation);
   if (ep < 0) {
     release_dispatch();  // a dispatched request whose endpoints all refused
     return answer(flowcontrol::answer_for(QueueOutcome::kRejectedNoEndpoints));
@@ -354,6 +386,7 @@ void HttpSession::dispatch_to(int endpoint) {
   h += address;
   h += "\r\n";
   h += request_.forward_headers;
+  h += scheduler_request_headers_;
   h += "x-request-id: ";
   h += request_id_;
   h += "\r\n";
@@ -533,6 +566,7 @@ void HttpSession::build_client_head() {
   h += "\r\nx-request-id: ";
   h += request_id_;
   h += "\r\n";
+  h += scheduler_response_headers_;
   if (framing_ == Framing::kRaw && p.content_length()) {
     h += "Content-Length: ";
     append_number(h, *p.content_length());

@@ -46,6 +46,7 @@ void RequestHead::clear() {
   objective.clear();
   ttl_ms.clear();
   slo_ttft_ms.clear();
+  session_token.clear();
   expect_continue = false;
   // A connection that once carried a huge body should not pin that memory.
   if (body.capacity() > (1u << 20)) std::string().swap(body);
@@ -83,6 +84,9 @@ void ProxyRequestParser::on_field_impl(http::field name, string_view name_string
         else if (iequals(name_string, "x-gateway-inference-objective")) capture = &head_.objective;
         else if (iequals(name_string, "x-gateway-inference-ttl-ms")) capture = &head_.ttl_ms;
         else if (iequals(name_string, "x-slo-ttft-ms")) capture = &head_.slo_ttft_ms;
+        else if (iequals(name_string, "x-session-token")) capture = &head_.session_token;
+        // Set by the scheduler only (P/D): a client's copy is dropped.
+        else if (iequals(name_string, "x-prefiller-host-port")) return;
         if (capture) {
           capture->assign(value.data(), value.size());
           return;

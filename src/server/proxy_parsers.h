@@ -28,6 +28,7 @@ struct RequestHead {
   std::string objective;
   std::string ttl_ms;
   std::string slo_ttft_ms;
+  std::string session_token;  // x-session-token (session affinity)
   bool expect_continue = false;
   std::string body;
 

@@ -19,10 +19,10 @@ using tcp = net::ip::tcp;
 
 ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.endpoints) {
   for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
-  if (c.flow_control.enabled)
-    flow_control = std::make_unique<flowcontrol::ControllerShell>(flowcontrol::make_controller(c));
-  else
-    legacy_detector = flowcontrol::make_detector(c.saturation_detector);
+  auto controller = flowcontrol::make_controller(c);
+  preparation = controller->scheduler()->preparation();
+  flow_control = std::make_unique<flowcontrol::ControllerShell>(std::move(controller));
+  if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
 }
 
 bool ProxyContext::pool_saturated() const {
@@ -98,16 +98,24 @@ std::string Server::bind(const std::string& listen) {
       const auto& ec = ctx_.endpoints.at(i).config;
       targets.push_back({ctx_.upstream_addresses[i], ec.address, ec.engine});
     }
-    if (ctx_.flow_control) scraper_producer_ = ctx_.flow_control->make_producer();
+    scraper_producer_ = ctx_.flow_control->make_producer();
     scraper_ = std::make_unique<datalayer::MetricsScraper>(
         std::move(targets), datalayer::ScraperOptions{},
         [this](std::size_t endpoint, const datalayer::EngineMetrics& m) {
           ctx_.endpoints.at(endpoint).store_metrics(m.waiting, m.running, m.kv_cache_usage,
                                                     datalayer::Clock::now());
-          if (auto* shell = ctx_.flow_control.get()) {
-            shell->update_metrics(*scraper_producer_, endpoint, {m.waiting, m.running, m.kv_cache_usage});
-            shell->wake();
-          }
+          flowcontrol::EndpointMetrics em;
+          em.waiting = m.waiting;
+          em.running = m.running;
+          em.kv_cache_usage = m.kv_cache_usage;
+          em.active_models = m.active_models;
+          em.waiting_models = m.waiting_models;
+          em.max_active_models = m.max_lora;
+          em.cache_block_size = m.cache_block_size;
+          em.cache_num_gpu_blocks = m.cache_num_gpu_blocks;
+          auto* shell = ctx_.flow_control.get();
+          shell->update_metrics(*scraper_producer_, endpoint, em);
+          shell->wake();
         });
   }
   auto hp = config::parse_host_port(listen);

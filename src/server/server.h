@@ -39,9 +39,11 @@ struct ProxyContext {
   datalayer::EndpointSet endpoints;
   std::vector<boost::asio::ip::tcp::endpoint> upstream_addresses;  // same order as endpoints
   std::unordered_map<std::string, ObjectiveInfo> objectives;
-  // The dispatcher, when featureGates has flowControl; else requests go
-  // straight to an endpoint.
+  // The dispatcher: flow control (featureGates: [flowControl]) and the
+  // scheduler; without the gate it only schedules, dispatching at once.
   std::unique_ptr<flowcontrol::ControllerShell> flow_control;
+  // What the I/O thread computes for the scheduler (prefix hashing).
+  scheduling::RequestPreparation preparation;
   // Without the gate, GIE's legacy admission: a sheddable request (priority
   // < 0) is rejected while no endpoint has room by this detector.
   std::unique_ptr<flowcontrol::SaturationDetector> legacy_detector;
@@ -55,10 +57,8 @@ struct Worker {
       : index(index),
         ioc(1),
         pool(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint) {
-    if (ctx.flow_control) {
-      producer = ctx.flow_control->make_producer();
-      shell = ctx.flow_control.get();
-    }
+    producer = ctx.flow_control->make_producer();
+    shell = ctx.flow_control.get();
   }
 
   std::size_t index;

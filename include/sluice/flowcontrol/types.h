@@ -7,8 +7,11 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "sluice/scheduling/request.h"
 
 namespace sluice::flowcontrol {
 
@@ -42,6 +45,9 @@ struct QueuedRequest {
   std::uint64_t byte_size = 0;
   std::uint64_t input_tokens = 0;         // estimate
   std::uint64_t max_output_tokens = 0;    // 0 = unknown
+  // What the scheduler needs (model, prefix hashes, session), built on the
+  // I/O thread; null when the request was enqueued without it.
+  std::shared_ptr<const scheduling::Request> scheduling;
 };
 
 }  // namespace sluice::flowcontrol

@@ -40,6 +40,16 @@ class CycleState {
   CycleState() = default;
   CycleState(const CycleState&) = delete;
   CycleState& operator=(const CycleState&) = delete;
+  CycleState(CycleState&& o) noexcept : slots_(std::move(o.slots_)), used_(o.used_) { o.used_ = false; }
+  CycleState& operator=(CycleState&& o) noexcept {
+    if (this != &o) {
+      clear();
+      slots_.swap(o.slots_);
+      used_ = o.used_;
+      o.used_ = false;
+    }
+    return *this;
+  }
   ~CycleState() { clear(); }
 
   // The value under `key`, or null if nothing was put this cycle.
