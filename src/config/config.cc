@@ -553,7 +553,7 @@ const std::vector<std::string>& plugin_types() {
       "single-profile-handler", "disagg-profile-handler", "prefix-based-pd-decider",
       "queue-scorer", "running-requests-size-scorer", "kv-cache-utilization-scorer",
       "lora-affinity-scorer", "prefix-cache-scorer", "approx-prefix-cache-producer",
-      "session-affinity-scorer", "max-score-picker", "random-picker", "weighted-random-picker",
+      "session-affinity-scorer", "in-flight-requests-scorer", "max-score-picker", "random-picker", "weighted-random-picker",
       "by-label", "by-label-selector", "label-selector-filter", "prefill-filter", "decode-filter",
       // request handling and data layer: accepted; sluice does their job built in
       "openai-parser", "disagg-headers-handler", "metrics-data-source", "core-metrics-extractor"};

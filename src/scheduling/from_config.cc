@@ -8,6 +8,7 @@
 #include "scheduling/plugins/by_label_filter.h"
 #include "scheduling/plugins/by_label_selector_filter.h"
 #include "scheduling/plugins/disagg_profile_handler.h"
+#include "scheduling/plugins/in_flight_requests_scorer.h"
 #include "scheduling/plugins/kv_cache_utilization_scorer.h"
 #include "scheduling/plugins/lora_affinity_scorer.h"
 #include "scheduling/plugins/max_score_picker.h"
@@ -97,6 +98,7 @@ bool is_scheduling(const Plugin* p) {
 
 void register_builtin_plugins(PluginRegistry& r) {
   r.add(std::string(QueueScorer::kType), simple<QueueScorer>());
+  r.add(std::string(InFlightRequestsScorer::kType), simple<InFlightRequestsScorer>());
   r.add(std::string(RunningRequestsSizeScorer::kType), simple<RunningRequestsSizeScorer>());
   r.add(std::string(KvCacheUtilizationScorer::kType), simple<KvCacheUtilizationScorer>());
   r.add(std::string(LoraAffinityScorer::kType), simple<LoraAffinityScorer>());

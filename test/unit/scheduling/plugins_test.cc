@@ -6,6 +6,7 @@
 #include "scheduling/plugins/approx_prefix_cache_producer.h"
 #include "scheduling/plugins/by_label_filter.h"
 #include "scheduling/plugins/by_label_selector_filter.h"
+#include "scheduling/plugins/in_flight_requests_scorer.h"
 #include "scheduling/plugins/kv_cache_utilization_scorer.h"
 #include "scheduling/plugins/lora_affinity_scorer.h"
 #include "scheduling/plugins/max_score_picker.h"
@@ -62,6 +63,15 @@ TEST(RunningRequestsSizeScorer, FewestRunningIsBest) {
   p.add("b").metrics.running_requests_size = 2;
   RunningRequestsSizeScorer s;
   EXPECT_EQ(run(s, p), (std::vector<double>{0.0, 1.0}));
+}
+
+TEST(InFlightRequestsScorer, FewestInFlightIsBest) {
+  Pool p;
+  p.add("a").in_flight = 3;
+  p.add("b").in_flight = 1;
+  p.add("c").in_flight = 2;
+  InFlightRequestsScorer s;
+  EXPECT_EQ(run(s, p), (std::vector<double>{0.0, 1.0, 0.5}));
 }
 
 TEST(KvCacheUtilizationScorer, OneMinusUsage) {
