@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <map>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -102,6 +104,72 @@ schedulingProfiles:
   EXPECT_LT(affinity.mean_latency_ms, 0.8 * baseline.mean_latency_ms);
   // Affinity did not pile everything onto one endpoint.
   EXPECT_GE(affinity.served_by.size(), 2u);
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// llm-d's published P/D config, unchanged, plus endpoints labelled with
+// roles and racks: two prefill endpoints (racks r1, r2) and one decode
+// endpoint in rack r2. All idle, so the two prefill endpoints score the
+// same and the topology decides: the same-rack prefill every time.
+TEST(Scheduling, PrefillDecodePairAndHeader) {
+  std::ifstream in(std::string(SLUICE_TEST_FIXTURES_DIR) + "/llmd-pd-epp-config.yaml");
+  std::stringstream pd;
+  pd << in.rdbuf();
+  auto p1 = start_mock(), p2 = start_mock(), d1 = start_mock();
+  auto labels = [](const char* role, const char* rack) {
+    return std::string("    labels: {llm-d.ai/role: ") + role +
+           ", topology.kubernetes.io/zone: z1, block: b1, rack: " + rack + "}\n";
+  };
+  std::string cfg = pd.str() + "server:\n  listen: 127.0.0.1:0\n  threads: 1\nendpoints:\n" +
+                    "  - address: " + p1->address() + "\n" + labels("prefill", "r1") +
+                    "  - address: " + p2->address() + "\n" + labels("prefill", "r2") +
+                    "  - address: " + d1->address() + "\n" + labels("decode", "r2");
+  TempFile config(cfg);
+  auto sluice = start_sluice(config);
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 12; ++i) {
+    // ~500 tokens, each prompt new: nothing cached, so prefill runs.
+    std::string prompt = "Request " + std::to_string(i) + ": ";
+    while (prompt.size() < 2000) prompt += "long context for disaggregated prefill " + std::to_string(i) + " ";
+    auto r = client.post_json("/v1/completions", completion_body(2, false, prompt));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), d1->address());  // decode is primary
+    EXPECT_EQ(r.header("x-mock-prefiller-host-port"), p2->address());           // same rack as d1
+  }
+  // A short prompt (under nonCachedTokens: 16) decodes without prefill, and
+  // a client cannot choose the prefiller itself: its header is dropped.
+  auto r = client.post_json("/v1/completions", completion_body(2, false, "hi"),
+                            {{"x-prefiller-host-port", "10.9.9.9:1"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), d1->address());
+  EXPECT_EQ(r.header("x-mock-prefiller-host-port"), "");
+}
+
+// Every endpoint is a prefill endpoint: no decode worker can ever take the
+// request. It gets a typed 503 with the scheduler's reason; the daemon
+// keeps serving.
+TEST(Scheduling, NoDecodeWorkerIsATypedRejection) {
+  std::ifstream in(std::string(SLUICE_TEST_FIXTURES_DIR) + "/llmd-pd-epp-config.yaml");
+  std::stringstream pd;
+  pd << in.rdbuf();
+  auto p1 = start_mock();
+  TempFile config(pd.str() + "server:\n  listen: 127.0.0.1:0\n  threads: 1\nendpoints:\n  - address: " +
+                  p1->address() + "\n    labels: {llm-d.ai/role: prefill}\n");
+  auto sluice = start_sluice(config);
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 2; ++i) {
+    auto r = client.post_json("/v1/completions", completion_body(2));
+    EXPECT_EQ(r.status, 503);
+    EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), "rejected-no-endpoints");
+    EXPECT_NE(r.body.find("failed to find available decode workers"), std::string::npos) << r.body;
+  }
+  auto m = client.request("GET", "/v1/models");
+  EXPECT_EQ(m.status, 200);
 }
 
 }  // namespace

@@ -57,6 +57,8 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
     auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
     request_id_ = std::string(req["x-request-id"]);
+    // What a P/D decode sidecar would read: echoed so tests can see it.
+    prefiller_ = std::string(req["x-prefiller-host-port"]);
     control_headers_seen_ = 0;
     for (const auto& f : req) {
       auto name = f.name_string();
@@ -148,6 +150,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
     std::string h;
     if (!request_id_.empty()) h += "x-request-id: " + request_id_ + "\r\n";
     h += "x-mock-control-headers-seen: " + std::to_string(control_headers_seen_) + "\r\n";
+    if (!prefiller_.empty()) h += "x-mock-prefiller-host-port: " + prefiller_ + "\r\n";
     return h;
   }
 
@@ -280,7 +283,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
   bool writing_ = false, watching_ = false, busy_ = false, complete_ = false, closed_ = false;
   bool keep_alive_ = true, chat_ = false, stream_mode_ = false, include_usage_ = false;
   int control_headers_seen_ = 0;
-  std::string request_id_, model_, text_, response_id_;
+  std::string request_id_, prefiller_, model_, text_, response_id_;
   std::string prefix_, first_prefix_, suffix_, suffix_length_;
   std::shared_ptr<Sequence> seq_;
 };
