@@ -168,10 +168,14 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       {"upstreamIdleTimeout", &s.upstream_idle_timeout},
       {"endpointDownBackoff", &s.endpoint_down_backoff},
       {"shutdownGracePeriod", &s.shutdown_grace_period},
+      {"metricsRefreshInterval", &s.metrics_refresh_interval},
+      {"metricsTimeout", &s.metrics_timeout},
+      {"endpointsFilePollInterval", &s.endpoints_file_poll_interval},
   };
   for (auto& d : durations) {
     if (auto n = f.take(d.key)) *d.field = positive(n, f.child(d.key), r.duration(n, f.child(d.key)));
   }
+  if (auto n = f.take("endpointsFile")) s.endpoints_file = r.string(n, f.child("endpointsFile"));
   if (auto n = f.take("upstreamMaxIdlePerEndpoint")) {
     auto v = r.integer(n, f.child("upstreamMaxIdlePerEndpoint"));
     if (v < 0 || v > 100000)
@@ -591,6 +595,26 @@ Config load_config_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return load_config_string(text.str(), path);
+}
+
+std::vector<EndpointConfig> load_endpoints_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot open file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ": (syntax): " + e.msg);
+  }
+  std::vector<EndpointConfig> out;
+  if (root.IsNull()) return out;
+  Reader r{path};
+  Fields f(path, root, "");
+  if (auto n = f.take("endpoints")) read_endpoints(r, n, out);
+  f.finish();
+  return out;
 }
 
 }  // namespace sluice::config

@@ -46,6 +46,15 @@ struct ServerOptions {
   nanoseconds endpoint_down_backoff = 1s;
   // On SIGTERM: how long in-flight requests may take before connections close.
   nanoseconds shutdown_grace_period = 30s;
+  // Data layer: each endpoint's /metrics is scraped this often (GIE's
+  // --refresh-metrics-interval), each scrape bounded by the timeout.
+  nanoseconds metrics_refresh_interval = std::chrono::milliseconds(50);
+  nanoseconds metrics_timeout = 1s;
+  // A YAML file with an `endpoints:` list, watched: endpoints added to it
+  // join the pool, removed ones leave it (requests in flight finish).
+  // Empty: none. Checked for changes this often.
+  std::string endpoints_file;
+  nanoseconds endpoints_file_poll_interval = 1s;
 };
 
 struct EndpointConfig {
@@ -160,6 +169,8 @@ bool is_known_plugin_type(const std::string& type);
 std::string known_plugin_types();  // for messages
 
 Config load_config_file(const std::string& path);
+// An endpoints file: `endpoints:` as in the config, nothing else.
+std::vector<EndpointConfig> load_endpoints_file(const std::string& path);
 Config load_config_string(const std::string& text, const std::string& source = "<config>");
 
 }  // namespace sluice::config

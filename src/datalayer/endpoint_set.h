@@ -1,10 +1,14 @@
 // The pool of model-server endpoints and their live state.
 //
-// The list itself is immutable once built; the per-endpoint counters are
-// atomics so that every I/O thread can read and update them without a lock.
-// (The flow-control issue moves the decisions onto the single dispatcher
-// thread; these counters then become its in-flight credit.)
+// Slots only grow: an endpoint added at runtime (endpoints file) gets the
+// next slot, published with a release store of the size; a removed one is
+// marked removed and keeps its slot, so requests in flight on it finish and
+// indexes held anywhere stay valid. An address that comes back gets its old
+// slot. Readers on any thread need no lock; one thread (the data layer's)
+// adds and removes. The per-endpoint counters are atomics.
 #pragma once
+
+#include <boost/asio/ip/tcp.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -23,6 +27,8 @@ struct EndpointState {
   explicit EndpointState(config::EndpointConfig c) : config(std::move(c)) {}
 
   config::EndpointConfig config;
+  boost::asio::ip::tcp::endpoint resolved;  // set before the slot is published
+  std::atomic<bool> removed{false};
   std::atomic<int> in_flight{0};
   // steady_clock nanoseconds until which the endpoint is skipped (0: usable).
   std::atomic<std::int64_t> down_until_ns{0};
@@ -41,7 +47,7 @@ struct EndpointState {
   }
 
   bool usable(Clock::time_point now) const {
-    return down_until_ns.load(std::memory_order_relaxed) <= now.time_since_epoch().count();
+    return !removed.load(std::memory_order_relaxed) && down_until_ns.load(std::memory_order_relaxed) <= now.time_since_epoch().count();
   }
   void mark_down(Clock::time_point now, std::chrono::nanoseconds backoff) {
     down_until_ns.store((now + backoff).time_since_epoch().count(), std::memory_order_relaxed);
@@ -81,14 +87,27 @@ class InFlightPermit {
 
 class EndpointSet {
  public:
+  static constexpr std::size_t kMaxEndpoints = 4096;
+
   explicit EndpointSet(const std::vector<config::EndpointConfig>& configs);
 
-  std::size_t size() const { return endpoints_.size(); }
-  EndpointState& at(std::size_t i) { return *endpoints_[i]; }
-  const EndpointState& at(std::size_t i) const { return *endpoints_[i]; }
+  std::size_t size() const { return size_.load(std::memory_order_acquire); }
+  EndpointState& at(std::size_t i) { return *slots_[i]; }
+  const EndpointState& at(std::size_t i) const { return *slots_[i]; }
+
+  // The slot of `address`, or -1.
+  int find(const std::string& address) const;
+  // Adds an endpoint, or revives a removed one with that address (which
+  // keeps the config it was first added with: readers may be looking at
+  // it). Returns the slot, or -1 when the pool is full. Data-layer thread
+  // only.
+  int add(const config::EndpointConfig& c, const boost::asio::ip::tcp::endpoint& resolved);
+  // Marks the endpoint removed: never chosen again, in-flight requests finish.
+  void remove(std::size_t slot) { slots_[slot]->removed.store(true, std::memory_order_relaxed); }
 
  private:
-  std::vector<std::unique_ptr<EndpointState>> endpoints_;
+  std::unique_ptr<std::unique_ptr<EndpointState>[]> slots_;
+  std::atomic<std::size_t> size_{0};
 };
 
 }  // namespace sluice::datalayer

@@ -7,7 +7,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <map>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +25,7 @@ struct ScrapeTarget {
   boost::asio::ip::tcp::endpoint address;
   std::string host_port;  // for the Host header
   std::string engine;     // vllm | sglang | trtllm-serve
+  std::string path = "/metrics";
 };
 
 struct ScraperOptions {
@@ -34,17 +38,35 @@ class MetricsScraper {
   // Called on the scraper thread.
   using Sink = std::function<void(std::size_t endpoint, const EngineMetrics& metrics)>;
 
+  // `targets[i]` is endpoint slot i.
   MetricsScraper(std::vector<ScrapeTarget> targets, ScraperOptions options, Sink sink);
   ~MetricsScraper();
   void start();
   void stop();
 
+  // Endpoints joining or leaving the pool at runtime. Any thread.
+  void add(std::size_t endpoint, ScrapeTarget target);
+  void remove(std::size_t endpoint);
+
+  // The scraper thread's context: the data layer's other periodic work
+  // (the endpoints-file watcher) runs here too.
+  boost::asio::io_context& context() { return ioc_; }
+
+  // Scrapes that failed (connect, timeout, bad status, nothing usable) and
+  // lines skipped as malformed, over all endpoints. Any thread.
+  std::uint64_t failures() const { return failures_.load(std::memory_order_relaxed); }
+  std::uint64_t bad_lines() const { return bad_lines_.load(std::memory_order_relaxed); }
+
  private:
   class Target;
   boost::asio::io_context ioc_{1};
-  std::vector<std::shared_ptr<Target>> targets_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
+  std::map<std::size_t, std::shared_ptr<Target>> targets_;  // scraper thread only, once started
+  ScraperOptions options_;
   Sink sink_;
   std::thread thread_;
+  std::atomic<std::uint64_t> failures_{0};
+  std::atomic<std::uint64_t> bad_lines_{0};
 };
 
 }  // namespace sluice::datalayer

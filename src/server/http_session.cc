@@ -410,7 +410,7 @@ void HttpSession::connect_upstream() {
   upstream_ = std::make_unique<UpstreamConnection>(client_.get_executor(), endpoint_);
   upstream_->stream.expires_after(ctx_.config.server.upstream_connect_timeout);
   upstream_->stream.async_connect(
-      ctx_.upstream_addresses[endpoint_],
+      ctx_.endpoints.at(static_cast<std::size_t>(endpoint_)).resolved,
       beast::bind_front_handler(&HttpSession::on_connect, shared_from_this()));
 }
 

@@ -23,6 +23,11 @@ ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.end
   preparation = controller->scheduler()->preparation();
   flow_control = std::make_unique<flowcontrol::ControllerShell>(std::move(controller));
   if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
+  for (const auto& p : c.plugins) {
+    if (p.type != "metrics-data-source" || !p.parameters || !p.parameters.IsMap()) continue;
+    if (auto path = p.parameters["path"]; path && path.IsScalar() && !path.Scalar().empty())
+      metrics_path = path.Scalar();
+  }
 }
 
 bool ProxyContext::pool_saturated() const {
@@ -83,40 +88,47 @@ Server::~Server() {
 }
 
 std::string Server::bind(const std::string& listen) {
-  // Resolve endpoints once, at startup: the static pool does not change.
+  // Resolve the static endpoints once, at startup.
   tcp::resolver resolver(workers_[0]->ioc);
   for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
-    const auto& ec = ctx_.endpoints.at(i).config;
-    auto results = resolver.resolve(ec.host, std::to_string(ec.port));
-    ctx_.upstream_addresses.push_back(results.begin()->endpoint());
+    auto& ep = ctx_.endpoints.at(i);
+    auto results = resolver.resolve(ep.config.host, std::to_string(ep.config.port));
+    ep.resolved = results.begin()->endpoint();
   }
   // Endpoint metrics: into the endpoint state (legacy admission reads them
-  // there) and, with flow control, to the dispatcher.
-  if (ctx_.endpoints.size() > 0) {
-    std::vector<datalayer::ScrapeTarget> targets;
-    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
-      const auto& ec = ctx_.endpoints.at(i).config;
-      targets.push_back({ctx_.upstream_addresses[i], ec.address, ec.engine});
-    }
-    scraper_producer_ = ctx_.flow_control->make_producer();
-    scraper_ = std::make_unique<datalayer::MetricsScraper>(
-        std::move(targets), datalayer::ScraperOptions{},
-        [this](std::size_t endpoint, const datalayer::EngineMetrics& m) {
-          ctx_.endpoints.at(endpoint).store_metrics(m.waiting, m.running, m.kv_cache_usage,
-                                                    datalayer::Clock::now());
-          flowcontrol::EndpointMetrics em;
-          em.waiting = m.waiting;
-          em.running = m.running;
-          em.kv_cache_usage = m.kv_cache_usage;
-          em.active_models = m.active_models;
-          em.waiting_models = m.waiting_models;
-          em.max_active_models = m.max_lora;
-          em.cache_block_size = m.cache_block_size;
-          em.cache_num_gpu_blocks = m.cache_num_gpu_blocks;
-          auto* shell = ctx_.flow_control.get();
-          shell->update_metrics(*scraper_producer_, endpoint, em);
-          shell->wake();
-        });
+  // there) and to the dispatcher (scheduler, saturation).
+  std::vector<datalayer::ScrapeTarget> targets;
+  for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+    const auto& ep = ctx_.endpoints.at(i);
+    targets.push_back({ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
+  }
+  scraper_producer_ = ctx_.flow_control->make_producer();
+  data_producer_ = ctx_.flow_control->make_producer();
+  datalayer::ScraperOptions so;
+  so.interval = ctx_.config.server.metrics_refresh_interval;
+  so.timeout = ctx_.config.server.metrics_timeout;
+  scraper_ = std::make_unique<datalayer::MetricsScraper>(
+      std::move(targets), so, [this](std::size_t endpoint, const datalayer::EngineMetrics& m) {
+        ctx_.endpoints.at(endpoint).store_metrics(m.waiting, m.running, m.kv_cache_usage, datalayer::Clock::now());
+        flowcontrol::EndpointMetrics em;
+        em.waiting = m.waiting;
+        em.running = m.running;
+        em.kv_cache_usage = m.kv_cache_usage;
+        em.active_models = m.active_models;
+        em.waiting_models = m.waiting_models;
+        em.max_active_models = m.max_lora;
+        em.cache_block_size = m.cache_block_size;
+        em.cache_num_gpu_blocks = m.cache_num_gpu_blocks;
+        auto* shell = ctx_.flow_control.get();
+        shell->update_metrics(*scraper_producer_, endpoint, em);
+        shell->wake();
+      });
+  if (!ctx_.config.server.endpoints_file.empty()) {
+    watcher_ = std::make_unique<datalayer::EndpointsWatcher>(
+        scraper_->context(), ctx_.config.server.endpoints_file, ctx_.config.server.endpoints_file_poll_interval,
+        [this](std::vector<config::EndpointConfig> file) { apply_endpoints_file(file); },
+        [](const std::string& message) { SLUICE_LOG(kWarn, "endpoints", message); });
+    apply_endpoints_file(watcher_->load_now());  // throws ConfigError: startup fails
   }
   auto hp = config::parse_host_port(listen);
   if (!hp) throw std::runtime_error("invalid listen address '" + listen + "'");
@@ -132,9 +144,62 @@ std::string Server::bind(const std::string& listen) {
   return host + ":" + std::to_string(bound.port());
 }
 
+void Server::apply_endpoints_file(const std::vector<config::EndpointConfig>& file) {
+  std::set<std::string> now;
+  for (const auto& c : file) {
+    now.insert(c.address);
+    const int existing = ctx_.endpoints.find(c.address);
+    if (existing >= 0 && !ctx_.endpoints.at(static_cast<std::size_t>(existing)).removed.load()) continue;
+    boost::system::error_code ec;
+    tcp::resolver resolver(scraper_->context());
+    auto results = resolver.resolve(c.host, std::to_string(c.port), ec);
+    if (ec || results.empty()) {
+      SLUICE_LOG(kWarn, "endpoints", "cannot resolve " << c.address << " (" << ec.message() << "); not added");
+      now.erase(c.address);
+      continue;
+    }
+    const int slot = ctx_.endpoints.add(c, results.begin()->endpoint());
+    if (slot < 0) {
+      SLUICE_LOG(kWarn, "endpoints", "pool full; " << c.address << " not added");
+      now.erase(c.address);
+      continue;
+    }
+    const auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(slot));
+    scraper_->add(static_cast<std::size_t>(slot), {ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
+    SLUICE_LOG(kInfo, "endpoints", "added " << c.address << " (slot " << slot << ")");
+  }
+  for (const auto& addr : file_addresses_) {
+    if (now.count(addr)) continue;
+    const int slot = ctx_.endpoints.find(addr);
+    if (slot < 0) continue;
+    bool is_static = false;
+    for (const auto& s : ctx_.config.endpoints) is_static = is_static || s.address == addr;
+    if (is_static) continue;  // the config's own list stays
+    ctx_.endpoints.remove(static_cast<std::size_t>(slot));
+    scraper_->remove(static_cast<std::size_t>(slot));
+    SLUICE_LOG(kInfo, "endpoints", "removed " << addr << "; requests in flight on it finish");
+  }
+  file_addresses_ = std::move(now);
+  publish_endpoints();
+}
+
+void Server::publish_endpoints() {
+  std::vector<flowcontrol::EndpointIdentity> ids;
+  for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+    const auto& ep = ctx_.endpoints.at(i);
+    ids.push_back({ep.config.address, ep.config.engine,
+                   scheduling::Labels(ep.config.labels.begin(), ep.config.labels.end()), ep.removed.load()});
+  }
+  ctx_.flow_control->reconfigure(*data_producer_, [ids = std::move(ids)](flowcontrol::Controller& c) {
+    c.set_endpoints(ids);
+  });
+}
+
 void Server::start() {
-  if (ctx_.flow_control) ctx_.flow_control->start();
-  if (scraper_) scraper_->start();
+  ctx_.flow_control->start();
+  scraper_->start();
+  if (watcher_) net::post(scraper_->context(), [this] { watcher_->start(); });
+
   for (auto& w : workers_) guards_.emplace_back(net::make_work_guard(w->ioc));
   net::post(workers_[0]->ioc, [this] { do_accept(); });
   for (auto& w : workers_) {
@@ -182,8 +247,9 @@ void Server::shutdown() {
   });
   // Queued requests end now (EvictedOther, 503); their sessions answer on
   // their own threads, which still run.
+  if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });
   if (scraper_) scraper_->stop();
-  if (ctx_.flow_control) ctx_.flow_control->stop();
+  ctx_.flow_control->stop();
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     Worker* w = workers_[i].get();
     net::post(w->ioc, [w] {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -19,6 +20,7 @@
 
 #include "config/config.h"
 #include "datalayer/endpoint_set.h"
+#include "datalayer/endpoints_watcher.h"
 #include "datalayer/metrics_scraper.h"
 #include "flowcontrol/controller_shell.h"
 #include "server/upstream_pool.h"
@@ -36,14 +38,15 @@ struct ObjectiveInfo {
 struct ProxyContext {
   explicit ProxyContext(const config::Config& c);
   config::Config config;
-  datalayer::EndpointSet endpoints;
-  std::vector<boost::asio::ip::tcp::endpoint> upstream_addresses;  // same order as endpoints
+  datalayer::EndpointSet endpoints;  // grows at runtime (endpoints file)
   std::unordered_map<std::string, ObjectiveInfo> objectives;
   // The dispatcher: flow control (featureGates: [flowControl]) and the
   // scheduler; without the gate it only schedules, dispatching at once.
   std::unique_ptr<flowcontrol::ControllerShell> flow_control;
   // What the I/O thread computes for the scheduler (prefix hashing).
   scheduling::RequestPreparation preparation;
+  // metrics-data-source's `path` (GIE), where endpoints serve metrics.
+  std::string metrics_path = "/metrics";
   // Without the gate, GIE's legacy admission: a sheddable request (priority
   // < 0) is rejected while no endpoint has room by this detector.
   std::unique_ptr<flowcontrol::SaturationDetector> legacy_detector;
@@ -120,9 +123,16 @@ class Server {
   std::vector<std::thread> threads_;
   using Guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
   std::vector<std::optional<Guard>> guards_;
-  // Endpoint metrics for the saturation detector (flow control only).
+  // Applies an endpoints-file content (data-layer thread): new addresses
+  // join, missing ones leave, the dispatcher learns the new pool.
+  void apply_endpoints_file(const std::vector<config::EndpointConfig>& file);
+  void publish_endpoints();
+  // Endpoint metrics for the dispatcher and the legacy detector.
   std::unique_ptr<flowcontrol::ControllerShell::Producer> scraper_producer_;
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> data_producer_;  // pool changes
   std::unique_ptr<datalayer::MetricsScraper> scraper_;
+  std::unique_ptr<datalayer::EndpointsWatcher> watcher_;
+  std::set<std::string> file_addresses_;  // data-layer thread: endpoints the file added
   std::mutex done_mu_;  // startup/shutdown only
   std::condition_variable done_cv_;
   std::size_t threads_done_ = 0;

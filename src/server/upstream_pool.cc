@@ -3,6 +3,7 @@
 namespace sluice::server {
 
 std::unique_ptr<UpstreamConnection> UpstreamPool::take(std::size_t endpoint) {
+  if (endpoint >= idle_.size()) idle_.resize(endpoint + 1);  // added at runtime
   auto& list = idle_[endpoint];
   if (list.empty()) return nullptr;
   auto conn = std::move(list.back());
@@ -11,6 +12,7 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::take(std::size_t endpoint) {
 }
 
 void UpstreamPool::give_back(std::unique_ptr<UpstreamConnection> conn) {
+  if (conn->endpoint >= idle_.size()) idle_.resize(conn->endpoint + 1);
   auto& list = idle_[conn->endpoint];
   if (list.size() >= max_idle_ || conn->buffer.size() != 0) {
     boost::beast::error_code ec;

@@ -42,7 +42,9 @@ class UpstreamPool {
   void give_back(std::unique_ptr<UpstreamConnection> conn);
   void close_all();
 
-  std::size_t idle_count(std::size_t endpoint) const { return idle_[endpoint].size(); }
+  std::size_t idle_count(std::size_t endpoint) const {
+    return endpoint < idle_.size() ? idle_[endpoint].size() : 0;
+  }
 
  private:
   std::vector<std::vector<std::unique_ptr<UpstreamConnection>>> idle_;

@@ -1,0 +1,57 @@
+// Watches the endpoints file (server.endpointsFile) by polling its
+// identity (inode, size, modification time) on the data layer's thread, and
+// hands every successfully parsed new content to a callback on that thread.
+// Polling, not inotify: it sees editors' write-and-rename and files on
+// mounted ConfigMaps (symlink swaps) alike. A file that fails to parse keeps
+// the current endpoints; the error is reported once per content.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace sluice::datalayer {
+
+class EndpointsWatcher {
+ public:
+  using OnChange = std::function<void(std::vector<config::EndpointConfig>)>;
+  using OnError = std::function<void(const std::string& message)>;
+
+  EndpointsWatcher(boost::asio::io_context& ioc, std::string path, std::chrono::nanoseconds interval,
+                   OnChange on_change, OnError on_error);
+
+  // Reads the file now (startup: throws config::ConfigError), remembering
+  // its identity, and returns its endpoints.
+  std::vector<config::EndpointConfig> load_now();
+  // Starts polling (posts onto the context). stop() must run on its thread
+  // or before the context runs.
+  void start();
+  void stop();
+
+ private:
+  struct Identity {
+    unsigned long long inode = 0, size = 0;
+    long long mtime_ns = 0;
+    bool exists = false;
+    bool operator==(const Identity&) const = default;
+  };
+  Identity identity() const;
+  void arm();
+  void poll();
+
+  boost::asio::steady_timer timer_;
+  std::string path_;
+  std::chrono::nanoseconds interval_;
+  OnChange on_change_;
+  OnError on_error_;
+  Identity seen_;
+  bool stopped_ = false;
+};
+
+}  // namespace sluice::datalayer
