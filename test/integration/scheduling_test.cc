@@ -174,3 +174,97 @@ TEST(Scheduling, NoDecodeWorkerIsATypedRejection) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  ASSERT_EQ(std::rename(tmp.c_str(), path.c_str()), 0);
+}
+
+// Endpoints listed in a watched file join and leave the pool while traffic
+// flows; a stream in flight on a removed endpoint finishes; a broken file
+// changes nothing.
+TEST(Scheduling, EndpointsFileChangesThePoolWithoutDroppingRequests) {
+  auto a = start_mock({"--decode-ms-per-token", "20"});
+  auto b = start_mock();
+  TempFile endpoints("endpoints:\n  - address: " + a->address() + "\n", "endpoints.yaml");
+  TempFile config("server:\n  listen: 127.0.0.1:0\n  threads: 1\n  endpointsFile: " + endpoints.path() +
+                  "\n  endpointsFilePollInterval: 50ms\n");
+  auto sluice = start_sluice(config);
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 3; ++i) {
+    auto r = client.post_json("/v1/completions", completion_body(1));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), a->address());
+  }
+  // A 40-token stream (~0.8 s) on A while A leaves the pool.
+  StreamResult stream;
+  std::thread streamer([&] {
+    HttpClient c(kHost, sluice->port());
+    stream = c.stream("/v1/completions", completion_body(40, true));
+  });
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, a->port(), "vllm:num_requests_running") >= 1; }));
+  write_file_atomically(endpoints.path(), "endpoints:\n  - address: " + b->address() + "\n");
+  EXPECT_TRUE(eventually([&] {
+    auto r = client.post_json("/v1/completions", completion_body(1));
+    return r.status == 200 && r.header("x-gateway-destination-endpoint-served") == b->address();
+  }));
+  streamer.join();
+  EXPECT_TRUE(stream.complete) << stream.error;
+  EXPECT_EQ(stream.head.status, 200);
+  EXPECT_EQ(stream.head.header("x-gateway-destination-endpoint-served"), a->address());
+  EXPECT_GE(stream.events.size(), 40u);
+  // From now on only B serves.
+  for (int i = 0; i < 5; ++i) {
+    auto r = client.post_json("/v1/completions", completion_body(1));
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), b->address());
+  }
+  // A broken file keeps the current pool.
+  write_file_atomically(endpoints.path(), "endpoints:\n  - adress: nope\n");
+  const double a_before = scrape_metric(kHost, a->port(), "mock_requests_total");
+  for (int i = 0; i < 5; ++i) {
+    auto r = client.post_json("/v1/completions", completion_body(1));
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), b->address());
+  }
+  EXPECT_EQ(scrape_metric(kHost, a->port(), "mock_requests_total"), a_before);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
+// An endpoint whose /metrics never answers: each scrape times out, its
+// metrics stay missing, so it counts as saturated and gets no request;
+// the other endpoint serves everything and nothing crashes.
+TEST(Scheduling, ScrapeTimeoutMarksTheEndpointStale) {
+  int hole = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(hole, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(hole, 64), 0);  // accepts into the backlog, never answers
+  socklen_t len = sizeof addr;
+  ::getsockname(hole, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string hole_address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  auto good = start_mock();
+  TempFile config("server:\n  listen: 127.0.0.1:0\n  threads: 1\n  metricsTimeout: 100ms\n"
+                  "featureGates: [flowControl]\nendpoints:\n  - address: " +
+                  hole_address + "\n  - address: " + good->address() + "\n");
+  auto sluice = start_sluice(config);
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 10; ++i) {
+    auto r = client.post_json("/v1/completions", completion_body(1));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), good->address());
+  }
+  EXPECT_EQ(sluice->stop(), 0);
+  ::close(hole);
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -82,3 +82,44 @@ TEST(PrometheusText, SurvivesGarbage) {
 
 }  // namespace
 }  // namespace sluice::datalayer
+
+namespace sluice::datalayer {
+namespace {
+
+TEST(PrometheusText, LoraAndCacheInfoFromLabels) {
+  auto m = parse_engine_metrics(
+      "# TYPE vllm:lora_requests_info gauge\n"
+      "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"old\",waiting_lora_adapters=\"\"} 1.7e9\n"
+      "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"sql-lora, chat-lora\","
+      "waiting_lora_adapters=\"tools-lora\"} 1.8e9\n"
+      "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"2048\"} 1\n"
+      "vllm:num_requests_waiting 0\n",
+      "vllm");
+  EXPECT_EQ(m.active_models, (std::vector<std::string>{"sql-lora", "chat-lora"}));  // the latest series
+  EXPECT_EQ(m.waiting_models, (std::vector<std::string>{"tools-lora"}));
+  EXPECT_EQ(m.max_lora, 4);
+  EXPECT_EQ(m.cache_block_size, 16);
+  EXPECT_EQ(m.cache_num_gpu_blocks, 2048u);
+}
+
+TEST(PrometheusText, EmptyLoraInfoAndMissingMetrics) {
+  auto m = parse_engine_metrics("vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\"} 5\n", "vllm");
+  EXPECT_TRUE(m.active_models.empty());
+  EXPECT_TRUE(m.waiting_models.empty());
+  EXPECT_EQ(m.max_lora, 0);
+  EXPECT_FALSE(m.usable());  // no queue, batch or KV figure: nothing to schedule on
+}
+
+TEST(PrometheusText, HugeLineAndInfinities) {
+  std::string huge = "vllm:num_requests_waiting{model_name=\"" + std::string(4 << 20, 'a') + "\"} 3\n";
+  auto m = parse_engine_metrics(huge + "vllm:num_requests_running +Inf\nvllm:kv_cache_usage_perc -Inf\n"
+                                       "vllm:num_requests_running 1e400\n",
+                                "vllm");
+  EXPECT_EQ(m.waiting, 3);  // long, but well-formed
+  EXPECT_FALSE(m.has_running);
+  EXPECT_FALSE(m.has_kv);
+  EXPECT_EQ(m.bad_lines, 3u);
+}
+
+}  // namespace
+}  // namespace sluice::datalayer
