@@ -256,7 +256,12 @@ TEST(Proxy, SlowClientBackpressuresInsteadOfBuffering) {
   long during = rss_kib(sluice->pid());
   std::printf("sluice RSS: %ld KiB before, %ld KiB with ~15 MB pending for a stalled client\n",
               before, during);
+  // TSan's shadow memory and deferred frees make RSS meaningless in that
+  // build (seen: +80 MB there, +2 MB in the ASan and release builds); the
+  // bound is checked in the others.
+#if !defined(__SANITIZE_THREAD__)
   EXPECT_LT(during - before, 8 * 1024);
+#endif
   // Everything still arrives, in order, once the client reads: up to the
   // final chunk after [DONE].
   bool closed = false;
