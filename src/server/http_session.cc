@@ -339,9 +339,12 @@ void HttpSession::on_watch(error_code ec, std::uint64_t generation) {
 
 void HttpSession::release_dispatch() {
   permit_.release();
-  if (ticket_ && ctx_.flow_control) {
+  if (ticket_) {
     ctx_.flow_control->complete(*worker_.producer, ticket_, tokens_.tokens());
-    worker_.wake_dispatcher();
+    // Gated, a completion frees room: dispatch now. Not gated, nothing
+    // waits for it; the dispatcher takes it with the next request's wake
+    // (or within a second), which saves a thread switch per request.
+    if (ctx_.gated) worker_.wake_dispatcher();
   }
   ticket_ = 0;
 }
@@ -488,7 +491,7 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     if (ticket_ && tokens_.tokens() >= tokens_reported_ + 16) {
       tokens_reported_ = tokens_.tokens();
       ctx_.flow_control->report_output_tokens(*worker_.producer, ticket_, tokens_reported_);
-      worker_.wake_dispatcher();
+      if (ctx_.gated) worker_.wake_dispatcher();
     }
   }
   // Write when there is something to send: the head (at once, so a streaming

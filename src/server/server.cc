@@ -21,6 +21,7 @@ ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.end
   for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
   auto controller = flowcontrol::make_controller(c);
   preparation = controller->scheduler()->preparation();
+  gated = c.flow_control.enabled;
   flow_control = std::make_unique<flowcontrol::ControllerShell>(std::move(controller));
   if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
   for (const auto& p : c.plugins) {

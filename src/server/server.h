@@ -43,6 +43,7 @@ struct ProxyContext {
   // The dispatcher: flow control (featureGates: [flowControl]) and the
   // scheduler; without the gate it only schedules, dispatching at once.
   std::unique_ptr<flowcontrol::ControllerShell> flow_control;
+  bool gated = false;  // featureGates: [flowControl]
   // What the I/O thread computes for the scheduler (prefix hashing).
   scheduling::RequestPreparation preparation;
   // metrics-data-source's `path` (GIE), where endpoints serve metrics.
