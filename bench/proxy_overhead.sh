@@ -279,7 +279,7 @@ start_sluice() {
   # redirected stdout would otherwise be block-buffered and the line would
   # never show up.
   start_bg "$dir/stdout.log" "$dir/stderr.log" \
-    stdbuf -oL "$SLUICE_BIN" --config "$dir/sluice.yaml" --threads 1 --listen 127.0.0.1:0
+    stdbuf -oL "$SLUICE_BIN" --config "$dir/sluice.yaml" --threads 1 --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
   pid=$LAST_PID
   deadline=$((SECONDS + READY_TIMEOUT))
   while (( SECONDS < deadline )) && alive "$pid"; do

@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "config/config.h"
 #include "config/units.h"
+#include "server/admin_server.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -74,6 +76,35 @@ int main(int argc, char** argv) {
   }
   if (threads > 0) config.server.threads = threads;
 
+  // The admin token: --admin-token-file, else SLUICE_ADMIN_TOKEN. Without
+  // one, the admin plane may only listen on loopback.
+  std::string token;
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) {
+      std::cerr << "sluice: cannot read --admin-token-file " << token_file << "\n";
+      return 2;
+    }
+    std::getline(in, token);
+    while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    if (token.empty()) {
+      std::cerr << "sluice: --admin-token-file " << token_file << " is empty\n";
+      return 2;
+    }
+  } else if (const char* env = std::getenv("SLUICE_ADMIN_TOKEN"); env && *env) {
+    token = env;
+  }
+  {
+    auto hp = sluice::config::parse_host_port(config.server.admin_listen);
+    if (!hp) usage_error("admin listen address must be HOST:PORT");
+    if (token.empty() && !sluice::server::is_loopback_host(std::string(hp->host))) {
+      std::cerr << "sluice: refusing to start: the admin plane would listen on " << config.server.admin_listen
+                << " (not loopback) without a token; give --admin-token-file or SLUICE_ADMIN_TOKEN, or "
+                   "listen on 127.0.0.1\n";
+      return 2;
+    }
+  }
+
   // Block the shutdown signals in every thread; the main thread waits for them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -83,15 +114,21 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   sluice::server::Server server(config);
-  std::string bound;
+  sluice::server::AdminServer admin(server.context(), token);
+  std::string bound, admin_bound;
   try {
     bound = server.bind(config.server.listen);
+    admin_bound = admin.bind(config.server.admin_listen);
+  } catch (const sluice::config::ConfigError& e) {
+    std::cerr << "sluice: invalid config: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "sluice: cannot start: " << e.what() << "\n";
     return 1;
   }
   server.start();
-  std::printf("listening on %s\n", bound.c_str());
+  admin.start();
+  std::printf("listening on %s\nadmin listening on %s\n", bound.c_str(), admin_bound.c_str());
   std::fflush(stdout);
   SLUICE_LOG(kInfo, "server", "listening on " << bound << " with " << config.endpoints.size()
                                               << " endpoint(s)");
@@ -99,6 +136,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   SLUICE_LOG(kInfo, "server", "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+  admin.stop();
   server.shutdown();
   return 0;
 }

@@ -132,6 +132,7 @@ class Controller {
   void set_sink(Sink sink) { sink_ = std::move(sink); }
 
   registry::FlowRegistry& registry() { return registry_; }
+  const FairnessParams& fairness_prices() const { return config_.fairness; }
   const std::vector<EndpointLoad>& endpoint_load() const { return load_; }
   double pool_saturation(TimePoint now) const { return detector_->saturation(load_, now); }
   std::size_t queued() const { return registry_.total_requests(); }

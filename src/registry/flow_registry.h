@@ -258,6 +258,8 @@ class FlowRegistry {
   void set_flow_override(const std::string& id, const FlowOverride& o, TimePoint now);
   void clear_flow_override(const std::string& id, TimePoint now);
   const std::unordered_map<std::string, FlowOverride>& overrides() const { return overrides_; }
+  // The id is listed in the config's `flows:`.
+  bool has_configured_weight(const std::string& id) const { return configured_weights_.count(id) > 0; }
   // Adds a band or changes an existing one (limits, policies, share).
   void set_band(const BandConfig& config, TimePoint now);
   // A configured band reverts to the default template (items stay).

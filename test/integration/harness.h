@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,6 +43,12 @@ inline std::string make_config(const std::vector<std::string>& endpoints,
 
 inline std::unique_ptr<Process> start_sluice(const TempFile& config, std::vector<std::string> args = {}) {
   std::vector<std::string> argv = {SLUICE_BIN, "--config", config.path()};
+  // Tests run in parallel: the admin plane on a free port too, unless the
+  // test chooses one.
+  if (std::find(args.begin(), args.end(), "--admin-listen") == args.end()) {
+    argv.push_back("--admin-listen");
+    argv.push_back("127.0.0.1:0");
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   std::string error;
   auto p = Process::start(argv, Process::Options{}, &error);

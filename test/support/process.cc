@@ -68,6 +68,12 @@ std::unique_ptr<Process> Process::start(const std::vector<std::string>& argv, co
     if (eol != std::string::npos) {
       p->address_ = out.substr(pos + 13, eol - pos - 13);
       p->port_ = static_cast<std::uint16_t>(std::atoi(p->address_.substr(p->address_.rfind(':') + 1).c_str()));
+      auto apos = out.find("admin listening on ");
+      auto aeol = apos == std::string::npos ? std::string::npos : out.find('\n', apos);
+      if (aeol != std::string::npos) {
+        std::string a = out.substr(apos + 19, aeol - apos - 19);
+        p->admin_port_ = static_cast<std::uint16_t>(std::atoi(a.substr(a.rfind(':') + 1).c_str()));
+      }
       return p;
     }
     pollfd pfd{p->stdout_fd_, POLLIN, 0};

@@ -31,6 +31,9 @@ class Process {
 
   const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
   std::uint16_t port() const { return port_; }
+  // sluice's "admin listening on HOST:PORT" (printed in the same write as
+  // the first line); 0 if the process printed none.
+  std::uint16_t admin_port() const { return admin_port_; }
   pid_t pid() const { return pid_; }
 
   // Sends `sig` and waits for exit. Returns the exit code, 128+signal if it was
@@ -55,6 +58,7 @@ class Process {
   int status_ = 0;
   std::string address_;
   std::uint16_t port_ = 0;
+  std::uint16_t admin_port_ = 0;
   std::string stderr_;
 };
 

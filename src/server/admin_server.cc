@@ -1,0 +1,372 @@
+#include "server/admin_server.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "config/units.h"
+#include "server/log.h"
+#include "server/server.h"
+
+namespace sluice::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+using Reply = AdminServer::Reply;
+
+namespace {
+
+Reply error_reply(int status, std::string_view code, const std::string& message) {
+  return Reply{status, json{{"error", {{"message", message}, {"code", code}}}}.dump()};
+}
+
+bool same_token(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;  // no early exit: time does not tell how much matched
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+double ms_since(flowcontrol::TimePoint t, flowcontrol::TimePoint now) {
+  return std::chrono::duration<double, std::milli>(now - t).count();
+}
+
+json flow_json(const registry::Flow& f, const flowcontrol::Controller& c, flowcontrol::TimePoint now) {
+  json outcomes = json::object();
+  for (int o = 1; o < 8; ++o)
+    if (f.stats().outcomes[o])
+      outcomes[std::string(dropped_reason(static_cast<QueueOutcome>(o)))] = f.stats().outcomes[o];
+  const auto& s = f.stats();
+  return json{{"id", f.key().id},
+              {"priority", f.key().priority},
+              {"band", f.band()->priority()},
+              {"weight", f.weight()},
+              {"queued", f.queued()},
+              {"queuedBytes", f.bytes()},
+              {"inFlight", f.in_flight()},
+              {"dispatched", s.dispatched},
+              {"completed", s.completed},
+              {"outcomes", outcomes},
+              {"inputTokens", s.input_tokens},
+              {"outputTokens", s.output_tokens},
+              {"tokensCharged", s.input_tokens * c.fairness_prices().input_price +
+                                    s.output_tokens * c.fairness_prices().output_price},
+              {"lastActiveMsAgo", ms_since(f.last_active(), now)}};
+}
+
+json override_json(const registry::FlowOverride& o) {
+  json j = json::object();
+  if (o.weight) j["weight"] = *o.weight;
+  if (o.priority) j["priority"] = *o.priority;
+  if (o.max_queued) j["maxQueued"] = *o.max_queued;
+  return j;
+}
+
+// Every flow of `id` (one per priority), or all flows when `id` is empty.
+json flows_json(flowcontrol::Controller& c, const std::string& id) {
+  const auto now = flowcontrol::Clock::now();
+  json out = json::array();
+  for (const auto& [p, band] : c.registry().bands())
+    for (const auto& [fid, flow] : band->flows())
+      if (id.empty() || fid == id) out.push_back(flow_json(*flow, c, now));
+  return out;
+}
+
+// PUT /admin/v1/flows/{id}: {weight, priority, maxQueued}; anything else is
+// an error and nothing changes.
+std::optional<registry::FlowOverride> parse_override(const std::string& body, registry::FlowOverride o,
+                                                     Reply& error) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = error_reply(400, "invalid-json", "body must be a JSON object");
+    return std::nullopt;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "weight") {
+      if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e6) {
+        error = error_reply(400, "invalid-field", "weight must be a number greater than 0 and at most 1000000");
+        return std::nullopt;
+      }
+      o.weight = v.get<double>();
+    } else if (k == "priority") {
+      if (!v.is_number_integer() || v.get<long long>() < -1000000 || v.get<long long>() > 1000000) {
+        error = error_reply(400, "invalid-field", "priority must be a whole number");
+        return std::nullopt;
+      }
+      o.priority = static_cast<int>(v.get<long long>());
+    } else if (k == "maxQueued") {
+      if (!v.is_number_unsigned()) {
+        error = error_reply(400, "invalid-field", "maxQueued must be a whole number >= 0 (0: no limit)");
+        return std::nullopt;
+      }
+      if (v.get<std::uint64_t>() == 0) o.max_queued.reset();
+      else o.max_queued = v.get<std::uint64_t>();
+    } else {
+      error = error_reply(400, "unknown-field", "unknown field '" + k + "' (expected weight, priority, maxQueued)");
+      return std::nullopt;
+    }
+  }
+  if (j.empty()) {
+    error = error_reply(400, "invalid-field", "nothing to change (expected weight, priority, maxQueued)");
+    return std::nullopt;
+  }
+  return o;
+}
+
+class AdminSession : public std::enable_shared_from_this<AdminSession> {
+ public:
+  AdminSession(tcp::socket s, AdminServer& admin) : stream_(std::move(s)), admin_(admin) {}
+  void start() { read(); }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(1u << 20);
+    parser_->header_limit(16u << 10);
+    stream_.expires_after(std::chrono::seconds(30));
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return self->close();
+      self->on_request();
+    });
+  }
+
+  void on_request() {
+    auto& req = parser_->get();
+    keep_alive_ = req.keep_alive();
+    admin_.handle(std::string(req.method_string()), std::string(req.target()),
+                  std::string(req[http::field::authorization]), req.body(),
+                  [self = shared_from_this()](Reply r) { self->write(std::move(r)); });
+  }
+
+  void write(Reply r) {
+    res_ = {};
+    res_.result(static_cast<http::status>(r.status));
+    res_.version(11);
+    res_.set(http::field::content_type, r.status == 200 && r.body.rfind("# ", 0) == 0
+                                            ? "text/plain; version=0.0.4"
+                                            : "application/json");
+    if (r.status == 401) res_.set(http::field::www_authenticate, "Bearer");
+    res_.keep_alive(keep_alive_);
+    res_.body() = std::move(r.body);
+    res_.prepare_payload();
+    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec || !self->keep_alive_) return self->close();
+      self->read();
+    });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  beast::tcp_stream stream_;
+  AdminServer& admin_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> res_;
+  bool keep_alive_ = true;
+};
+
+}  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost") return true;
+  boost::system::error_code ec;
+  auto a = net::ip::make_address(host, ec);
+  return !ec && a.is_loopback();
+}
+
+AdminServer::AdminServer(ProxyContext& ctx, std::string token) : ctx_(ctx), token_(std::move(token)) {
+  producer_ = ctx_.flow_control->make_producer();
+}
+
+AdminServer::~AdminServer() { stop(); }
+
+std::string AdminServer::bind(const std::string& listen) {
+  auto hp = config::parse_host_port(listen);
+  if (!hp) throw std::runtime_error("invalid admin listen address '" + listen + "'");
+  tcp::resolver resolver(ioc_);
+  auto addr = resolver.resolve(std::string(hp->host), std::to_string(hp->port)).begin()->endpoint();
+  acceptor_.emplace(ioc_);
+  acceptor_->open(addr.protocol());
+  acceptor_->set_option(net::socket_base::reuse_address(true));
+  acceptor_->bind(addr);
+  acceptor_->listen();
+  auto bound = acceptor_->local_endpoint();
+  std::string host = bound.address().to_string();
+  if (bound.address().is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(bound.port());
+}
+
+void AdminServer::start() {
+  accept();
+  thread_ = std::thread([this] { ioc_.run(); });
+}
+
+void AdminServer::stop() {
+  if (!thread_.joinable()) return;
+  ioc_.stop();
+  thread_.join();
+}
+
+void AdminServer::accept() {
+  acceptor_->async_accept([this](boost::system::error_code ec, tcp::socket s) {
+    if (ec == net::error::operation_aborted) return;
+    if (!ec) std::make_shared<AdminSession>(std::move(s), *this)->start();
+    accept();
+  });
+}
+
+void AdminServer::on_dispatcher(std::function<Reply(flowcontrol::Controller&)> fn,
+                                std::function<void(Reply)> respond) {
+  auto reply = std::make_shared<Reply>();
+  ctx_.flow_control->reconfigure(
+      *producer_, [fn = std::move(fn), reply](flowcontrol::Controller& c) { *reply = fn(c); },
+      [this, reply, respond = std::move(respond)]() mutable {
+        net::post(ioc_, [reply, respond = std::move(respond)] { respond(std::move(*reply)); });
+      });
+}
+
+void AdminServer::handle(const std::string& method, const std::string& target, const std::string& authorization,
+                         const std::string& body, std::function<void(Reply)> respond) {
+  const std::string path = target.substr(0, target.find('?'));
+  const bool mutation = method != "GET" && method != "HEAD";
+  if (mutation && !token_.empty()) {
+    const std::string prefix = "Bearer ";
+    if (authorization.rfind(prefix, 0) != 0 || !same_token(authorization.substr(prefix.size()), token_))
+      return respond(error_reply(401, "unauthorized", "this call needs Authorization: Bearer <admin token>"));
+  }
+  if (path == "/healthz") {
+    if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
+    return respond(Reply{200, R"({"status":"ok"})"});
+  }
+  if (path == "/readyz") {
+    if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
+    const auto now = datalayer::Clock::now();
+    const auto fresh = ctx_.config.saturation_detector.metrics_staleness_threshold;
+    int ready = 0;
+    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+      const auto& ep = ctx_.endpoints.at(i);
+      const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+      if (!ep.removed.load() && at != 0 &&
+          now - datalayer::Clock::time_point(datalayer::Clock::duration(at)) <= fresh)
+        ++ready;
+    }
+    if (ready == 0)
+      return respond(Reply{503, json{{"status", "not ready"}, {"reason", "no endpoint with fresh metrics"}}.dump()});
+    return respond(Reply{200, json{{"status", "ready"}, {"endpointsWithFreshMetrics", ready}}.dump()});
+  }
+  if (path == "/admin/v1/endpoints") {
+    if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
+    const auto now = datalayer::Clock::now();
+    json out = json::array();
+    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+      const auto& ep = ctx_.endpoints.at(i);
+      const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+      json e{{"address", ep.config.address},
+             {"engine", ep.config.engine},
+             {"labels", ep.config.labels},
+             {"removed", ep.removed.load()},
+             {"healthy", ep.usable(now)},
+             {"inFlight", ep.in_flight.load()},
+             {"connectFailures", ep.connect_failures.load()}};
+      if (at != 0) {
+        e["metrics"] = {{"waiting", ep.waiting.load()},
+                        {"running", ep.running.load()},
+                        {"kvCacheUsage", ep.kv_cache_usage.load()},
+                        {"ageMs", ms_since(datalayer::Clock::time_point(datalayer::Clock::duration(at)), now)}};
+      } else {
+        e["metrics"] = nullptr;
+      }
+      out.push_back(std::move(e));
+    }
+    return respond(Reply{200, out.dump()});
+  }
+  if (path == "/admin/v1/bands") {
+    if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
+    return on_dispatcher(
+        [](flowcontrol::Controller& c) {
+          json out = json::array();
+          for (const auto& [p, b] : c.registry().bands()) {
+            const auto& bc = b->config();
+            out.push_back({{"priority", p},
+                           {"configured", b->configured()},
+                           {"maxBytes", bc.max_bytes},
+                           {"maxRequests", bc.max_requests},
+                           {"fairnessPolicy", bc.fairness},
+                           {"orderingPolicy", bc.ordering},
+                           {"antiStarvationShare", bc.share},
+                           {"queued", b->requests()},
+                           {"queuedBytes", b->bytes()},
+                           {"flows", b->flows().size()},
+                           {"backloggedFlows", b->backlogged_flows()}});
+          }
+          return Reply{200, out.dump()};
+        },
+        std::move(respond));
+  }
+  if (path == "/admin/v1/flows") {
+    if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
+    return on_dispatcher([](flowcontrol::Controller& c) { return Reply{200, flows_json(c, "").dump()}; },
+                         std::move(respond));
+  }
+  const std::string flows_prefix = "/admin/v1/flows/";
+  if (path.rfind(flows_prefix, 0) == 0 && path.size() > flows_prefix.size()) {
+    const std::string id = path.substr(flows_prefix.size());
+    if (method == "GET") {
+      return on_dispatcher(
+          [id](flowcontrol::Controller& c) {
+            const auto& ov = c.registry().overrides();
+            auto it = ov.find(id);
+            json flows = flows_json(c, id);
+            if (flows.empty() && it == ov.end() && !c.registry().has_configured_weight(id))
+              return error_reply(404, "unknown-flow", "no flow '" + id + "'");
+            return Reply{200, json{{"id", id},
+                                   {"override", it == ov.end() ? json::object() : override_json(it->second)},
+                                   {"flows", flows}}
+                                  .dump()};
+          },
+          std::move(respond));
+    }
+    if (method == "PUT") {
+      return on_dispatcher(
+          [id, body](flowcontrol::Controller& c) {
+            auto& reg = c.registry();
+            const auto& ov = reg.overrides();
+            auto it = ov.find(id);
+            if (flows_json(c, id).empty() && it == ov.end() && !reg.has_configured_weight(id))
+              return error_reply(404, "unknown-flow", "no flow '" + id + "'");
+            Reply error;
+            auto o = parse_override(body, it == ov.end() ? registry::FlowOverride{} : it->second, error);
+            if (!o) return error;
+            reg.set_flow_override(id, *o, flowcontrol::Clock::now());
+            SLUICE_LOG(kInfo, "admin", "flow " << id << " override set: " << override_json(*o).dump());
+            return Reply{200, json{{"id", id}, {"override", override_json(*o)}, {"flows", flows_json(c, id)}}.dump()};
+          },
+          std::move(respond));
+    }
+    if (method == "DELETE") {
+      return on_dispatcher(
+          [id](flowcontrol::Controller& c) {
+            auto& reg = c.registry();
+            if (!reg.overrides().count(id))
+              return error_reply(404, "unknown-flow", "flow '" + id + "' has no override");
+            reg.clear_flow_override(id, flowcontrol::Clock::now());
+            SLUICE_LOG(kInfo, "admin", "flow " << id << " override removed");
+            return Reply{200, json{{"id", id}, {"override", json::object()}, {"flows", flows_json(c, id)}}.dump()};
+          },
+          std::move(respond));
+    }
+    return respond(error_reply(405, "method-not-allowed", "use GET, PUT or DELETE"));
+  }
+  respond(error_reply(404, "not-found", "no such admin path: " + path));
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,153 @@
+// The admin plane with real processes: health, readiness, flows, bands,
+// endpoints, the bearer token, and bad input that changes nothing.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness.h"
+
+namespace sluice::test {
+namespace {
+
+constexpr const char* kHost = "127.0.0.1";
+using json = nlohmann::json;
+
+std::string fc_config(const std::string& endpoint) {
+  return "server:\n  listen: 127.0.0.1:0\n  threads: 1\nendpoints:\n  - address: " + endpoint +
+         "\nfeatureGates: [flowControl]\nflows:\n  - id: configured-tenant\n    weight: 2\n";
+}
+
+TEST(Admin, HealthReadinessAndEndpoints) {
+  auto mock = start_mock();
+  const std::string dead = "127.0.0.1:" + std::to_string(closed_port());
+  TempFile cfg(fc_config(mock->address()));
+  auto sluice = start_sluice(cfg);
+  ASSERT_NE(sluice->admin_port(), 0);
+  HttpClient admin(kHost, sluice->admin_port());
+  EXPECT_EQ(admin.request("GET", "/healthz").status, 200);
+  EXPECT_TRUE(eventually([&] { return admin.request("GET", "/readyz").status == 200; }));
+  auto eps = admin.request("GET", "/admin/v1/endpoints");
+  ASSERT_EQ(eps.status, 200);
+  auto j = json::parse(eps.body);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["address"], mock->address());
+  EXPECT_TRUE(j[0]["healthy"].get<bool>());
+  ASSERT_TRUE(j[0]["metrics"].is_object());
+  EXPECT_LT(j[0]["metrics"]["ageMs"].get<double>(), 5000);
+  EXPECT_EQ(admin.request("GET", "/admin/v1/nope").status, 404);
+  EXPECT_EQ(admin.request("POST", "/healthz").status, 405);
+
+  // Only a dead endpoint: alive, not ready.
+  TempFile dead_cfg(fc_config(dead));
+  auto lonely = start_sluice(dead_cfg);
+  HttpClient admin2(kHost, lonely->admin_port());
+  EXPECT_EQ(admin2.request("GET", "/healthz").status, 200);
+  auto r = admin2.request("GET", "/readyz");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("no endpoint with fresh metrics"), std::string::npos);
+}
+
+TEST(Admin, FlowsListAndOverridesWithValidation) {
+  auto mock = start_mock();
+  TempFile cfg(fc_config(mock->address()));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  HttpClient admin(kHost, sluice->admin_port());
+  for (const char* f : {"tenant-a", "tenant-b", "tenant-a"}) {
+    auto r = client.post_json("/v1/completions", completion_body(1), {{"x-gateway-inference-fairness-id", f}});
+    ASSERT_EQ(r.status, 200);
+  }
+  auto flows = json::parse(admin.request("GET", "/admin/v1/flows").body);
+  std::map<std::string, std::uint64_t> dispatched;
+  for (const auto& f : flows) dispatched[f["id"]] = f["dispatched"];
+  EXPECT_EQ(dispatched["tenant-a"], 2u);
+  EXPECT_EQ(dispatched["tenant-b"], 1u);
+
+  auto put = [&](const std::string& id, const std::string& body) {
+    return admin.request("PUT", "/admin/v1/flows/" + id, body, {{"Content-Type", "application/json"}});
+  };
+  auto r = put("tenant-a", R"({"weight": 3, "maxQueued": 10})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto one = json::parse(admin.request("GET", "/admin/v1/flows/tenant-a").body);
+  EXPECT_EQ(one["override"]["weight"], 3);
+  EXPECT_EQ(one["override"]["maxQueued"], 10);
+  EXPECT_EQ(one["flows"][0]["weight"], 3);
+
+  // Bad input: status, code, message; the override stays as it was.
+  struct Bad {
+    std::string id, body;
+    int status;
+    std::string code;
+  } bad[] = {
+      {"tenant-a", "{not json", 400, "invalid-json"},
+      {"tenant-a", R"({"weight": 2, "colour": "red"})", 400, "unknown-field"},
+      {"tenant-a", R"({"weight": 0})", 400, "invalid-field"},
+      {"tenant-a", R"({"weight": -1})", 400, "invalid-field"},
+      {"tenant-a", R"({"priority": 1.5})", 400, "invalid-field"},
+      {"tenant-a", R"({})", 400, "invalid-field"},
+      {"no-such-tenant", R"({"weight": 2})", 404, "unknown-flow"},
+  };
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.body);
+    auto res = put(b.id, b.body);
+    EXPECT_EQ(res.status, b.status) << res.body;
+    auto e = json::parse(res.body, nullptr, false);
+    ASSERT_TRUE(e.is_object()) << res.body;
+    EXPECT_EQ(e["error"]["code"], b.code);
+    EXPECT_FALSE(e["error"]["message"].get<std::string>().empty());
+  }
+  one = json::parse(admin.request("GET", "/admin/v1/flows/tenant-a").body);
+  EXPECT_EQ(one["override"], json({{"weight", 3}, {"maxQueued", 10}}));
+  EXPECT_EQ(admin.request("GET", "/admin/v1/flows/no-such-tenant").status, 404);
+  // A flow named in the config exists before its first request.
+  EXPECT_EQ(put("configured-tenant", R"({"priority": 5})").status, 200);
+
+  EXPECT_EQ(admin.request("DELETE", "/admin/v1/flows/tenant-a").status, 200);
+  one = json::parse(admin.request("GET", "/admin/v1/flows/tenant-a").body);
+  EXPECT_EQ(one["override"], json::object());
+  EXPECT_EQ(one["flows"][0]["weight"], 1);
+  EXPECT_EQ(admin.request("DELETE", "/admin/v1/flows/tenant-a").status, 404);
+
+  auto bands = json::parse(admin.request("GET", "/admin/v1/bands").body);
+  ASSERT_GE(bands.size(), 1u);
+  EXPECT_EQ(bands[0]["fairnessPolicy"], "global-strict-fairness-policy");
+  // Requests kept flowing through all of it.
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+}
+
+TEST(Admin, MutationsNeedTheBearerToken) {
+  auto mock = start_mock();
+  TempFile token("s3cret-token\n", "token");
+  TempFile cfg(fc_config(mock->address()));
+  auto sluice = start_sluice(cfg, {"--admin-token-file", token.path()});
+  HttpClient client(kHost, sluice->port());
+  ASSERT_EQ(client.post_json("/v1/completions", completion_body(1), {{"x-gateway-inference-fairness-id", "t"}}).status,
+            200);
+  HttpClient admin(kHost, sluice->admin_port());
+  EXPECT_EQ(admin.request("GET", "/admin/v1/flows").status, 200);  // reads are open
+  const Headers json_ct = {{"Content-Type", "application/json"}};
+  auto none = admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", json_ct);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_NE(none.body.find("unauthorized"), std::string::npos);
+  Headers wrong = json_ct;
+  wrong.emplace_back("Authorization", "Bearer s3cret-tokeN");
+  EXPECT_EQ(admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", wrong).status, 401);
+  EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/flows/t").body)["override"], json::object());
+  Headers right = json_ct;
+  right.emplace_back("Authorization", "Bearer s3cret-token");
+  EXPECT_EQ(admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", right).status, 200);
+}
+
+TEST(Admin, RefusesANonLoopbackAdminAddressWithoutAToken) {
+  TempFile cfg("server:\n  listen: 127.0.0.1:0\n");
+  Process::Options o;
+  o.wait_for_listen = false;
+  o.capture_stderr = true;
+  auto p = Process::start({SLUICE_BIN, "--config", cfg.path(), "--admin-listen", "0.0.0.0:0"}, o);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->wait(std::chrono::milliseconds(10000)), 2);
+  EXPECT_NE(p->stderr_text().find("refusing to start"), std::string::npos) << p->stderr_text();
+  EXPECT_NE(p->stderr_text().find("without a token"), std::string::npos) << p->stderr_text();
+}
+
+}  // namespace
+}  // namespace sluice::test
