@@ -74,7 +74,7 @@ wait_burst=$(jobs -p | grep -v -x -F "$(printf '%s\n' "${PIDS[@]}")" || true)
 for j in $wait_burst; do wait "$j" || true; done
 cat "$WORK"/burst-*.txt | sort -k5 -n
 echo
-echo "   requests per endpoint (sluice sends each to the one with the fewest in flight):"
+echo "   requests per endpoint (the default profile: shortest queue, free KV cache, cached prompt prefix):"
 cat "$WORK"/burst-*.txt | awk '{print $4}' | sort | uniq -c | sed 's/^/   /'
 
 bold "4. One streamed answer, token by token, through sluice"
