@@ -176,6 +176,11 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     if (auto n = f.take(d.key)) *d.field = positive(n, f.child(d.key), r.duration(n, f.child(d.key)));
   }
   if (auto n = f.take("endpointsFile")) s.endpoints_file = r.string(n, f.child("endpointsFile"));
+  if (auto n = f.take("metricsMaxFlows")) {
+    auto v = r.integer(n, f.child("metricsMaxFlows"));
+    if (v < 0 || v > 100000) fail(r.source, n, f.child("metricsMaxFlows"), "must be between 0 and 100000");
+    s.metrics_max_flows = static_cast<std::uint32_t>(v);
+  }
   if (auto n = f.take("upstreamMaxIdlePerEndpoint")) {
     auto v = r.integer(n, f.child("upstreamMaxIdlePerEndpoint"));
     if (v < 0 || v > 100000)

@@ -55,6 +55,8 @@ struct ServerOptions {
   // Empty: none. Checked for changes this often.
   std::string endpoints_file;
   nanoseconds endpoints_file_poll_interval = 1s;
+  // Flows labelled one by one in /metrics; the rest are summed as `other`.
+  std::uint32_t metrics_max_flows = 100;
 };
 
 struct EndpointConfig {

@@ -5,8 +5,13 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
+#include <map>
+
 #include "config/units.h"
 #include "server/log.h"
+#include "server/metrics_text.h"
 #include "server/server.h"
 
 namespace sluice::server {
@@ -148,7 +153,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     res_ = {};
     res_.result(static_cast<http::status>(r.status));
     res_.version(11);
-    res_.set(http::field::content_type, r.status == 200 && r.body.rfind("# ", 0) == 0
+    res_.set(http::field::content_type, r.status == 200 && r.body.rfind("# HELP", 0) == 0
                                             ? "text/plain; version=0.0.4"
                                             : "application/json");
     if (r.status == 401) res_.set(http::field::www_authenticate, "Bearer");
@@ -173,6 +178,108 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   http::response<http::string_body> res_;
   bool keep_alive_ = true;
 };
+
+// The exposition: GIE's names where they exist, sluice's under sluice_.
+// Runs on the dispatcher (flow-control state); the rest is atomics.
+std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx) {
+  MetricsText m;
+  const auto now = flowcontrol::Clock::now();
+  // Queues per flow, the largest `metricsMaxFlows` by queued bytes labelled.
+  struct Q {
+    std::string id;
+    int priority;
+    double size, bytes;
+  };
+  std::vector<Q> qs;
+  for (const auto& [p, band] : c.registry().bands())
+    for (const auto& [id, flow] : band->flows())
+      qs.push_back({id, flow->key().priority, static_cast<double>(flow->queued()), static_cast<double>(flow->bytes())});
+  std::sort(qs.begin(), qs.end(), [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
+  std::map<int, std::pair<double, double>> other;
+  const std::size_t max_flows = ctx.config.server.metrics_max_flows;
+  for (std::size_t i = max_flows; i < qs.size(); ++i) {
+    other[qs[i].priority].first += qs[i].size;
+    other[qs[i].priority].second += qs[i].bytes;
+  }
+  if (qs.size() > max_flows) qs.resize(max_flows);
+  for (int pass = 0; pass < 2; ++pass) {
+    const char* name = pass == 0 ? "inference_extension_flow_control_queue_size" : "inference_extension_flow_control_queue_bytes";
+    m.family(name, "gauge", pass == 0 ? "Requests queued, by flow." : "Bytes of request bodies queued, by flow.");
+    for (const auto& q : qs) {
+      const std::string pr = std::to_string(q.priority);
+      m.sample(name, {{"fairness_id", q.id}, {"priority", pr}}, pass == 0 ? q.size : q.bytes);
+    }
+    for (const auto& [p, v] : other) {
+      const std::string pr = std::to_string(p);
+      m.sample(name, {{"fairness_id", "other"}, {"priority", pr}}, pass == 0 ? v.first : v.second);
+    }
+  }
+  m.family("inference_extension_flow_control_pool_saturation", "gauge",
+           "Pool saturation by the saturation detector (1: no endpoint has room).");
+  m.sample("inference_extension_flow_control_pool_saturation", {}, c.pool_saturation(now));
+
+  // The pool, from the scraped metrics.
+  double kv = 0, queue = 0;
+  int ready = 0, with_metrics = 0;
+  const auto fresh = ctx.config.saturation_detector.metrics_staleness_threshold;
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i) {
+    const auto& ep = ctx.endpoints.at(i);
+    if (ep.removed.load()) continue;
+    const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+    if (at == 0) continue;
+    ++with_metrics;
+    kv += ep.kv_cache_usage.load();
+    queue += ep.waiting.load();
+    if (datalayer::Clock::now() - datalayer::Clock::time_point(datalayer::Clock::duration(at)) <= fresh) ++ready;
+  }
+  m.family("inference_pool_average_kv_cache_utilization", "gauge", "Mean KV-cache utilization of the pool's endpoints.");
+  m.sample("inference_pool_average_kv_cache_utilization", {{"name", "sluice"}}, with_metrics ? kv / with_metrics : 0);
+  m.family("inference_pool_average_queue_size", "gauge", "Mean number of requests waiting on the pool's endpoints.");
+  m.sample("inference_pool_average_queue_size", {{"name", "sluice"}}, with_metrics ? queue / with_metrics : 0);
+  m.family("inference_pool_ready_pods", "gauge", "Endpoints with fresh metrics.");
+  m.sample("inference_pool_ready_pods", {{"name", "sluice"}}, ready);
+
+  // Scheduler timings.
+  if (auto* s = c.scheduler()) {
+    const auto& bounds = scheduling::Timing::kBounds;
+    auto hist = [&](const scheduling::Timing& t, MetricsText::Labels labels, std::string_view name) {
+      std::array<std::uint64_t, scheduling::Timing::kBounds.size() + 1> counts{};
+      for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = t.buckets[i].load(std::memory_order_relaxed);
+      m.histogram(name, labels, bounds, counts, static_cast<double>(t.sum_ns.load()) / 1e9);
+    };
+    m.family("inference_extension_scheduler_e2e_duration_seconds", "histogram",
+             "One scheduling cycle, all profiles.");
+    hist(s->cycle_timing(), {}, "inference_extension_scheduler_e2e_duration_seconds");
+    m.family("inference_extension_plugin_duration_seconds", "histogram", "One call of a scheduling plugin.");
+    for (const auto& t : s->timings()) {
+      if (t->extension_point == "Cycle") continue;
+      hist(*t, {{"extension_point", t->extension_point}, {"plugin_type", t->type}, {"plugin_name", t->name}},
+           "inference_extension_plugin_duration_seconds");
+    }
+  }
+
+  // sluice's own.
+  m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
+  m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
+  m.family("sluice_dispatcher_released_total", "counter", "Requests the dispatcher released to endpoints.");
+  m.sample("sluice_dispatcher_released_total", {}, static_cast<double>(ctx.flow_control->released()));
+  m.family("sluice_endpoint_in_flight", "gauge", "Requests sluice has in flight, by endpoint.");
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
+    m.sample("sluice_endpoint_in_flight", {{"endpoint", ctx.endpoints.at(i).config.address}},
+             ctx.endpoints.at(i).in_flight.load());
+  m.family("sluice_endpoint_connect_failures_total", "counter", "Connections to an endpoint that failed.");
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
+    m.sample("sluice_endpoint_connect_failures_total", {{"endpoint", ctx.endpoints.at(i).config.address}},
+             static_cast<double>(ctx.endpoints.at(i).connect_failures.load()));
+  if (ctx.scraper) {
+    m.family("sluice_metrics_scrape_failures_total", "counter",
+             "Endpoint /metrics scrapes that failed (connect, timeout, status, nothing usable).");
+    m.sample("sluice_metrics_scrape_failures_total", {}, static_cast<double>(ctx.scraper->failures()));
+    m.family("sluice_metrics_scrape_bad_lines_total", "counter", "Malformed lines skipped in scraped /metrics.");
+    m.sample("sluice_metrics_scrape_bad_lines_total", {}, static_cast<double>(ctx.scraper->bad_lines()));
+  }
+  return std::move(m.text());
+}
 
 }  // namespace
 
@@ -262,6 +369,11 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
     if (ready == 0)
       return respond(Reply{503, json{{"status", "not ready"}, {"reason", "no endpoint with fresh metrics"}}.dump()});
     return respond(Reply{200, json{{"status", "ready"}, {"endpointsWithFreshMetrics", ready}}.dump()});
+  }
+  if (path == "/metrics") {
+    if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
+    return on_dispatcher([this](flowcontrol::Controller& c) { return Reply{200, metrics_text(c, ctx_)}; },
+                         std::move(respond));
   }
   if (path == "/admin/v1/endpoints") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));

@@ -124,6 +124,7 @@ std::string Server::bind(const std::string& listen) {
         shell->update_metrics(*scraper_producer_, endpoint, em);
         shell->wake();
       });
+  ctx_.scraper = scraper_.get();
   if (!ctx_.config.server.endpoints_file.empty()) {
     watcher_ = std::make_unique<datalayer::EndpointsWatcher>(
         scraper_->context(), ctx_.config.server.endpoints_file, ctx_.config.server.endpoints_file_poll_interval,

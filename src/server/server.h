@@ -48,6 +48,8 @@ struct ProxyContext {
   scheduling::RequestPreparation preparation;
   // metrics-data-source's `path` (GIE), where endpoints serve metrics.
   std::string metrics_path = "/metrics";
+  // The data layer's scraper (its counters, for /metrics); set by bind().
+  const datalayer::MetricsScraper* scraper = nullptr;
   // Without the gate, GIE's legacy admission: a sheddable request (priority
   // < 0) is rejected while no endpoint has room by this detector.
   std::unique_ptr<flowcontrol::SaturationDetector> legacy_detector;

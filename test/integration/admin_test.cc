@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <thread>
+
 #include "harness.h"
 
 namespace sluice::test {
@@ -147,6 +152,52 @@ TEST(Admin, RefusesANonLoopbackAdminAddressWithoutAToken) {
   EXPECT_EQ(p->wait(std::chrono::milliseconds(10000)), 2);
   EXPECT_NE(p->stderr_text().find("refusing to start"), std::string::npos) << p->stderr_text();
   EXPECT_NE(p->stderr_text().find("without a token"), std::string::npos) << p->stderr_text();
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// /metrics under load passes promtool's linter and carries GIE's names.
+TEST(Admin, MetricsPassPromtoolUnderLoad) {
+  auto mock = start_mock({"--decode-ms-per-token", "5"});
+  TempFile cfg(fc_config(mock->address()));
+  auto sluice = start_sluice(cfg);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 3; ++t)
+    load.emplace_back([&, t] {
+      HttpClient c(kHost, sluice->port());
+      for (int i = 0; i < 200 && !stop; ++i)
+        c.post_json("/v1/completions", completion_body(4), {{"x-gateway-inference-fairness-id", "t" + std::to_string(t)}});
+    });
+  HttpClient admin(kHost, sluice->admin_port());
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), "mock_requests_total") >= 20; }));
+  auto r = admin.request("GET", "/metrics");
+  stop = true;
+  for (auto& t : load) t.join();
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "text/plain; version=0.0.4");
+  for (const char* name :
+       {"inference_extension_flow_control_queue_size", "inference_extension_flow_control_queue_bytes",
+        "inference_extension_flow_control_pool_saturation", "inference_pool_average_kv_cache_utilization",
+        "inference_pool_average_queue_size", "inference_pool_ready_pods",
+        "inference_extension_scheduler_e2e_duration_seconds_bucket",
+        "inference_extension_plugin_duration_seconds_bucket", "sluice_dispatcher_wakeups_total",
+        "sluice_endpoint_in_flight"})
+    EXPECT_NE(r.body.find(name), std::string::npos) << name;
+  TempFile scrape(r.body, "metrics.txt");
+  const std::string cmd = "promtool check metrics < " + scrape.path() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = ::pclose(p);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "") << out;  // no lint findings either
 }
 
 }  // namespace
