@@ -93,5 +93,51 @@ TEST(FlowControl, HighPriorityLatencyHoldsUnderALowPriorityFlood) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+// An operator changes a flow's weight while two flows flood the pool: the
+// measured shares move to the new ratio (VTC, weight 3 : 1 -> 0.75 of the
+// service), with no failed request.
+TEST(FlowControl, WeightChangeUnderFloodMovesTheShares) {
+  auto mock = start_mock({"--decode-ms-per-token", "5", "--max-running", "4"});
+  TempFile cfg(fc_config(mock->address(), 4, "vtc-fairness-policy"));
+  auto sluice = start_sluice(cfg);
+  std::atomic<bool> stop{false};
+  std::atomic<int> done_a{0}, done_b{0}, errors{0};
+  auto client = [&](const std::string& id, std::atomic<int>& done) {
+    HttpClient c(kHost, sluice->port(), 30000ms);
+    while (!stop) {
+      auto r = c.post_json("/v1/completions", completion_body(8), flow(id));
+      if (r.status == 200) ++done;
+      else ++errors;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 12; ++i) threads.emplace_back(client, "a", std::ref(done_a));
+  for (int i = 0; i < 12; ++i) threads.emplace_back(client, "b", std::ref(done_b));
+  auto window = [&] {
+    int a0 = done_a, b0 = done_b;
+    std::this_thread::sleep_for(2500ms);  // the measurement window (not a synchronisation)
+    return std::pair<int, int>(done_a - a0, done_b - b0);
+  };
+  ASSERT_TRUE(eventually([&] { return done_a + done_b > 40; }, 20000ms));
+  auto [a1, b1] = window();
+  HttpClient admin(kHost, sluice->admin_port());
+  auto put = admin.request("PUT", "/admin/v1/flows/a", R"({"weight": 3})", {{"Content-Type", "application/json"}});
+  ASSERT_EQ(put.status, 200) << put.body;
+  std::this_thread::sleep_for(1000ms);  // the change settles (VTC counters converge)
+  auto [a2, b2] = window();
+  stop = true;
+  for (auto& t : threads) t.join();
+  const double before = static_cast<double>(a1) / (a1 + b1);
+  const double after = static_cast<double>(a2) / (a2 + b2);
+  std::printf("share of flow a: %.3f before (weights 1:1), %.3f after (3:1); served %d, %d\n", before, after,
+              a1 + b1, a2 + b2);
+  EXPECT_EQ(errors.load(), 0);
+  ASSERT_GT(a1 + b1, 60);
+  ASSERT_GT(a2 + b2, 60);
+  EXPECT_NEAR(before, 0.5, 0.06);
+  EXPECT_NEAR(after, 0.75, 0.06);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::test
