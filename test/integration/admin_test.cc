@@ -6,17 +6,17 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <thread>
 
-#include "harness.h"
+#include "flow_control_harness.h"
 
 namespace sluice::test {
 namespace {
 
-constexpr const char* kHost = "127.0.0.1";
 using json = nlohmann::json;
 
-std::string fc_config(const std::string& endpoint) {
+std::string admin_config(const std::string& endpoint) {
   return "server:\n  listen: 127.0.0.1:0\n  threads: 1\nendpoints:\n  - address: " + endpoint +
          "\nfeatureGates: [flowControl]\nflows:\n  - id: configured-tenant\n    weight: 2\n";
 }
@@ -24,7 +24,7 @@ std::string fc_config(const std::string& endpoint) {
 TEST(Admin, HealthReadinessAndEndpoints) {
   auto mock = start_mock();
   const std::string dead = "127.0.0.1:" + std::to_string(closed_port());
-  TempFile cfg(fc_config(mock->address()));
+  TempFile cfg(admin_config(mock->address()));
   auto sluice = start_sluice(cfg);
   ASSERT_NE(sluice->admin_port(), 0);
   HttpClient admin(kHost, sluice->admin_port());
@@ -42,7 +42,7 @@ TEST(Admin, HealthReadinessAndEndpoints) {
   EXPECT_EQ(admin.request("POST", "/healthz").status, 405);
 
   // Only a dead endpoint: alive, not ready.
-  TempFile dead_cfg(fc_config(dead));
+  TempFile dead_cfg(admin_config(dead));
   auto lonely = start_sluice(dead_cfg);
   HttpClient admin2(kHost, lonely->admin_port());
   EXPECT_EQ(admin2.request("GET", "/healthz").status, 200);
@@ -53,7 +53,7 @@ TEST(Admin, HealthReadinessAndEndpoints) {
 
 TEST(Admin, FlowsListAndOverridesWithValidation) {
   auto mock = start_mock();
-  TempFile cfg(fc_config(mock->address()));
+  TempFile cfg(admin_config(mock->address()));
   auto sluice = start_sluice(cfg);
   HttpClient client(kHost, sluice->port());
   HttpClient admin(kHost, sluice->admin_port());
@@ -122,7 +122,7 @@ TEST(Admin, FlowsListAndOverridesWithValidation) {
 TEST(Admin, MutationsNeedTheBearerToken) {
   auto mock = start_mock();
   TempFile token("s3cret-token\n", "token");
-  TempFile cfg(fc_config(mock->address()));
+  TempFile cfg(admin_config(mock->address()));
   auto sluice = start_sluice(cfg, {"--admin-token-file", token.path()});
   HttpClient client(kHost, sluice->port());
   ASSERT_EQ(client.post_json("/v1/completions", completion_body(1), {{"x-gateway-inference-fairness-id", "t"}}).status,
@@ -163,7 +163,7 @@ namespace {
 // /metrics under load passes promtool's linter and carries GIE's names.
 TEST(Admin, MetricsPassPromtoolUnderLoad) {
   auto mock = start_mock({"--decode-ms-per-token", "5"});
-  TempFile cfg(fc_config(mock->address()));
+  TempFile cfg(admin_config(mock->address()));
   auto sluice = start_sluice(cfg);
   std::atomic<bool> stop{false};
   std::vector<std::thread> load;
@@ -198,6 +198,70 @@ TEST(Admin, MetricsPassPromtoolUnderLoad) {
   const int rc = ::pclose(p);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "") << out;  // no lint findings either
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Pinning a flow to a higher priority moves its queued requests to that
+// band: they overtake requests that were queued before them.
+TEST(Admin, PinnedFlowOvertakesWhatWasQueuedBeforeIt) {
+  auto mock = start_mock();
+  TempFile cfg(fc_config(mock->address(), 1, "global-strict-fairness-policy"));
+  auto sluice = start_sluice(cfg);
+  HttpClient admin(kHost, sluice->admin_port());
+  std::mutex mu;
+  std::vector<std::string> order;  // flow of each completed request, in completion order
+  std::vector<std::thread> clients;
+  struct Joiner {  // also when an assertion leaves early
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } joiner{clients};
+  {
+    Occupier hold(sluice->port(), *mock);
+    auto queued = [&](const std::string& id) {
+      auto j = json::parse(admin.request("GET", "/admin/v1/flows").body);
+      std::uint64_t n = 0;
+      for (const auto& f : j)
+        if (f["id"] == id) n += f["queued"].get<std::uint64_t>();
+      return n;
+    };
+    auto send = [&](const std::string& id) {
+      clients.emplace_back([&, id] {
+        HttpClient c(kHost, sluice->port(), 30000ms);
+        auto r = c.post_json("/v1/completions", completion_body(1), flow(id));
+        EXPECT_EQ(r.status, 200) << r.body;
+        std::lock_guard lock(mu);
+        order.push_back(id);
+      });
+    };
+    for (int i = 0; i < 3; ++i) send("early");
+    ASSERT_TRUE(eventually([&] { return queued("early") == 3; }));
+    for (int i = 0; i < 3; ++i) send("pinned");
+    ASSERT_TRUE(eventually([&] { return queued("pinned") == 3; }));
+    auto r = admin.request("PUT", "/admin/v1/flows/pinned", R"({"priority": 100})",
+                           {{"Content-Type", "application/json"}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    // Moved, not copied or dropped: all three now queue at priority 100 (the
+    // emptied flow at priority 0 is collected when idle).
+    std::map<int, std::uint64_t> by_priority;
+    const json pinned = json::parse(admin.request("GET", "/admin/v1/flows/pinned").body);
+    for (const auto& f : pinned["flows"])
+      by_priority[f["priority"].get<int>()] += f["queued"].get<std::uint64_t>();
+    EXPECT_EQ(by_priority[100], 3u);
+    EXPECT_EQ(by_priority[0], 0u);
+  }  // the occupier finishes: the slot frees, one request at a time
+  for (auto& t : clients) t.join();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(order.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(order.begin(), order.begin() + 3),
+            (std::vector<std::string>{"pinned", "pinned", "pinned"}));
 }
 
 }  // namespace
