@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <map>
 
 #include "config/units.h"
+#include "flowcontrol/fairness_policies.h"
+#include "flowcontrol/ordering_policies.h"
 #include "server/log.h"
 #include "server/metrics_text.h"
 #include "server/server.h"
@@ -122,6 +125,69 @@ std::optional<registry::FlowOverride> parse_override(const std::string& body, re
     return std::nullopt;
   }
   return o;
+}
+
+json band_json(const registry::Band& b) {
+  const auto& bc = b.config();
+  return json{{"priority", b.priority()},
+              {"configured", b.configured()},
+              {"maxBytes", bc.max_bytes},
+              {"maxRequests", bc.max_requests},
+              {"fairnessPolicy", bc.fairness},
+              {"orderingPolicy", bc.ordering},
+              {"antiStarvationShare", bc.share},
+              {"queued", b.requests()},
+              {"queuedBytes", b.bytes()},
+              {"flows", b.flows().size()},
+              {"backloggedFlows", b.backlogged_flows()}};
+}
+
+// PUT /admin/v1/bands/{priority}: fields merged into `c`; nothing else.
+bool parse_band(const std::string& body, registry::BandConfig& c, Reply& error) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = error_reply(400, "invalid-json", "body must be a JSON object");
+    return false;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "maxBytes" || k == "maxRequests") {
+      if (!v.is_number_unsigned()) {
+        error = error_reply(400, "invalid-field", k + " must be a whole number >= 0 (0: no limit)");
+        return false;
+      }
+      (k == "maxBytes" ? c.max_bytes : c.max_requests) = v.get<std::uint64_t>();
+    } else if (k == "fairnessPolicy") {
+      if (!v.is_string() || !flowcontrol::make_fairness_policy(v.get<std::string>(), {})) {
+        error = error_reply(400, "invalid-field",
+                            "fairnessPolicy must be global-strict-fairness-policy, round-robin-fairness-policy "
+                            "or vtc-fairness-policy");
+        return false;
+      }
+      c.fairness = v.get<std::string>();
+    } else if (k == "orderingPolicy") {
+      if (!v.is_string() || !flowcontrol::make_ordering_policy(v.get<std::string>())) {
+        error = error_reply(400, "invalid-field",
+                            "orderingPolicy must be fcfs-ordering-policy, edf-ordering-policy or "
+                            "slo-deadline-ordering-policy");
+        return false;
+      }
+      c.ordering = v.get<std::string>();
+    } else if (k == "antiStarvationShare") {
+      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() >= 1) {
+        error = error_reply(400, "invalid-field", "antiStarvationShare must be at least 0 and below 1");
+        return false;
+      }
+      c.share = v.get<double>();
+    } else {
+      error = error_reply(400, "unknown-field",
+                          "unknown field '" + k +
+                              "' (expected maxBytes, maxRequests, fairnessPolicy, orderingPolicy, antiStarvationShare)");
+      return false;
+    }
+  }
+  return true;
 }
 
 class AdminSession : public std::enable_shared_from_this<AdminSession> {
@@ -406,23 +472,59 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
     return on_dispatcher(
         [](flowcontrol::Controller& c) {
           json out = json::array();
-          for (const auto& [p, b] : c.registry().bands()) {
-            const auto& bc = b->config();
-            out.push_back({{"priority", p},
-                           {"configured", b->configured()},
-                           {"maxBytes", bc.max_bytes},
-                           {"maxRequests", bc.max_requests},
-                           {"fairnessPolicy", bc.fairness},
-                           {"orderingPolicy", bc.ordering},
-                           {"antiStarvationShare", bc.share},
-                           {"queued", b->requests()},
-                           {"queuedBytes", b->bytes()},
-                           {"flows", b->flows().size()},
-                           {"backloggedFlows", b->backlogged_flows()}});
-          }
+          for (const auto& [p, b] : c.registry().bands()) out.push_back(band_json(*b));
           return Reply{200, out.dump()};
         },
         std::move(respond));
+  }
+  const std::string bands_prefix = "/admin/v1/bands/";
+  if (path.rfind(bands_prefix, 0) == 0 && path.size() > bands_prefix.size()) {
+    const std::string p = path.substr(bands_prefix.size());
+    int priority = 0;
+    auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), priority);
+    if (ec != std::errc() || ptr != p.data() + p.size())
+      return respond(error_reply(400, "invalid-priority", "band priority must be a whole number, got '" + p + "'"));
+    auto find = [priority](flowcontrol::Controller& c) -> registry::Band* {
+      auto& bands = c.registry().bands();
+      auto it = bands.find(priority);
+      return it == bands.end() ? nullptr : it->second.get();
+    };
+    if (method == "GET") {
+      return on_dispatcher(
+          [find, priority](flowcontrol::Controller& c) {
+            registry::Band* b = find(c);
+            if (!b) return error_reply(404, "unknown-band", "no band with priority " + std::to_string(priority));
+            return Reply{200, band_json(*b).dump()};
+          },
+          std::move(respond));
+    }
+    if (method == "PUT") {
+      return on_dispatcher(
+          [find, priority, body](flowcontrol::Controller& c) {
+            registry::Band* b = find(c);
+            registry::BandConfig bc = b ? b->config() : c.registry().config().default_band;
+            bc.priority = priority;
+            Reply error;
+            if (!parse_band(body, bc, error)) return error;
+            c.registry().set_band(bc, flowcontrol::Clock::now());
+            SLUICE_LOG(kInfo, "admin", "band " << priority << (b ? " changed" : " added"));
+            return Reply{200, band_json(*find(c)).dump()};
+          },
+          std::move(respond));
+    }
+    if (method == "DELETE") {
+      return on_dispatcher(
+          [find, priority](flowcontrol::Controller& c) {
+            registry::Band* b = find(c);
+            if (!b || !b->configured())
+              return error_reply(404, "unknown-band", "no configured band with priority " + std::to_string(priority));
+            c.registry().remove_band(priority, flowcontrol::Clock::now());
+            SLUICE_LOG(kInfo, "admin", "band " << priority << " removed; its queued requests stay, under the default band's settings");
+            return Reply{200, json{{"priority", priority}, {"removed", true}}.dump()};
+          },
+          std::move(respond));
+    }
+    return respond(error_reply(405, "method-not-allowed", "use GET, PUT or DELETE"));
   }
   if (path == "/admin/v1/flows") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));

@@ -266,3 +266,52 @@ TEST(Admin, PinnedFlowOvertakesWhatWasQueuedBeforeIt) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Bands added, changed and removed at runtime; bad input changes nothing.
+TEST(Admin, BandsChangeAtRuntimeWithValidation) {
+  auto mock = start_mock();
+  TempFile cfg(admin_config(mock->address()));
+  auto sluice = start_sluice(cfg);
+  HttpClient admin(kHost, sluice->admin_port());
+  const Headers ct = {{"Content-Type", "application/json"}};
+  EXPECT_EQ(admin.request("GET", "/admin/v1/bands/50").status, 404);
+  auto r = admin.request("PUT", "/admin/v1/bands/50",
+                         R"({"maxRequests": 7, "fairnessPolicy": "vtc-fairness-policy", "antiStarvationShare": 0.2})", ct);
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto b = json::parse(admin.request("GET", "/admin/v1/bands/50").body);
+  EXPECT_EQ(b["maxRequests"], 7);
+  EXPECT_EQ(b["fairnessPolicy"], "vtc-fairness-policy");
+  EXPECT_EQ(b["configured"], true);
+  struct Bad {
+    std::string target, body;
+    int status;
+    std::string code;
+  } bad[] = {
+      {"/admin/v1/bands/50", "[1,2]", 400, "invalid-json"},
+      {"/admin/v1/bands/50", R"({"fairnessPolicy": "fastest-first"})", 400, "invalid-field"},
+      {"/admin/v1/bands/50", R"({"antiStarvationShare": 1.5})", 400, "invalid-field"},
+      {"/admin/v1/bands/50", R"({"maxRequests": -3})", 400, "invalid-field"},
+      {"/admin/v1/bands/50", R"({"maxRequest": 3})", 400, "unknown-field"},
+      {"/admin/v1/bands/high", R"({"maxRequests": 3})", 400, "invalid-priority"},
+  };
+  for (const auto& x : bad) {
+    SCOPED_TRACE(x.body);
+    auto res = admin.request("PUT", x.target, x.body, ct);
+    EXPECT_EQ(res.status, x.status) << res.body;
+    EXPECT_EQ(json::parse(res.body)["error"]["code"], x.code);
+  }
+  EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/bands/50").body), b);  // unchanged
+  // Requests at the new band's priority are served through all of this.
+  HttpClient client(kHost, sluice->port());
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+  EXPECT_EQ(admin.request("DELETE", "/admin/v1/bands/50").status, 200);
+  EXPECT_EQ(admin.request("DELETE", "/admin/v1/bands/50").status, 404);
+  EXPECT_EQ(admin.request("DELETE", "/admin/v1/bands/12345").status, 404);
+}
+
+}  // namespace
+}  // namespace sluice::test
+
