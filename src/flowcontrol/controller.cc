@@ -123,21 +123,13 @@ void Controller::update_metrics(std::size_t endpoint, const EndpointMetrics& m, 
   auto& e = load_[endpoint];
   e.has_metrics = true;
   e.metrics_time = now;
-  e.waiting = m.waiting;
-  e.running = m.running;
+  e.waiting = m.waiting_queue_size;
+  e.running = m.running_requests_size;
   e.kv_cache_usage = m.kv_cache_usage;
   // The scrape now shows what was dispatched before it.
   e.dispatched_since_scrape = 0;
-  auto& v = view_[endpoint].metrics;
-  v.waiting_queue_size = m.waiting;
-  v.running_requests_size = m.running;
-  v.kv_cache_usage = m.kv_cache_usage;
-  v.active_models = m.active_models;
-  v.waiting_models = m.waiting_models;
-  v.max_active_models = m.max_active_models;
-  v.cache_block_size = m.cache_block_size;
-  v.cache_num_gpu_blocks = m.cache_num_gpu_blocks;
-  v.update_time = now;
+  view_[endpoint].metrics = m;
+  view_[endpoint].metrics.update_time = now;
 }
 
 std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {

@@ -61,17 +61,9 @@ struct Decision {
   std::string detail;
 };
 
-struct EndpointMetrics {
-  double waiting = 0;
-  double running = 0;
-  double kv_cache_usage = 0;
-  // What only the scheduler uses (LoRA, cache geometry).
-  std::vector<std::string> active_models;
-  std::vector<std::string> waiting_models;
-  int max_active_models = 0;
-  int cache_block_size = 0;
-  std::uint64_t cache_num_gpu_blocks = 0;
-};
+// A scrape's result: the scheduler's Metrics (update_time is set by the
+// controller when it applies them).
+using EndpointMetrics = scheduling::Metrics;
 
 // Who an endpoint is, for the scheduler (its slot is its index).
 struct EndpointIdentity {

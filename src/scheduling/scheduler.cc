@@ -57,8 +57,7 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Plugin>> plugins, std::vector<P
     t.picker = timing_for("Picker", prof.picker_name);
     profile_timings_.push_back(std::move(t));
   }
-  handler_pick_timing_ = timing_for("ProfileHandler", handler_name);
-  handler_process_timing_ = handler_pick_timing_;
+  handler_timing_ = timing_for("ProfileHandler", handler_name);
   timings_.push_back(std::make_unique<Timing>());
   timings_.back()->extension_point = "Cycle";
   timings_.back()->type = "scheduler";
@@ -164,7 +163,7 @@ void Scheduler::schedule(CycleState& cycle, const Request& request, std::span<co
   for (std::size_t round = 0; round < profiles_.size() + 1; ++round) {
     next_.clear();
     {
-      Timed t(handler_pick_timing_);
+      Timed t(handler_timing_);
       handler_->pick(cycle, request, profiles_,
                      std::span<const ProfileResult>(results_.data(), results_used_), next_);
     }
@@ -175,7 +174,7 @@ void Scheduler::schedule(CycleState& cycle, const Request& request, std::span<co
     }
   }
   {
-    Timed t(handler_process_timing_);
+    Timed t(handler_timing_);
     result = handler_->process_results(cycle, request,
                                        std::span<const ProfileResult>(results_.data(), results_used_));
   }

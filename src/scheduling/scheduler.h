@@ -93,8 +93,7 @@ class Scheduler {
     Timing* picker = nullptr;
   };
   std::vector<ProfileTimings> profile_timings_;
-  Timing* handler_pick_timing_ = nullptr;
-  Timing* handler_process_timing_ = nullptr;
+  Timing* handler_timing_ = nullptr;  // pick and process_results
   std::vector<Timing*> lifecycle_timings_;
   // Scratch, reused between cycles.
   std::vector<const Endpoint*> all_;

@@ -198,7 +198,8 @@ void HttpSession::handle_request() {
                                  "Content-Type must be application/json"));
     const bool hash_prefix = ctx_.preparation.prefix_hashes;
     prompt_text_.clear();
-    auto parsed = parse_openai_request(request_.body, hash_prefix ? &prompt_text_ : nullptr);
+    auto parsed = parse_openai_request(request_.body, hash_prefix ? &prompt_text_ : nullptr,
+                                       scheduling::prefix_text_limit(ctx_.preparation));
     if (!parsed.ok()) return answer(client_error(400, parsed.error_code, parsed.error_message));
     // GIE's legacy admission (flow control off): shed sheddable requests
     // while the pool is saturated.
@@ -256,7 +257,7 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   sr->session_token = request_.session_token;
   sr->input_tokens = parsed.estimated_input_tokens;
   if (ctx_.preparation.prefix_hashes)
-    scheduling::compute_prefix_hashes(prompt_text_, parsed.model, ctx_.preparation, *sr);
+    scheduling::compute_prefix_hashes(prompt_text_, parsed.model, ctx_.preparation, *sr, parsed.prompt_chars);
   e.scheduling = std::move(sr);
 
   state_ = State::kQueued;

@@ -27,15 +27,15 @@ using simdjson::dom::element_type;
 // Counts prompt text in a value that is a string, an array of strings, an
 // array of token ids, an array of arrays of token ids, or content parts /
 // input items ({"type":"text","text":...}, {"role":...,"content":...}).
-void count_prompt(element v, OpenAIRequest& r, std::string* text, int depth = 0) {
+void count_prompt(element v, OpenAIRequest& r, std::string* text, std::size_t limit, int depth = 0) {
   if (depth > 8) return;
   switch (v.type()) {
     case element_type::STRING: {
       std::string_view s = v.get_string().value_unsafe();
       r.prompt_chars += s.size();
-      if (text) {
+      if (text && text->size() < limit) {
         if (!text->empty()) text->push_back('\n');
-        text->append(s);
+        text->append(s.substr(0, limit - std::min(limit, text->size())));
       }
       break;
     }
@@ -47,13 +47,13 @@ void count_prompt(element v, OpenAIRequest& r, std::string* text, int depth = 0)
       // Bind the array first: ranging over value_unsafe() of a temporary
       // result would dangle.
       simdjson::dom::array arr = v.get_array().value_unsafe();
-      for (element item : arr) count_prompt(item, r, text, depth + 1);
+      for (element item : arr) count_prompt(item, r, text, limit, depth + 1);
       break;
     }
     case element_type::OBJECT: {
       simdjson::dom::object obj = v.get_object().value_unsafe();
       for (auto [key, value] : obj) {
-        if (key == "text" || key == "content" || key == "input_text") count_prompt(value, r, text, depth + 1);
+        if (key == "text" || key == "content" || key == "input_text") count_prompt(value, r, text, limit, depth + 1);
       }
       break;
     }
@@ -71,7 +71,7 @@ ParseResult fail(std::string code, std::string message) {
 
 }  // namespace
 
-ParseResult parse_openai_request(std::string& body, std::string* prompt_text) {
+ParseResult parse_openai_request(std::string& body, std::string* prompt_text, std::size_t prompt_text_limit) {
   // One parser per I/O thread: its buffers are reused across requests.
   thread_local simdjson::dom::parser parser;
   if (body.capacity() < body.size() + simdjson::SIMDJSON_PADDING)
@@ -109,7 +109,7 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text) {
       if (n < 0) return fail("invalid-field", "'" + std::string(key) + "' must not be negative");
       r.max_tokens = n;
     } else if (key == "prompt" || key == "input") {
-      count_prompt(v, r, prompt_text);
+      count_prompt(v, r, prompt_text, prompt_text_limit);
     } else if (key == "messages") {
       simdjson::dom::array messages;
       if (v.get_array().get(messages))
@@ -118,7 +118,7 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text) {
         if (!m.is_object()) return fail("invalid-field", "'messages' must be an array of message objects");
         r.message_count += 1;
         element content;
-        if (m["content"].get(content) == simdjson::SUCCESS) count_prompt(content, r, prompt_text);
+        if (m["content"].get(content) == simdjson::SUCCESS) count_prompt(content, r, prompt_text, prompt_text_limit);
       }
     }
     // Any other field is forwarded untouched and not inspected.

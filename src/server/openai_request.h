@@ -2,6 +2,7 @@
 // scheduling need, read on the I/O thread before admission.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -34,8 +35,10 @@ struct ParseResult {
 // Parses `body` (a JSON object). The string's capacity may be grown to give
 // the JSON reader its required padding; its contents are not changed.
 // If `prompt_text` is given, every piece of prompt text is appended to it,
-// pieces separated by '\n' (for prefix hashing). Never throws; all failures
-// are returned as values.
-ParseResult parse_openai_request(std::string& body, std::string* prompt_text = nullptr);
+// pieces separated by '\n' (for prefix hashing), up to `prompt_text_limit`
+// characters (prefix hashing needs only the first blocks: no copy of a long
+// prompt's tail). Never throws; all failures are returned as values.
+ParseResult parse_openai_request(std::string& body, std::string* prompt_text = nullptr,
+                                 std::size_t prompt_text_limit = SIZE_MAX);
 
 }  // namespace sluice::server

@@ -112,12 +112,12 @@ std::string Server::bind(const std::string& listen) {
       std::move(targets), so, [this](std::size_t endpoint, const datalayer::EngineMetrics& m) {
         ctx_.endpoints.at(endpoint).store_metrics(m.waiting, m.running, m.kv_cache_usage, datalayer::Clock::now());
         flowcontrol::EndpointMetrics em;
-        em.waiting = m.waiting;
-        em.running = m.running;
+        em.waiting_queue_size = m.waiting;
+        em.running_requests_size = m.running;
         em.kv_cache_usage = m.kv_cache_usage;
         em.active_models = m.active_models;
         em.waiting_models = m.waiting_models;
-        em.max_active_models = m.max_lora;
+        em.max_active_models = m.max_lora;  // the engine's name for it
         em.cache_block_size = m.cache_block_size;
         em.cache_num_gpu_blocks = m.cache_num_gpu_blocks;
         auto* shell = ctx_.flow_control.get();

@@ -99,3 +99,19 @@ TEST(Routes, Classify) {
 
 }  // namespace
 }  // namespace sluice::server
+
+namespace sluice::server {
+namespace {
+
+TEST(OpenAIRequest, PromptTextStopsAtTheLimitButCountsEverything) {
+  std::string body = R"({"model":"m","messages":[{"role":"system","content":"0123456789abcdef"},)"
+                     R"({"role":"user","content":"ghijklmnop"}]})";
+  std::string text;
+  auto r = parse_openai_request(body, &text, 12);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(text, "0123456789ab");
+  EXPECT_EQ(r.request.prompt_chars, 26u);
+}
+
+}  // namespace
+}  // namespace sluice::server
