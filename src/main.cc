@@ -110,11 +110,12 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
   sluice::server::Server server(config);
-  sluice::server::AdminServer admin(server.context(), token);
+  sluice::server::AdminServer admin(server, token);
   std::string bound, admin_bound;
   try {
     bound = server.bind(config.server.listen);
@@ -134,7 +135,15 @@ int main(int argc, char** argv) {
                                               << " endpoint(s)");
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    SLUICE_LOG(kInfo, "reload", "SIGHUP: reloading " << config_path);
+    server.reload([](sluice::server::ReloadResult r) {
+      if (r.ok) SLUICE_LOG(kInfo, "reload", "config reloaded");
+      // An invalid file was logged by reload(); the running config stays.
+    });
+  }
   SLUICE_LOG(kInfo, "server", "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
   admin.stop();
   server.shutdown();

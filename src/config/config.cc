@@ -168,6 +168,7 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       {"upstreamIdleTimeout", &s.upstream_idle_timeout},
       {"endpointDownBackoff", &s.endpoint_down_backoff},
       {"shutdownGracePeriod", &s.shutdown_grace_period},
+      {"shutdownQueueDeadline", &s.shutdown_queue_deadline},
       {"metricsRefreshInterval", &s.metrics_refresh_interval},
       {"metricsTimeout", &s.metrics_timeout},
       {"endpointsFilePollInterval", &s.endpoints_file_poll_interval},
@@ -176,6 +177,17 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     if (auto n = f.take(d.key)) *d.field = positive(n, f.child(d.key), r.duration(n, f.child(d.key)));
   }
   if (auto n = f.take("endpointsFile")) s.endpoints_file = r.string(n, f.child("endpointsFile"));
+  if (auto n = f.take("accessLog")) s.access_log = r.string(n, f.child("accessLog"));
+  if (auto n = f.take("accessLogFormat")) {
+    s.access_log_format = r.string(n, f.child("accessLogFormat"));
+    if (s.access_log_format != "json" && s.access_log_format != "text")
+      fail(r.source, n, f.child("accessLogFormat"), "must be json or text");
+  }
+  if (auto n = f.take("logLevel")) {
+    s.log_level = r.string(n, f.child("logLevel"));
+    if (s.log_level != "debug" && s.log_level != "info" && s.log_level != "warn" && s.log_level != "error")
+      fail(r.source, n, f.child("logLevel"), "must be debug, info, warn or error");
+  }
   if (auto n = f.take("metricsMaxFlows")) {
     auto v = r.integer(n, f.child("metricsMaxFlows"));
     if (v < 0 || v > 100000) fail(r.source, n, f.child("metricsMaxFlows"), "must be between 0 and 100000");
@@ -489,6 +501,14 @@ Config parse(const YAML::Node& root, const std::string& source) {
   c.source = source;
   Reader r{c.source};
   if (root.IsNull()) return c;  // an empty file is a valid, all-defaults config
+  for (const char* key : {"plugins", "schedulingProfiles", "parser", "data", "dataLayer", "saturationDetector",
+                          "featureGates"}) {
+    if (!root.IsMap() || !root[key]) continue;
+    c.scheduling_fingerprint += key;
+    c.scheduling_fingerprint += '\n';
+    c.scheduling_fingerprint += YAML::Dump(root[key]);
+    c.scheduling_fingerprint += '\n';
+  }
   Fields f(c.source, root, "");
   if (auto n = f.take("apiVersion")) {
     c.api_version = r.string(n, "apiVersion");

@@ -46,6 +46,15 @@ struct ServerOptions {
   nanoseconds endpoint_down_backoff = 1s;
   // On SIGTERM: how long in-flight requests may take before connections close.
   nanoseconds shutdown_grace_period = 30s;
+  // On SIGTERM (and drain): how long queued requests may still wait for
+  // dispatch; those left then end EvictedOther (503 evicted-other). Counted
+  // from the signal, within the grace period.
+  nanoseconds shutdown_queue_deadline = 10s;
+  // One line per finished request ("" off; "-" standard error, else a file
+  // opened for append), as text or JSON lines.
+  std::string access_log;
+  std::string access_log_format = "json";  // json | text
+  std::string log_level = "info";          // debug | info | warn | error
   // Data layer: each endpoint's /metrics is scraped this often (GIE's
   // --refresh-metrics-interval), each scrape bounded by the timeout.
   nanoseconds metrics_refresh_interval = std::chrono::milliseconds(50);
@@ -57,6 +66,7 @@ struct ServerOptions {
   nanoseconds endpoints_file_poll_interval = 1s;
   // Flows labelled one by one in /metrics; the rest are summed as `other`.
   std::uint32_t metrics_max_flows = 100;
+  bool operator==(const ServerOptions&) const = default;
 };
 
 struct EndpointConfig {
@@ -65,17 +75,20 @@ struct EndpointConfig {
   std::uint16_t port = 0;
   std::string engine = "vllm";  // vllm | sglang | trtllm-serve
   std::map<std::string, std::string> labels;
+  bool operator==(const EndpointConfig&) const = default;
 };
 
 struct ObjectiveConfig {
   std::string name;
   int priority = 0;
   std::optional<nanoseconds> ttl;
+  bool operator==(const ObjectiveConfig&) const = default;
 };
 
 struct FlowConfig {
   std::string id;
   double weight = 1.0;
+  bool operator==(const FlowConfig&) const = default;
 };
 
 // A plugin instance of the GIE `plugins:` list. Parameters are interpreted by
@@ -109,6 +122,7 @@ struct BandSpec {
   std::string fairness_type = "global-strict-fairness-policy";
   std::string ordering_type = "fcfs-ordering-policy";
   double anti_starvation_share = 0;  // sluice: guaranteed fraction of dispatches
+  bool operator==(const BandSpec&) const = default;
 };
 
 struct FlowControlSpec {
@@ -123,6 +137,7 @@ struct FlowControlSpec {
   nanoseconds flow_idle_timeout = std::chrono::minutes(5);
   double vtc_input_price = 1.0;   // from the vtc-fairness-policy plugin's parameters
   double vtc_output_price = 2.0;
+  bool operator==(const FlowControlSpec&) const = default;
 };
 
 struct SaturationDetectorSpec {
@@ -137,6 +152,7 @@ struct SaturationDetectorSpec {
   std::uint64_t max_token_concurrency = 1000000;
   // both
   double headroom = 0;
+  bool operator==(const SaturationDetectorSpec&) const = default;
 };
 
 struct Config {
@@ -153,6 +169,9 @@ struct Config {
   std::vector<PluginSpec> plugins;
   std::vector<SchedulingProfileSpec> scheduling_profiles;
   std::vector<std::string> feature_gates;
+  // The plugins, profiles, parser and data-layer sections as parsed YAML
+  // text: equal text, equal scheduler (a reload keeps the running one).
+  std::string scheduling_fingerprint;
   FlowControlSpec flow_control;
   SaturationDetectorSpec saturation_detector;
   // Every detector declared under plugins:, by instance name (a profile may

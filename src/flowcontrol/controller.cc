@@ -133,13 +133,14 @@ void Controller::update_metrics(std::size_t endpoint, const EndpointMetrics& m, 
 }
 
 std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
+  const FlowKey key = registry_.resolve(r.flow_id, r.priority);
   auto reject = [&](QueueOutcome outcome) {
+    record_queue_time(key.id, key.priority, outcome, Duration::zero());
     sink_(decision(r.cookie, 0, outcome));
     return std::uint64_t{0};
   };
   if (load_.empty()) return reject(QueueOutcome::kRejectedNoEndpoints);
 
-  const FlowKey key = registry_.resolve(r.flow_id, r.priority);
   Flow& flow = registry_.flow(key, now);
   switch (registry_.would_exceed(flow, r.bytes)) {
     case registry::Limit::kNone:
@@ -227,6 +228,7 @@ bool Controller::displace(int priority, std::uint64_t bytes, TimePoint now) {
 
 void Controller::finalize(Item* item, QueueOutcome outcome, TimePoint now, std::string detail) {
   item->flow->stats().outcomes[static_cast<int>(outcome)] += 1;
+  record_queue_time(item->flow->key().id, item->flow->key().priority, outcome, now - item->request.enqueued);
   registry_.dequeue(item, now);
   if (item->deadline_index != SIZE_MAX) heap_remove(item);
   Decision d = decision(item->cookie, registry::FlowRegistry::ticket(item), outcome);
@@ -254,9 +256,10 @@ void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_token
   Item* item = registry_.find(ticket);
   if (!item || item->state != Item::State::kInFlight) return;
   report_output_tokens(ticket, total_output_tokens);
-  if (scheduler_ && item->endpoint >= 0)
-    scheduler_->completed(item->cycle, item->request.scheduling ? *item->request.scheduling : empty_request(),
-                          static_cast<std::uint32_t>(item->endpoint), total_output_tokens);
+  if (item->endpoint >= 0)
+    if (auto* s = scheduler_for(item))
+      s->completed(item->cycle, item->request.scheduling ? *item->request.scheduling : empty_request(),
+                   static_cast<std::uint32_t>(item->endpoint), total_output_tokens);
   if (item->endpoint >= 0 && static_cast<std::size_t>(item->endpoint) < load_.size()) {
     auto& e = load_[static_cast<std::size_t>(item->endpoint)];
     e.in_flight -= 1;
@@ -378,9 +381,12 @@ std::size_t Controller::dispatch(TimePoint now) {
       continue;
     }
     d.endpoint = ep;
+    record_queue_time(flow->key().id, flow->key().priority, QueueOutcome::kDispatched, now - item->request.enqueued);
     registry_.dequeue(item, now);
     if (item->deadline_index != SIZE_MAX) heap_remove(item);
     registry_.mark_in_flight(item, ep);
+    item->scheduler_epoch = scheduler_epoch_;
+    if (scheduler_) ++scheduler_in_flight_;
     auto& e = load_[static_cast<std::size_t>(ep)];
     e.in_flight += 1;
     e.dispatched_since_scrape += 1;
@@ -393,6 +399,75 @@ std::size_t Controller::dispatch(TimePoint now) {
     ++released;
   }
   return released;
+}
+
+scheduling::Scheduler* Controller::scheduler_for(const Item* item) {
+  if (!scheduler_ && retired_.empty()) return nullptr;
+  if (item->scheduler_epoch == scheduler_epoch_) {
+    if (!scheduler_) return nullptr;
+    // Counted once per completion; least-in-flight routing never counted.
+    if (scheduler_in_flight_ > 0) --scheduler_in_flight_;
+    return scheduler_.get();
+  }
+  for (auto it = retired_.begin(); it != retired_.end(); ++it) {
+    if (it->epoch != item->scheduler_epoch) continue;
+    scheduling::Scheduler* s = it->scheduler.get();
+    if (--it->in_flight == 0) {
+      // Its last request: let it see the completion, then let it go.
+      retired_last_ = std::move(it->scheduler);
+      retired_.erase(it);
+      return retired_last_.get();
+    }
+    return s;
+  }
+  return nullptr;
+}
+
+void Controller::record_queue_time(const std::string& id, int priority, QueueOutcome outcome, Duration waited) {
+  const std::string* label = &id;
+  static const std::string kOther = "other";
+  auto f = metric_flows_.find(id);
+  if (f == metric_flows_.end()) {
+    if (metric_flows_.size() < max_metric_flows_) {
+      metric_flows_.emplace(id, true);
+    } else {
+      label = &kOther;
+    }
+  }
+  auto& k = key_scratch_;
+  k.assign(*label);
+  k += '\0';
+  k += std::to_string(priority);
+  k += '\0';
+  k += static_cast<char>('0' + static_cast<int>(outcome));
+  auto it = queue_duration_index_.find(k);
+  std::size_t index;
+  if (it == queue_duration_index_.end()) {
+    index = queue_durations_.size();
+    queue_durations_.push_back(QueueDurationSeries{*label, priority, outcome, {}});
+    queue_duration_index_.emplace(k, index);
+  } else {
+    index = it->second;
+  }
+  queue_durations_[index].histogram.record(waited);
+}
+
+void Controller::apply(ControllerReload r, TimePoint now) {
+  const bool new_prices = r.config.fairness.input_price != config_.fairness.input_price ||
+                          r.config.fairness.output_price != config_.fairness.output_price;
+  registry::PolicyFactory factory = make_factory(r.config.fairness);
+  registry_.apply(r.config.registry, r.weights, new_prices ? &factory : nullptr, now);
+  if (r.config.displacement != config_.displacement) displacement_ = make_displacement_policy(r.config.displacement);
+  config_ = std::move(r.config);
+  if (r.detector) detector_ = std::move(r.detector);
+  staleness_ = r.staleness;
+  if (r.scheduler) {
+    if (scheduler_ && scheduler_in_flight_ > 0)
+      retired_.push_back(Retired{scheduler_epoch_, std::move(scheduler_), scheduler_in_flight_});
+    ++scheduler_epoch_;
+    scheduler_in_flight_ = 0;
+    set_scheduler(std::move(r.scheduler));
+  }
 }
 
 void Controller::shutdown(TimePoint now) {

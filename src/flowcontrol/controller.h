@@ -12,9 +12,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "flowcontrol/fairness_policies.h"
+#include "flowcontrol/latency_histogram.h"
 #include "registry/flow_registry.h"
 #include "scheduling/scheduler.h"
 #include "sluice/flowcontrol/outcome.h"
@@ -73,6 +75,24 @@ struct EndpointIdentity {
   bool removed = false;  // gone from the pool: never chosen, in-flight finish
 };
 
+// Time spent queued, by flow, priority and how the wait ended (GIE's
+// inference_extension_flow_control_request_queue_duration_seconds).
+struct QueueDurationSeries {
+  std::string fairness_id;  // "other" once max_flows distinct ids have series
+  int priority = 0;
+  QueueOutcome outcome = QueueOutcome::kDispatched;
+  LatencyHistogram histogram;
+};
+
+// What a config reload changes in a running controller (see apply()).
+struct ControllerReload {
+  ControllerConfig config;
+  std::unordered_map<std::string, double> weights;  // the config's flows:
+  std::unique_ptr<SaturationDetector> detector;
+  std::unique_ptr<scheduling::Scheduler> scheduler;  // null: keep the running one
+  Duration staleness = std::chrono::milliseconds(200);
+};
+
 class Controller {
  public:
   using Sink = std::function<void(const Decision&)>;
@@ -118,6 +138,16 @@ class Controller {
   // Every queued request ends EvictedOther.
   void shutdown(TimePoint now);
 
+  // A reloaded config, applied in place: limits, bands and their policies,
+  // weights, TTL, displacement, detector and (if given) the scheduler.
+  // Queued requests keep their place; in-flight requests complete against
+  // the scheduler that placed them (kept until its last one completes).
+  void apply(ControllerReload reload, TimePoint now);
+
+  // Queue-duration series; ids beyond `max_flows` distinct ones fold into "other".
+  void set_metrics_max_flows(std::size_t n) { max_metric_flows_ = n; }
+  const std::vector<QueueDurationSeries>& queue_durations() const { return queue_durations_; }
+
   // Replaces the displacement policy (a plugin; null: none).
   void set_displacement_policy(std::unique_ptr<DisplacementPolicy> p) { displacement_ = std::move(p); }
   // Replaces the decision sink (the shell installs its own).
@@ -131,6 +161,8 @@ class Controller {
 
  private:
   void finalize(registry::Item* item, QueueOutcome outcome, TimePoint now, std::string detail = {});
+  void record_queue_time(const std::string& id, int priority, QueueOutcome outcome, Duration waited);
+  scheduling::Scheduler* scheduler_for(const registry::Item* item);
   bool displace(int priority, std::uint64_t bytes, TimePoint now);
   registry::Band* choose_band();
   void account_dispatch(registry::Band* chosen, bool used_share);
@@ -165,6 +197,23 @@ class Controller {
   std::uint32_t rotation_ = 0;
   TimePoint last_gc_{};
   registry::Band* starving_ = nullptr;  // band chosen by its share in choose_band()
+  // Schedulers replaced by a reload while requests they placed are in
+  // flight: kept until those complete (their cycle state is keyed by them).
+  struct Retired {
+    std::uint32_t epoch;
+    std::unique_ptr<scheduling::Scheduler> scheduler;
+    std::size_t in_flight;
+  };
+  std::vector<Retired> retired_;
+  std::unique_ptr<scheduling::Scheduler> retired_last_;  // freed at the next retirement's end
+  std::uint32_t scheduler_epoch_ = 0;
+  std::size_t scheduler_in_flight_ = 0;
+  // Queue durations.
+  std::vector<QueueDurationSeries> queue_durations_;
+  std::unordered_map<std::string, std::size_t> queue_duration_index_;  // "id\0priority\0outcome"
+  std::unordered_map<std::string, bool> metric_flows_;                  // ids with their own series
+  std::size_t max_metric_flows_ = 100;
+  std::string key_scratch_;
 };
 
 }  // namespace sluice::flowcontrol

@@ -319,9 +319,9 @@ void FlowRegistry::clear_flow_override(const std::string& id, TimePoint now) {
   overrides_.erase(id);
 }
 
-void FlowRegistry::apply_band_config(Band& band, const BandConfig& config) {
+void FlowRegistry::apply_band_config(Band& band, const BandConfig& config, bool rebuild_fairness) {
   const bool new_ordering = band.config_.ordering != config.ordering;
-  const bool new_fairness = band.config_.fairness != config.fairness;
+  const bool new_fairness = band.config_.fairness != config.fairness || rebuild_fairness;
   band.config_ = config;
   if (new_ordering) {
     // The old policy must outlive the queues' comparators until they switch.
@@ -359,6 +359,43 @@ void FlowRegistry::remove_band(int priority, TimePoint now) {
   it->second->configured_ = false;
   apply_band_config(*it->second, c);
   if (it->second->flows_.empty()) bands_.erase(it);
+}
+
+void FlowRegistry::apply(const RegistryConfig& config, const std::unordered_map<std::string, double>& weights,
+                         const PolicyFactory* factory, TimePoint now) {
+  if (factory) factory_ = *factory;
+  const bool rebuild = factory != nullptr;
+  config_.max_bytes = config.max_bytes;
+  config_.max_requests = config.max_requests;
+  config_.default_band = config.default_band;
+  config_.bands = config.bands;
+  std::map<int, const BandConfig*> wanted;
+  for (const auto& b : config.bands) wanted[b.priority] = &b;
+  for (auto it = bands_.begin(); it != bands_.end();) {
+    Band& band = *it->second;
+    auto w = wanted.find(band.priority());
+    if (w != wanted.end()) {
+      band.configured_ = true;
+      apply_band_config(band, *w->second, rebuild);
+      ++it;
+      continue;
+    }
+    BandConfig c = config_.default_band;
+    c.priority = band.priority();
+    band.configured_ = false;
+    apply_band_config(band, c, rebuild);
+    if (band.flows_.empty()) {
+      it = bands_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [priority, b] : wanted)
+    if (!bands_.count(priority)) bands_[priority] = make_band(*b, true);
+  configured_weights_ = weights;
+  for (auto& [p, band] : bands_)
+    for (auto& [id, flow] : band->flows_) flow->weight_ = weight_for(id);
+  (void)now;
 }
 
 }  // namespace sluice::registry

@@ -46,6 +46,7 @@ struct Item {
   std::uint32_t index = 0;            // slot in the pool
   int requested_priority = 0;         // as classified; a pin may place it elsewhere
   int endpoint = -1;                  // while in flight
+  std::uint32_t scheduler_epoch = 0;  // which scheduler placed it (reloads replace it)
   std::uint64_t output_charged = 0;   // output tokens already charged to fairness
   std::size_t deadline_index = SIZE_MAX;  // position in the controller's deadline heap
   // The scheduling cycle's state: lives from dispatch to completion; its
@@ -264,6 +265,14 @@ class FlowRegistry {
   void set_band(const BandConfig& config, TimePoint now);
   // A configured band reverts to the default template (items stay).
   void remove_band(int priority, TimePoint now);
+  // A reloaded config, as a whole: global limits, the default band (applied
+  // to the bands made from it), configured bands (added, changed, or
+  // reverted to the default when gone), configured weights (applied to
+  // existing flows; operator overrides still win) and, when `factory` is
+  // given, new policy prices (every band's fairness policy is rebuilt).
+  // Queued items stay where they are.
+  void apply(const RegistryConfig& config, const std::unordered_map<std::string, double>& weights,
+             const PolicyFactory* factory, TimePoint now);
 
   // Drops flows that have been empty and idle for `idle` (none in flight).
   std::size_t collect_idle_flows(TimePoint now, Duration idle);
@@ -272,7 +281,7 @@ class FlowRegistry {
 
  private:
   std::unique_ptr<Band> make_band(const BandConfig& config, bool configured);
-  void apply_band_config(Band& band, const BandConfig& config);
+  void apply_band_config(Band& band, const BandConfig& config, bool rebuild_fairness = false);
   void move_flow_items(const std::string& id, TimePoint now);
   void link_band(Band& band, Item* item);
   void unlink_band(Band& band, Item* item);

@@ -356,7 +356,8 @@ bool is_loopback_host(const std::string& host) {
   return !ec && a.is_loopback();
 }
 
-AdminServer::AdminServer(ProxyContext& ctx, std::string token) : ctx_(ctx), token_(std::move(token)) {
+AdminServer::AdminServer(Server& server, std::string token)
+    : server_(server), ctx_(server.context()), token_(std::move(token)) {
   producer_ = ctx_.flow_control->make_producer();
 }
 
@@ -440,6 +441,22 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
     return on_dispatcher([this](flowcontrol::Controller& c) { return Reply{200, metrics_text(c, ctx_)}; },
                          std::move(respond));
+  }
+  if (path == "/admin/v1/reload") {
+    if (method != "POST") return respond(error_reply(405, "method-not-allowed", "use POST"));
+    server_.reload([this, respond = std::move(respond)](ReloadResult r) mutable {
+      Reply reply;
+      if (!r.ok) {
+        reply = error_reply(400, "invalid-config", r.error);
+      } else {
+        reply = Reply{200, json{{"status", "reloaded"},
+                                {"applied", r.applied},
+                                {"restartRequired", r.restart_needed}}
+                               .dump()};
+      }
+      net::post(ioc_, [reply = std::move(reply), respond = std::move(respond)]() mutable { respond(std::move(reply)); });
+    });
+    return;
   }
   if (path == "/admin/v1/endpoints") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));

@@ -18,12 +18,13 @@
 namespace sluice::server {
 
 struct ProxyContext;
+class Server;
 
 class AdminServer {
  public:
   // `token` empty: mutations are allowed without one (loopback only; main
   // refuses a non-loopback admin address without a token).
-  AdminServer(ProxyContext& ctx, std::string token);
+  AdminServer(Server& server, std::string token);
   ~AdminServer();
 
   // Binds (throws at startup) and returns the bound "HOST:PORT".
@@ -45,6 +46,7 @@ class AdminServer {
   // Runs `fn` on the dispatcher, then `respond(fn's reply)` on this thread.
   void on_dispatcher(std::function<Reply(flowcontrol::Controller&)> fn, std::function<void(Reply)> respond);
 
+  Server& server_;
   ProxyContext& ctx_;
   std::string token_;
   boost::asio::io_context ioc_{1};

@@ -196,16 +196,17 @@ void HttpSession::handle_request() {
     if (!is_json_content_type(request_.content_type))
       return answer(client_error(400, "unsupported-content-type",
                                  "Content-Type must be application/json"));
-    const bool hash_prefix = ctx_.preparation.prefix_hashes;
+    const RequestPolicy& policy = *worker_.policy;
+    const bool hash_prefix = policy.preparation.prefix_hashes;
     prompt_text_.clear();
     auto parsed = parse_openai_request(request_.body, hash_prefix ? &prompt_text_ : nullptr,
-                                       scheduling::prefix_text_limit(ctx_.preparation));
+                                       scheduling::prefix_text_limit(policy.preparation));
     if (!parsed.ok()) return answer(client_error(400, parsed.error_code, parsed.error_message));
     // GIE's legacy admission (flow control off): shed sheddable requests
     // while the pool is saturated.
-    if (ctx_.legacy_detector && !request_.objective.empty()) {
-      auto it = ctx_.objectives.find(request_.objective);
-      if (it != ctx_.objectives.end() && it->second.priority < 0 && ctx_.pool_saturated()) {
+    if (policy.legacy_detector && !request_.objective.empty()) {
+      auto it = policy.objectives.find(request_.objective);
+      if (it != policy.objectives.end() && it->second.priority < 0 && ctx_.pool_saturated(*policy.legacy_detector)) {
         return answer(flowcontrol::answer_for(QueueOutcome::kRejectedCapacity,
                                               "system saturated, sheddable request dropped"));
       }
@@ -229,8 +230,8 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   std::optional<std::chrono::nanoseconds> ttl;
   if (!request_.objective.empty()) {
     // An unknown objective is priority 0, as in GIE.
-    auto it = ctx_.objectives.find(request_.objective);
-    if (it != ctx_.objectives.end()) {
+    auto it = worker_.policy->objectives.find(request_.objective);
+    if (it != worker_.policy->objectives.end()) {
       e.priority = it->second.priority;
       ttl = it->second.ttl;
     }
@@ -256,8 +257,9 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   sr->model = parsed.model;
   sr->session_token = request_.session_token;
   sr->input_tokens = parsed.estimated_input_tokens;
-  if (ctx_.preparation.prefix_hashes)
-    scheduling::compute_prefix_hashes(prompt_text_, parsed.model, ctx_.preparation, *sr, parsed.prompt_chars);
+  if (worker_.policy->preparation.prefix_hashes)
+    scheduling::compute_prefix_hashes(prompt_text_, parsed.model, worker_.policy->preparation, *sr,
+                                      parsed.prompt_chars);
   e.scheduling = std::move(sr);
 
   state_ = State::kQueued;

@@ -10,6 +10,8 @@
 #include "config/units.h"
 #include "server/http_session.h"
 #include "flowcontrol/from_config.h"
+#include "flowcontrol/saturation_detectors.h"
+#include "scheduling/from_config.h"
 #include "server/log.h"
 
 namespace sluice::server {
@@ -17,13 +19,27 @@ namespace sluice::server {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.endpoints) {
+namespace {
+
+std::shared_ptr<RequestPolicy> make_policy(const config::Config& c, const scheduling::RequestPreparation& prep) {
+  auto p = std::make_shared<RequestPolicy>(c);
+  p->preparation = prep;
+  return p;
+}
+
+}  // namespace
+
+RequestPolicy::RequestPolicy(const config::Config& c) {
   for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
+  if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
+}
+
+ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.endpoints) {
   auto controller = flowcontrol::make_controller(c);
-  preparation = controller->scheduler()->preparation();
+  controller->set_metrics_max_flows(c.server.metrics_max_flows);
+  policy = make_policy(c, controller->scheduler()->preparation());
   gated = c.flow_control.enabled;
   flow_control = std::make_unique<flowcontrol::ControllerShell>(std::move(controller));
-  if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
   for (const auto& p : c.plugins) {
     if (p.type != "metrics-data-source" || !p.parameters || !p.parameters.IsMap()) continue;
     if (auto path = p.parameters["path"]; path && path.IsScalar() && !path.Scalar().empty())
@@ -31,7 +47,7 @@ ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.end
   }
 }
 
-bool ProxyContext::pool_saturated() const {
+bool ProxyContext::pool_saturated(const flowcontrol::SaturationDetector& detector) const {
   const auto now = datalayer::Clock::now();
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
     const auto& ep = endpoints.at(i);
@@ -43,7 +59,7 @@ bool ProxyContext::pool_saturated() const {
     load.running = ep.running.load(std::memory_order_relaxed);
     load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
     load.in_flight = static_cast<std::uint32_t>(std::max(0, ep.in_flight.load(std::memory_order_relaxed)));
-    if (ep.usable(now) && legacy_detector->has_room(load, now)) return false;
+    if (ep.usable(now) && detector.has_room(load, now)) return false;
   }
   return true;
 }
@@ -74,7 +90,9 @@ void Worker::drain_inbox() {
   }
 }
 
-Server::Server(const config::Config& config) : ctx_(config) {
+Server::Server(const config::Config& config) : ctx_(config), running_(config) {
+  reload_producer_ = ctx_.flow_control->make_producer();
+  running_policy_ = ctx_.policy;
   std::size_t n = config.server.threads > 0 ? static_cast<std::size_t>(config.server.threads)
                                             : std::max(1u, std::thread::hardware_concurrency());
   std::random_device rd;
@@ -125,6 +143,7 @@ std::string Server::bind(const std::string& listen) {
         shell->wake();
       });
   ctx_.scraper = scraper_.get();
+  static_endpoints_ = ctx_.config.endpoints;
   if (!ctx_.config.server.endpoints_file.empty()) {
     watcher_ = std::make_unique<datalayer::EndpointsWatcher>(
         scraper_->context(), ctx_.config.server.endpoints_file, ctx_.config.server.endpoints_file_poll_interval,
@@ -147,42 +166,146 @@ std::string Server::bind(const std::string& listen) {
 }
 
 void Server::apply_endpoints_file(const std::vector<config::EndpointConfig>& file) {
-  std::set<std::string> now;
-  for (const auto& c : file) {
-    now.insert(c.address);
-    const int existing = ctx_.endpoints.find(c.address);
+  file_endpoints_ = file;
+  reconcile_endpoints();
+}
+
+void Server::reconcile_endpoints() {
+  // Wanted: the config's endpoints, then the file's (first one wins).
+  std::vector<const config::EndpointConfig*> wanted;
+  std::set<std::string> addresses;
+  for (const auto* list : {&static_endpoints_, &file_endpoints_})
+    for (const auto& c : *list)
+      if (addresses.insert(c.address).second) wanted.push_back(&c);
+  for (const auto* c : wanted) {
+    const int existing = ctx_.endpoints.find(c->address);
     if (existing >= 0 && !ctx_.endpoints.at(static_cast<std::size_t>(existing)).removed.load()) continue;
     boost::system::error_code ec;
     tcp::resolver resolver(scraper_->context());
-    auto results = resolver.resolve(c.host, std::to_string(c.port), ec);
+    auto results = resolver.resolve(c->host, std::to_string(c->port), ec);
     if (ec || results.empty()) {
-      SLUICE_LOG(kWarn, "endpoints", "cannot resolve " << c.address << " (" << ec.message() << "); not added");
-      now.erase(c.address);
+      // Not added; the next change of the file or config tries again.
+      SLUICE_LOG(kWarn, "endpoints", "cannot resolve " << c->address << " (" << ec.message() << "); not added");
       continue;
     }
-    const int slot = ctx_.endpoints.add(c, results.begin()->endpoint());
+    const int slot = ctx_.endpoints.add(*c, results.begin()->endpoint());
     if (slot < 0) {
-      SLUICE_LOG(kWarn, "endpoints", "pool full; " << c.address << " not added");
-      now.erase(c.address);
+      SLUICE_LOG(kWarn, "endpoints", "pool full; " << c->address << " not added");
       continue;
     }
     const auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(slot));
     scraper_->add(static_cast<std::size_t>(slot), {ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
-    SLUICE_LOG(kInfo, "endpoints", "added " << c.address << " (slot " << slot << ")");
+    SLUICE_LOG(kInfo, "endpoints", "added " << c->address << " (slot " << slot << ")");
   }
-  for (const auto& addr : file_addresses_) {
-    if (now.count(addr)) continue;
-    const int slot = ctx_.endpoints.find(addr);
-    if (slot < 0) continue;
-    bool is_static = false;
-    for (const auto& s : ctx_.config.endpoints) is_static = is_static || s.address == addr;
-    if (is_static) continue;  // the config's own list stays
-    ctx_.endpoints.remove(static_cast<std::size_t>(slot));
-    scraper_->remove(static_cast<std::size_t>(slot));
-    SLUICE_LOG(kInfo, "endpoints", "removed " << addr << "; requests in flight on it finish");
+  for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+    auto& ep = ctx_.endpoints.at(i);
+    if (ep.removed.load() || addresses.count(ep.config.address)) continue;
+    ctx_.endpoints.remove(i);
+    scraper_->remove(i);
+    SLUICE_LOG(kInfo, "endpoints", "removed " << ep.config.address << "; requests in flight on it finish");
   }
-  file_addresses_ = std::move(now);
   publish_endpoints();
+}
+
+void Server::reload(std::function<void(ReloadResult)> done) {
+  std::lock_guard lock(reload_mu_);
+  ReloadResult res;
+  config::Config next;
+  try {
+    next = config::load_config_file(running_.source);
+    // Built before anything changes: a plugin that cannot be built fails
+    // the reload here, and the running config stays.
+  } catch (const config::ConfigError& e) {
+    res.error = e.what();
+  } catch (const std::exception& e) {
+    res.error = std::string("cannot read ") + running_.source + ": " + e.what();
+  }
+  const bool new_scheduling = res.error.empty() && next.scheduling_fingerprint != running_.scheduling_fingerprint;
+  auto reload = std::make_shared<flowcontrol::ControllerReload>();
+  if (res.error.empty()) {
+    try {
+      if (new_scheduling) reload->scheduler = scheduling::build_scheduler(next);
+      reload->detector = flowcontrol::make_detector(next.saturation_detector);
+    } catch (const config::ConfigError& e) {
+      res.error = e.what();
+    } catch (const std::exception& e) {
+      res.error = e.what();
+    }
+  }
+  if (!res.error.empty()) {
+    SLUICE_LOG(kWarn, "reload", "config " << running_.source << " not applied; the running config stays: " << res.error);
+    return done(std::move(res));
+  }
+
+  // What only a restart changes. The command line's --listen,
+  // --admin-listen and --threads stand for the file's.
+  next.server.listen = running_.server.listen;
+  next.server.admin_listen = running_.server.admin_listen;
+  next.server.threads = running_.server.threads;
+  if (!(next.server == running_.server)) res.restart_needed.push_back("server");
+  if (next.flow_control.enabled != running_.flow_control.enabled) res.restart_needed.push_back("featureGates.flowControl");
+  for (const auto& e : next.endpoints)
+    for (const auto& r : running_.endpoints)
+      if (e.address == r.address && (e.labels != r.labels || e.engine != r.engine))
+        res.restart_needed.push_back("endpoints." + e.address + " (labels, engine)");
+  std::string metrics_path = "/metrics";
+  for (const auto& p : next.plugins) {
+    if (p.type != "metrics-data-source" || !p.parameters || !p.parameters.IsMap()) continue;
+    if (auto path = p.parameters["path"]; path && path.IsScalar() && !path.Scalar().empty()) metrics_path = path.Scalar();
+  }
+  if (metrics_path != ctx_.metrics_path) res.restart_needed.push_back("metrics-data-source.path");
+
+  // What applies in place.
+  if (!(next.flow_control == running_.flow_control)) res.applied.push_back("flowControl");
+  if (!(next.flows == running_.flows)) res.applied.push_back("flows");
+  if (!(next.objectives == running_.objectives)) res.applied.push_back("objectives");
+  if (!(next.saturation_detector == running_.saturation_detector)) res.applied.push_back("saturationDetector");
+  if (new_scheduling) res.applied.push_back("plugins/schedulingProfiles");
+  if (!(next.endpoints == running_.endpoints)) res.applied.push_back("endpoints");
+
+  // The gate does not change without a restart: not gated, the controller
+  // stays a pass-through (no limits, no TTL).
+  reload->config = ctx_.gated ? flowcontrol::controller_config(next) : flowcontrol::ControllerConfig{};
+  for (const auto& f : next.flows) reload->weights[f.id] = f.weight;
+  reload->staleness = next.saturation_detector.metrics_staleness_threshold;
+  auto gated_config = next;
+  gated_config.flow_control.enabled = ctx_.gated;
+  std::shared_ptr<const RequestPolicy> policy =
+      make_policy(gated_config, reload->scheduler ? reload->scheduler->preparation()
+                                                  : running_policy_->preparation);
+  running_policy_ = policy;
+  running_ = next;
+  SLUICE_LOG(kInfo, "reload", "config " << running_.source << " applying: " << res.applied.size()
+                                        << " section(s) changed"
+                                        << (res.restart_needed.empty() ? "" : "; some changes need a restart"));
+  for (const auto& r : res.restart_needed)
+    SLUICE_LOG(kWarn, "reload", r << " changed; it applies only after a restart");
+
+  // In order, each step after the one before: the pool (data-layer thread,
+  // which publishes it to the dispatcher), then the controller (dispatcher,
+  // ordered after that publication by the same producer), then each I/O
+  // thread's request policy; `done` once the last thread has it.
+  auto endpoints = next.endpoints;
+  net::post(scraper_->context(), [this, endpoints = std::move(endpoints), reload, policy,
+                                  res = std::move(res), done = std::move(done)]() mutable {
+    static_endpoints_ = std::move(endpoints);
+    reconcile_endpoints();
+    ctx_.flow_control->reconfigure(
+        *data_producer_,
+        [reload](flowcontrol::Controller& c) { c.apply(std::move(*reload), flowcontrol::Clock::now()); },
+        [this, policy, res = std::move(res), done = std::move(done)]() mutable {
+          auto left = std::make_shared<std::atomic<std::size_t>>(workers_.size());
+          auto shared_done = std::make_shared<std::function<void(ReloadResult)>>(std::move(done));
+          auto shared_res = std::make_shared<ReloadResult>(std::move(res));
+          shared_res->ok = true;
+          for (auto& w : workers_) {
+            net::post(w->ioc, [w = w.get(), policy, left, shared_done, shared_res] {
+              w->policy = policy;
+              if (left->fetch_sub(1) == 1) (*shared_done)(std::move(*shared_res));
+            });
+          }
+        });
+  });
 }
 
 void Server::publish_endpoints() {

