@@ -150,6 +150,7 @@ void ControllerShell::run() {
     if (!running_) break;
     controller_->expire(now);
     released_.fetch_add(controller_->dispatch(now), std::memory_order_relaxed);
+    queued_.store(controller_->queued() + queue_.size_approx(), std::memory_order_relaxed);
   }
   controller_->shutdown(clock_());
   // Anything still queued for us after the stop: requests that never

@@ -71,6 +71,9 @@ class ControllerShell {
   // Dispatcher statistics (for metrics): wake-ups and requests released.
   std::uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
   std::uint64_t released() const { return released_.load(std::memory_order_relaxed); }
+  // Requests queued (or pushed and not yet handled) as of the dispatcher's
+  // last pass; for shutdown's wait, not exact between passes.
+  std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
 
  private:
   struct Event {
@@ -105,6 +108,7 @@ class ControllerShell {
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::uint64_t> released_{0};
+  std::atomic<std::size_t> queued_{0};
 };
 
 }  // namespace sluice::flowcontrol

@@ -433,6 +433,8 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
           now - datalayer::Clock::time_point(datalayer::Clock::duration(at)) <= fresh)
         ++ready;
     }
+    if (ctx_.draining.load())
+      return respond(Reply{503, json{{"status", "not ready"}, {"reason", "draining"}}.dump()});
     if (ready == 0)
       return respond(Reply{503, json{{"status", "not ready"}, {"reason", "no endpoint with fresh metrics"}}.dump()});
     return respond(Reply{200, json{{"status", "ready"}, {"endpointsWithFreshMetrics", ready}}.dump()});
@@ -441,6 +443,26 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
     return on_dispatcher([this](flowcontrol::Controller& c) { return Reply{200, metrics_text(c, ctx_)}; },
                          std::move(respond));
+  }
+  if (path == "/admin/v1/drain") {
+    // POST: stop admitting (202 while draining, 200 once drained); GET:
+    // where it stands; DELETE: admit again.
+    if (method != "GET" && method != "POST" && method != "DELETE")
+      return respond(error_reply(405, "method-not-allowed", "use GET, POST or DELETE"));
+    if (method == "POST" && !ctx_.draining.exchange(true))
+      SLUICE_LOG(kInfo, "admin", "drain: no longer admitting; queued and in-flight requests finish");
+    if (method == "DELETE" && ctx_.draining.exchange(false))
+      SLUICE_LOG(kInfo, "admin", "drain ended: admitting again");
+    return on_dispatcher(
+        [this, method](flowcontrol::Controller& c) {
+          const std::size_t queued = c.queued();
+          const std::size_t in_flight = ctx_.in_flight();
+          const bool draining = ctx_.draining.load();
+          const char* state = !draining ? "serving" : queued == 0 && in_flight == 0 ? "drained" : "draining";
+          const int status = method == "POST" && std::string_view(state) == "draining" ? 202 : 200;
+          return Reply{status, json{{"state", state}, {"queued", queued}, {"inFlight", in_flight}}.dump()};
+        },
+        std::move(respond));
   }
   if (path == "/admin/v1/reload") {
     if (method != "POST") return respond(error_reply(405, "method-not-allowed", "use POST"));

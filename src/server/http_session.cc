@@ -193,6 +193,18 @@ void HttpSession::handle_request() {
                                    request_.target));
   }
   if (inference) {
+    if (ctx_.draining.load(std::memory_order_relaxed)) {
+      // Drained or shutting down: nothing new is admitted. Another replica
+      // can take it at once.
+      flowcontrol::ErrorAnswer a;
+      a.status = 503;
+      a.reason = "draining";
+      a.body = flowcontrol::openai_error_body("sluice is draining and admits no new requests; retry elsewhere",
+                                              "server_error", "draining");
+      a.retry_after_seconds = 1;
+      a.close_connection = true;
+      return answer(a);
+    }
     if (!is_json_content_type(request_.content_type))
       return answer(client_error(400, "unsupported-content-type",
                                  "Content-Type must be application/json"));

@@ -64,6 +64,12 @@ bool ProxyContext::pool_saturated(const flowcontrol::SaturationDetector& detecto
   return true;
 }
 
+std::size_t ProxyContext::in_flight() const {
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < endpoints.size(); ++i) n += endpoints.at(i).in_flight.load(std::memory_order_relaxed);
+  return n > 0 ? static_cast<std::size_t>(n) : 0;
+}
+
 void Worker::wake_dispatcher() {
   if (wake_scheduled_) return;
   wake_scheduled_ = true;
@@ -361,17 +367,37 @@ void Server::do_accept() {
 
 void Server::shutdown() {
   if (threads_.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
   const auto grace = ctx_.config.server.shutdown_grace_period;
-  SLUICE_LOG(kInfo, "server", "shutting down: no longer accepting; in-flight requests have "
+  const auto queue_deadline = std::min(ctx_.config.server.shutdown_queue_deadline, grace);
+  SLUICE_LOG(kInfo, "server", "shutting down: no longer accepting; queued requests have "
+                                  << std::chrono::duration_cast<std::chrono::milliseconds>(queue_deadline).count()
+                                  << " ms to be dispatched, in-flight ones "
                                   << std::chrono::duration_cast<std::chrono::milliseconds>(grace).count()
                                   << " ms to finish");
   ctx_.shutting_down.store(true);
+  ctx_.draining.store(true);
   net::post(workers_[0]->ioc, [this] {
     boost::system::error_code ec;
     acceptor_->close(ec);
   });
-  // Queued requests end now (EvictedOther, 503); their sessions answer on
-  // their own threads, which still run.
+  // Idle connections close now; busy ones after their response.
+  for (auto& wp : workers_) {
+    Worker* w = wp.get();
+    net::post(w->ioc, [w] {
+      std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
+      for (auto* s : live) s->begin_close();
+    });
+  }
+  // Queued requests keep being dispatched (metrics still scraped) until the
+  // queue is empty or its deadline passes; a shutdown poll, not a hot path.
+  while (ctx_.flow_control->queued() > 0 && std::chrono::steady_clock::now() - start < queue_deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const std::size_t left = ctx_.flow_control->queued();
+  if (left > 0)
+    SLUICE_LOG(kWarn, "server", left << " queued request(s) not dispatched by the deadline end as evicted-other");
+  // What is still queued ends now (EvictedOther, 503); their sessions answer
+  // on their own threads, which still run.
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });
   if (scraper_) scraper_->stop();
   ctx_.flow_control->stop();
@@ -387,7 +413,10 @@ void Server::shutdown() {
   }
   {
     std::unique_lock lock(done_mu_);
-    if (!done_cv_.wait_for(lock, grace, [&] { return threads_done_ == threads_.size(); })) {
+    const auto remaining = grace - std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - start);
+    if (!done_cv_.wait_for(lock, std::max(remaining, std::chrono::nanoseconds(0)),
+                           [&] { return threads_done_ == threads_.size(); })) {
       SLUICE_LOG(kWarn, "server", "grace period over; closing remaining connections");
       for (auto& wp : workers_) {
         Worker* w = wp.get();

@@ -66,6 +66,11 @@ struct ProxyContext {
   const datalayer::MetricsScraper* scraper = nullptr;
   bool pool_saturated(const flowcontrol::SaturationDetector& detector) const;
   std::atomic<bool> shutting_down{false};
+  // Drain (admin) or shutdown: new inference requests are turned away (503
+  // `draining`); what is queued and in flight finishes.
+  std::atomic<bool> draining{false};
+  // Requests proxied right now (inference and pass-through), all threads.
+  std::size_t in_flight() const;
 };
 
 // What a reload did.

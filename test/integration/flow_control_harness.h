@@ -29,6 +29,13 @@ inline std::string fc_config(const std::string& endpoint, int max_concurrency, c
          "  defaultPriorityBand: {fairnessPolicyRef: " + fairness + "}\n" + flow_control_extra;
 }
 
+// `config` (from fc_config) with extra `server:` lines.
+inline std::string with_server(std::string config, const std::string& lines) {
+  const std::string at = "threads: 2\n";
+  config.insert(config.find(at) + at.size(), lines);
+  return config;
+}
+
 inline Headers flow(const std::string& id, const std::string& objective = "") {
   Headers h = {{"x-gateway-inference-fairness-id", id}};
   if (!objective.empty()) h.emplace_back("x-gateway-inference-objective", objective);

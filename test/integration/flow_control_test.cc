@@ -105,7 +105,9 @@ TEST(FlowControl, UnknownObjectiveIsPriorityZero) {
 
 TEST(FlowControl, ShutdownAnswersQueuedRequestsEvictedOther) {
   auto mock = start_mock({"--decode-ms-per-token", "10"});
-  TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy", "  maxRequests: 1\n"));
+  // No time to dispatch what is queued: it ends at once.
+  TempFile cfg(with_server(fc_config(mock->address(), 1, "round-robin-fairness-policy", "  maxRequests: 1\n"),
+                           "  shutdownQueueDeadline: 1ms\n"));
   auto sluice = start_sluice(cfg);
   Occupier busy(sluice->port(), *mock);
   Response queued;

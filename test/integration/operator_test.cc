@@ -199,5 +199,57 @@ TEST(Operator, ReloadValidAndInvalidUnderLoadLosesNothing) {
   EXPECT_EQ(sluice->stop(), 0) << sluice->stderr_text();
 }
 
+// Drain: new requests are turned away (503 draining, not ready), every
+// queued and in-flight one is answered by the model, then "drained";
+// DELETE admits again.
+TEST(Operator, DrainFinishesEverythingQueuedAndInFlight) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 2, "round-robin-fairness-policy"));
+  auto sluice = start_sluice(cfg);
+  HttpClient admin(kHost, sluice->admin_port());
+  ASSERT_TRUE(eventually([&] { return admin.request("GET", "/readyz").status == 200; }));
+  EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/drain").body)["state"], "serving");
+  constexpr int kRequests = 10;
+  std::vector<int> statuses(kRequests, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i)
+    clients.emplace_back([&, i] {
+      HttpClient c(kHost, sluice->port(), 30000ms);
+      statuses[static_cast<std::size_t>(i)] =
+          c.post_json("/v1/completions", completion_body(10), flow("t" + std::to_string(i % 3))).status;
+    });
+  // All in: two in flight, the rest queued.
+  ASSERT_TRUE(eventually([&] {
+    auto d = json::parse(admin.request("GET", "/admin/v1/drain").body);
+    return d["queued"].get<int>() + d["inFlight"].get<int>() == kRequests;
+  }, 10000ms));
+  auto r = admin.request("POST", "/admin/v1/drain");
+  ASSERT_EQ(r.status, 202) << r.body;
+  auto d = json::parse(r.body);
+  EXPECT_EQ(d["state"], "draining");
+  EXPECT_EQ(d["queued"].get<int>() + d["inFlight"].get<int>(), kRequests);
+  // Turned away while draining, with a reason, and not ready.
+  HttpClient late(kHost, sluice->port());
+  auto refused = late.post_json("/v1/completions", completion_body(1), flow("late"));
+  expect_outcome(refused, 503, "draining", true);
+  EXPECT_EQ(admin.request("GET", "/readyz").status, 503);
+  ASSERT_TRUE(eventually([&] {
+    return json::parse(admin.request("GET", "/admin/v1/drain").body)["state"] == "drained";
+  }, 20000ms));
+  for (auto& t : clients) t.join();
+  for (int s : statuses) EXPECT_EQ(s, 200);
+  // Accounted for: the model served exactly the ones admitted.
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), kRequests);
+  r = admin.request("POST", "/admin/v1/drain");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body)["state"], "drained");
+  EXPECT_EQ(admin.request("DELETE", "/admin/v1/drain").status, 200);
+  EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/drain").body)["state"], "serving");
+  HttpClient again(kHost, sluice->port());
+  EXPECT_EQ(again.post_json("/v1/completions", completion_body(1), flow("late")).status, 200);
+  EXPECT_EQ(admin.request("PUT", "/admin/v1/drain").status, 405);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::test
