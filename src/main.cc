@@ -18,7 +18,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: sluice --config FILE [--listen HOST:PORT] [--admin-listen HOST:PORT]\n"
-    "              [--threads N] [--admin-token-file FILE] [--log-level debug|info|warn|error]\n";
+    "              [--threads N] [--admin-token-file FILE] [--log-level debug|info|warn|error]\n"
+    "              [--access-log FILE|-] [--access-log-format json|text]\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::cerr << "sluice: " << what << "\n" << kUsage;
@@ -28,9 +29,10 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, listen, admin_listen, token_file;
+  std::string config_path, listen, admin_listen, token_file, access_log, access_log_format;
   int threads = -1;
   sluice::log::Level level = sluice::log::Level::kInfo;
+  bool level_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     auto value = [&]() -> std::string {
@@ -41,6 +43,11 @@ int main(int argc, char** argv) {
     else if (arg == "--listen") listen = value();
     else if (arg == "--admin-listen") admin_listen = value();
     else if (arg == "--admin-token-file") token_file = value();
+    else if (arg == "--access-log") access_log = value();
+    else if (arg == "--access-log-format") {
+      access_log_format = value();
+      if (access_log_format != "json" && access_log_format != "text") usage_error("--access-log-format must be json or text");
+    }
     else if (arg == "--threads") {
       auto v = value();
       char* end = nullptr;
@@ -49,6 +56,7 @@ int main(int argc, char** argv) {
       threads = static_cast<int>(n);
     } else if (arg == "--log-level") {
       if (!sluice::log::parse_level(value(), level)) usage_error("unknown --log-level");
+      level_given = true;
     } else if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       return 0;
@@ -75,6 +83,11 @@ int main(int argc, char** argv) {
     config.server.admin_listen = admin_listen;
   }
   if (threads > 0) config.server.threads = threads;
+  // The command line wins over the file's server: section.
+  if (!level_given) sluice::log::parse_level(config.server.log_level, level);
+  sluice::log::set_level(level);
+  if (!access_log.empty()) config.server.access_log = access_log;
+  if (!access_log_format.empty()) config.server.access_log_format = access_log_format;
 
   // The admin token: --admin-token-file, else SLUICE_ADMIN_TOKEN. Without
   // one, the admin plane may only listen on loopback.
@@ -115,6 +128,13 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   sluice::server::Server server(config);
+  {
+    std::string error;
+    if (!server.context().access_log.open(config.server.access_log, config.server.access_log_format, error)) {
+      std::cerr << "sluice: " << error << "\n";
+      return 2;
+    }
+  }
   sluice::server::AdminServer admin(server, token);
   std::string bound, admin_bound;
   try {

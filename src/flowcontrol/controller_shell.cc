@@ -142,6 +142,7 @@ void ControllerShell::run() {
     now = clock_();
     std::size_t n;
     while (running_ && (n = queue_.try_dequeue_bulk(batch.begin(), kBatch)) > 0) {
+      events_.fetch_add(n, std::memory_order_relaxed);
       for (std::size_t i = 0; i < n; ++i) {
         handle(batch[i], now);
         batch[i] = Event{};  // drop waiters and strings now, not at the next overwrite

@@ -74,6 +74,8 @@ class ControllerShell {
   // Requests queued (or pushed and not yet handled) as of the dispatcher's
   // last pass; for shutdown's wait, not exact between passes.
   std::size_t queued() const { return queued_.load(std::memory_order_relaxed); }
+  // Events handled (enqueues, completions, ...): over wakeups(), the batch size.
+  std::uint64_t events() const { return events_.load(std::memory_order_relaxed); }
 
  private:
   struct Event {
@@ -109,6 +111,7 @@ class ControllerShell {
   std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::uint64_t> released_{0};
   std::atomic<std::size_t> queued_{0};
+  std::atomic<std::uint64_t> events_{0};
 };
 
 }  // namespace sluice::flowcontrol

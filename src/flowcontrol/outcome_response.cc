@@ -46,6 +46,7 @@ std::string openai_error_body(std::string_view message, std::string_view type,
 ErrorAnswer answer_for(QueueOutcome outcome, std::string_view detail) {
   ErrorAnswer a;
   a.reason = dropped_reason(outcome);
+  a.code = a.reason;
   std::string_view message;
   std::string_view type = "server_error";
   switch (outcome) {
@@ -86,6 +87,7 @@ ErrorAnswer answer_for(QueueOutcome outcome, std::string_view detail) {
 ErrorAnswer client_error(int status, std::string_view code, std::string_view message) {
   ErrorAnswer a;
   a.status = status;
+  a.code = code;
   a.body = openai_error_body(message, "invalid_request_error", code);
   // Bodies we did not read (413) or headers we could not parse (431) leave the
   // connection in an unknown state: close it.

@@ -13,6 +13,7 @@ namespace sluice::flowcontrol {
 struct ErrorAnswer {
   int status = 500;
   std::string_view reason;      // x-gateway-inference-dropped-reason; may be empty
+  std::string_view code;        // the error code (the body's), for logs and metrics
   int retry_after_seconds = 0;  // 0: no Retry-After header
   bool close_connection = false;
   std::string body;  // {"error":{"message":...,"type":...,"code":...}}

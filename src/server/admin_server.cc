@@ -245,10 +245,38 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   bool keep_alive_ = true;
 };
 
+// GIE's names for how a queued request's wait ended.
+std::string_view queue_outcome_name(QueueOutcome o) {
+  switch (o) {
+    case QueueOutcome::kDispatched: return "Dispatched";
+    case QueueOutcome::kRejectedCapacity: return "RejectedCapacity";
+    case QueueOutcome::kRejectedNoEndpoints: return "RejectedNoEndpoints";
+    case QueueOutcome::kRejectedOther: return "RejectedOther";
+    case QueueOutcome::kEvictedTTL: return "EvictedTTL";
+    case QueueOutcome::kEvictedContextCancelled: return "EvictedContextCancelled";
+    case QueueOutcome::kEvictedDisplaced: return "EvictedDisplaced";
+    case QueueOutcome::kEvictedOther: return "EvictedOther";
+  }
+  return "Unknown";
+}
+
 // The exposition: GIE's names where they exist, sluice's under sluice_.
 // Runs on the dispatcher (flow-control state); the rest is atomics.
-std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx) {
+std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx, const WorkerStats& requests) {
   MetricsText m;
+  {
+    std::vector<std::string> addresses;
+    for (std::size_t i = 0; i < ctx.endpoints.size(); ++i) addresses.push_back(ctx.endpoints.at(i).config.address);
+    requests.render(m, addresses);
+  }
+  m.family("inference_extension_flow_control_request_queue_duration_seconds", "histogram",
+           "Time in the flow-control queue, by flow, priority and how the wait ended.");
+  for (const auto& q : c.queue_durations()) {
+    const std::string pr = std::to_string(q.priority);
+    m.histogram("inference_extension_flow_control_request_queue_duration_seconds",
+                {{"fairness_id", q.fairness_id}, {"priority", pr}, {"outcome", queue_outcome_name(q.outcome)}},
+                flowcontrol::LatencyHistogram::kBounds, q.histogram.counts, q.histogram.sum);
+  }
   const auto now = flowcontrol::Clock::now();
   // Queues per flow, the largest `metricsMaxFlows` by queued bytes labelled.
   struct Q {
@@ -327,6 +355,9 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx) {
   // sluice's own.
   m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
   m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
+  m.family("sluice_dispatcher_events_total", "counter",
+           "Events the dispatcher handled (enqueue, cancel, completion, metrics, ...); per wake-up: its batch size.");
+  m.sample("sluice_dispatcher_events_total", {}, static_cast<double>(ctx.flow_control->events()));
   m.family("sluice_dispatcher_released_total", "counter", "Requests the dispatcher released to endpoints.");
   m.sample("sluice_dispatcher_released_total", {}, static_cast<double>(ctx.flow_control->released()));
   m.family("sluice_endpoint_in_flight", "gauge", "Requests sluice has in flight, by endpoint.");
@@ -441,8 +472,17 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
   }
   if (path == "/metrics") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
-    return on_dispatcher([this](flowcontrol::Controller& c) { return Reply{200, metrics_text(c, ctx_)}; },
-                         std::move(respond));
+    // The I/O threads' request statistics first, then flow control's.
+    // (The admin thread's producer token is used on the admin thread only.)
+    server_.collect_stats([this, respond = std::move(respond)](WorkerStats stats) mutable {
+      auto shared = std::make_shared<WorkerStats>(std::move(stats));
+      net::post(ioc_, [this, shared, respond = std::move(respond)]() mutable {
+        on_dispatcher(
+            [this, shared](flowcontrol::Controller& c) { return Reply{200, metrics_text(c, ctx_, *shared)}; },
+            std::move(respond));
+      });
+    });
+    return;
   }
   if (path == "/admin/v1/drain") {
     // POST: stop admitting (202 while draining, 200 once drained); GET:

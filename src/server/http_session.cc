@@ -172,6 +172,16 @@ void HttpSession::parse_request() {
 void HttpSession::handle_request() {
   keep_alive_ = request_parser_->keep_alive() && !closing_;
   route_ = classify_target(request_.target);
+  request_open_ = true;
+  head_unread_ = false;
+  t_start_ = std::chrono::steady_clock::now();
+  dispatched_ = false;
+  endpoint_ = -1;
+  model_.clear();
+  flow_id_.clear();
+  priority_ = 0;
+  input_tokens_ = 0;
+  tokens_.reset();
 
   if (!request_.request_id.empty() && request_.request_id.size() <= 128) {
     request_id_ = request_.request_id;
@@ -226,6 +236,8 @@ void HttpSession::handle_request() {
     return admit(parsed.request);
   }
   // GET /v1/models and the like: any endpoint will do.
+  dispatched_ = true;
+  t_dispatched_ = t_start_;
   tried_.assign(ctx_.endpoints.size(), false);
   fallbacks_.fill(-1);
   scheduler_request_headers_.clear();
@@ -239,6 +251,7 @@ void HttpSession::handle_request() {
 void HttpSession::admit(const OpenAIRequest& parsed) {
   flowcontrol::EnqueueRequest e;
   e.flow_id = request_.fairness_id.empty() ? "default-flow" : request_.fairness_id;
+  model_ = parsed.model;
   std::optional<std::chrono::nanoseconds> ttl;
   if (!request_.objective.empty()) {
     // An unknown objective is priority 0, as in GIE.
@@ -262,6 +275,9 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   e.received = flowcontrol::Clock::now();
   e.bytes = request_.body.size();
   e.input_tokens = parsed.estimated_input_tokens;
+  flow_id_ = e.flow_id;
+  priority_ = e.priority;
+  input_tokens_ = parsed.estimated_input_tokens;
   e.max_output_tokens = static_cast<std::uint64_t>(parsed.max_tokens.value_or(0));
   // What the scheduler needs, computed here rather than on the dispatcher.
   auto sr = std::make_shared<scheduling::Request>();
@@ -292,6 +308,10 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
     return;
   }
   if (d.outcome == QueueOutcome::kDispatched) {
+    dispatched_ = true;
+    t_dispatched_ = std::chrono::steady_clock::now();
+    model_stats_ = &worker_.stats.model(model_);
+    model_stats_->running += 1;
     ticket_ = d.ticket;
     tokens_reported_ = 0;
     tried_.assign(ctx_.endpoints.size(), false);
@@ -364,6 +384,54 @@ void HttpSession::release_dispatch() {
   ticket_ = 0;
 }
 
+void HttpSession::end_request(int status, std::string_view outcome) {
+  if (!request_open_) return;
+  request_open_ = false;
+  const auto now = std::chrono::steady_clock::now();
+  auto& stats = worker_.stats;
+  stats.outcome(outcome);
+  const bool served = outcome == "served";
+  if (is_inference(route_) && !model_.empty()) {
+    ModelStats& m = model_stats_ ? *model_stats_ : stats.model(model_);
+    m.requests += 1;
+    if (served) {
+      m.duration.record(now - t_start_);
+      m.input_tokens.record(input_tokens_);
+      m.output_tokens.record(tokens_.tokens());
+    } else {
+      auto it = m.errors.find(std::string(outcome));
+      if (it == m.errors.end()) m.errors.emplace(std::string(outcome), 1);
+      else it->second += 1;
+    }
+  }
+  if (model_stats_) {
+    model_stats_->running -= 1;
+    model_stats_ = nullptr;
+  }
+  if (!ctx_.access_log.enabled()) return;
+  using ms = std::chrono::duration<double, std::milli>;
+  AccessRecord r;
+  r.request_id = request_id_;
+  if (!head_unread_) {
+    r.method = request_.method_string;
+    r.path = request_.target;
+    r.objective = request_.objective;
+  }
+  r.flow = flow_id_;
+  r.priority = priority_;
+  r.model = model_;
+  r.outcome = outcome;
+  if (endpoint_ >= 0 && static_cast<std::size_t>(endpoint_) < ctx_.endpoints.size())
+    r.endpoint = ctx_.endpoints.at(static_cast<std::size_t>(endpoint_)).config.address;
+  r.status = status;
+  r.total_ms = ms(now - t_start_).count();
+  r.queue_ms = dispatched_ ? ms(t_dispatched_ - t_start_).count() : r.total_ms;
+  r.upstream_ms = dispatched_ ? ms(now - t_dispatched_).count() : 0;
+  r.input_tokens = input_tokens_;
+  r.output_tokens = tokens_.tokens();
+  ctx_.access_log.write(r, worker_.log_scratch);
+}
+
 // ---------------------------------------------------------------- upstream side
 
 void HttpSession::try_next_endpoint() {
@@ -417,6 +485,7 @@ void HttpSession::dispatch_to(int endpoint) {
 
   upstream_ = worker_.pool.take(endpoint);
   if (upstream_) {
+    worker_.stats.endpoint(static_cast<std::size_t>(endpoint)).connections_reused += 1;
     upstream_reused_ = true;
     return write_upstream();
   }
@@ -425,6 +494,7 @@ void HttpSession::dispatch_to(int endpoint) {
 
 void HttpSession::connect_upstream() {
   upstream_reused_ = false;
+  worker_.stats.endpoint(static_cast<std::size_t>(endpoint_)).connections_new += 1;
   upstream_ = std::make_unique<UpstreamConnection>(client_.get_executor(), endpoint_);
   upstream_->stream.expires_after(ctx_.config.server.upstream_connect_timeout);
   upstream_->stream.async_connect(
@@ -436,6 +506,7 @@ void HttpSession::on_connect(error_code ec) {
   if (state_ == State::kClosed) return;  // the client left meanwhile
   auto& ep = ctx_.endpoints.at(endpoint_);
   if (ec) {
+    worker_.stats.endpoint(static_cast<std::size_t>(endpoint_)).errors[static_cast<std::size_t>(UpstreamError::kConnect)] += 1;
     SLUICE_LOG(kWarn, "upstream", "endpoint " << ep.config.address << " unreachable ("
                                               << ec.message() << "); marked down");
     ep.mark_down(datalayer::Clock::now(), ctx_.config.server.endpoint_down_backoff);
@@ -524,13 +595,17 @@ void HttpSession::upstream_failed_before_response(error_code ec, const char* sta
   // A kept-alive connection may have been closed by the endpoint while idle in
   // the pool: retry once on a fresh connection, but only if not a single
   // response byte came back (so the endpoint cannot have started answering).
+  auto& errors = worker_.stats.endpoint(static_cast<std::size_t>(endpoint_)).errors;
   if (upstream_reused_ && !retried_ && !got_bytes && ec != beast::error::timeout) {
+    errors[static_cast<std::size_t>(UpstreamError::kStaleReused)] += 1;
     retried_ = true;
     SLUICE_LOG(kDebug, "upstream", "reused connection to " << ep.config.address << " failed while "
                                                            << stage << " (" << ec.message()
                                                            << "); retrying on a fresh connection");
     return connect_upstream();
   }
+  errors[static_cast<std::size_t>(ec == beast::error::timeout ? UpstreamError::kTimeout
+                                                             : UpstreamError::kBeforeResponse)] += 1;
   release_dispatch();
   SLUICE_LOG(kWarn, "upstream", "endpoint " << ep.config.address << " failed while " << stage << ": "
                                             << ec.message());
@@ -642,6 +717,10 @@ void HttpSession::on_relay_written(error_code ec, std::size_t) {
 }
 
 void HttpSession::upstream_failed_mid_response(error_code ec) {
+  worker_.stats.endpoint(static_cast<std::size_t>(endpoint_))
+      .errors[static_cast<std::size_t>(ec == beast::error::timeout ? UpstreamError::kTimeout
+                                                                   : UpstreamError::kMidResponse)] += 1;
+  end_request(response_.status, ec == beast::error::timeout ? "upstream-timeout" : "upstream-error");
   SLUICE_LOG(kWarn, "upstream", "endpoint " << ctx_.endpoints.at(endpoint_).config.address
                                             << " failed mid-response: " << ec.message());
   upstream_.reset();
@@ -674,6 +753,7 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
 }
 
 void HttpSession::finish_response() {
+  end_request(response_.status, "served");
   release_dispatch();
   if (upstream_) {
     if (response_parser_->keep_alive()) worker_.pool.give_back(std::move(upstream_));
@@ -689,6 +769,20 @@ void HttpSession::finish_response() {
 // ---------------------------------------------------------------- own answers
 
 void HttpSession::answer(const flowcontrol::ErrorAnswer& a) {
+  if (!request_open_) {
+    // Refused before it was whole (malformed, too large): still a request.
+    request_open_ = true;
+    head_unread_ = true;
+    t_start_ = std::chrono::steady_clock::now();
+    dispatched_ = false;
+    endpoint_ = -1;
+    model_.clear();
+    flow_id_.clear();
+    priority_ = 0;
+    input_tokens_ = 0;
+    tokens_.reset();
+  }
+  end_request(a.status, !a.reason.empty() ? a.reason : !a.code.empty() ? a.code : std::string_view("error"));
   state_ = State::kAnswering;
   if (a.close_connection) keep_alive_ = false;
   answer_.emplace(static_cast<http::status>(a.status), request_.version >= 10 ? request_.version : 11);
@@ -744,6 +838,9 @@ void HttpSession::drain() {
 
 void HttpSession::close() {
   if (state_ == State::kClosed) return;
+  // A request still open when the connection ends: the client left (or a
+  // shutdown deadline closed it). nginx's 499.
+  end_request(499, "client-closed");
   state_ = State::kClosed;
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);

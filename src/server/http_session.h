@@ -67,6 +67,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Ends a dispatched request's accounting: in-flight permit, and flow
   // control's completion (with the output tokens counted). Idempotent.
   void release_dispatch();
+  // Accounting of the request that ends now (metrics, access log); once
+  // per request, whichever way it ends.
+  void end_request(int status, std::string_view outcome);
 
   // Upstream side.
   void dispatch_to(int endpoint);
@@ -145,6 +148,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string prompt_text_;  // scratch for prefix hashing (keeps capacity)
   OutputTokenCounter tokens_;
   std::uint64_t tokens_reported_ = 0;
+  // For end_request (strings keep their capacity between requests).
+  bool request_open_ = false;
+  std::chrono::steady_clock::time_point t_start_{};
+  std::chrono::steady_clock::time_point t_dispatched_{};
+  bool dispatched_ = false;
+  bool head_unread_ = false;  // refused before its head was parsed: no method/path to log
+  std::string model_;
+  std::string flow_id_;
+  int priority_ = 0;
+  std::uint64_t input_tokens_ = 0;
+  ModelStats* model_stats_ = nullptr;  // set while counted as running
 };
 
 }  // namespace sluice::server

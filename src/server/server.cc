@@ -248,7 +248,17 @@ void Server::reload(std::function<void(ReloadResult)> done) {
   next.server.listen = running_.server.listen;
   next.server.admin_listen = running_.server.admin_listen;
   next.server.threads = running_.server.threads;
-  if (!(next.server == running_.server)) res.restart_needed.push_back("server");
+  // The log level applies in place; the rest of server: needs a restart.
+  if (next.server.log_level != running_.server.log_level) {
+    log::Level level;
+    if (log::parse_level(next.server.log_level, level)) log::set_level(level);
+    res.applied.push_back("server.logLevel");
+  }
+  {
+    auto compare = next.server;
+    compare.log_level = running_.server.log_level;
+    if (!(compare == running_.server)) res.restart_needed.push_back("server");
+  }
   if (next.flow_control.enabled != running_.flow_control.enabled) res.restart_needed.push_back("featureGates.flowControl");
   for (const auto& e : next.endpoints)
     for (const auto& r : running_.endpoints)
@@ -312,6 +322,30 @@ void Server::reload(std::function<void(ReloadResult)> done) {
           }
         });
   });
+}
+
+void Server::collect_stats(std::function<void(WorkerStats)> done) {
+  struct Gather {
+    std::mutex mu;  // the scrape's merge only, never a request's path
+    WorkerStats merged;
+    std::size_t left;
+    std::function<void(WorkerStats)> done;
+  };
+  auto g = std::make_shared<Gather>();
+  g->merged = WorkerStats(ctx_.config.server.metrics_max_flows);
+  g->left = workers_.size();
+  g->done = std::move(done);
+  for (auto& wp : workers_) {
+    Worker* w = wp.get();
+    net::post(w->ioc, [w, g] {
+      std::unique_lock lock(g->mu);
+      g->merged.merge(w->stats);
+      if (--g->left > 0) return;
+      WorkerStats out = std::move(g->merged);
+      lock.unlock();
+      g->done(std::move(out));
+    });
+  }
 }
 
 void Server::publish_endpoints() {

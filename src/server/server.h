@@ -24,6 +24,8 @@
 #include "datalayer/endpoints_watcher.h"
 #include "datalayer/metrics_scraper.h"
 #include "flowcontrol/controller_shell.h"
+#include "server/access_log.h"
+#include "server/request_stats.h"
 #include "server/upstream_pool.h"
 
 namespace sluice::server {
@@ -69,6 +71,7 @@ struct ProxyContext {
   // Drain (admin) or shutdown: new inference requests are turned away (503
   // `draining`); what is queued and in flight finishes.
   std::atomic<bool> draining{false};
+  AccessLog access_log;  // opened before start(); then read-only
   // Requests proxied right now (inference and pass-through), all threads.
   std::size_t in_flight() const;
 };
@@ -86,7 +89,8 @@ struct Worker {
   Worker(std::size_t index, ProxyContext& ctx)
       : index(index),
         ioc(1),
-        pool(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint) {
+        pool(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint),
+        stats(ctx.config.server.metrics_max_flows) {
     producer = ctx.flow_control->make_producer();
     shell = ctx.flow_control.get();
     policy = ctx.policy;
@@ -105,6 +109,8 @@ struct Worker {
   std::uint64_t cookie_seq = 0;
   flowcontrol::ControllerShell* shell = nullptr;
   std::shared_ptr<const RequestPolicy> policy;  // replaced on this thread by reloads
+  WorkerStats stats;        // this thread's requests, for /metrics
+  std::string log_scratch;  // the access-log line being formatted
 
   // Wakes the dispatcher once for everything this thread pushed during the
   // current pass of its event loop (the flush runs after the handlers that
@@ -149,6 +155,10 @@ class Server {
   // dispatcher thread (after the change applied) or on the caller's.
   // Any thread; reloads are serialized.
   void reload(std::function<void(ReloadResult)> done);
+
+  // Every I/O thread's request statistics, merged; `done` runs on the
+  // thread that contributed last. Any thread.
+  void collect_stats(std::function<void(WorkerStats)> done);
 
  private:
   void do_accept();

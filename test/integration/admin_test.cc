@@ -167,14 +167,23 @@ TEST(Admin, MetricsPassPromtoolUnderLoad) {
   auto sluice = start_sluice(cfg);
   std::atomic<bool> stop{false};
   std::vector<std::thread> load;
+  std::mutex mu;
+  std::map<int, int> statuses;
   for (int t = 0; t < 3; ++t)
     load.emplace_back([&, t] {
       HttpClient c(kHost, sluice->port());
-      for (int i = 0; i < 200 && !stop; ++i)
-        c.post_json("/v1/completions", completion_body(4), {{"x-gateway-inference-fairness-id", "t" + std::to_string(t)}});
+      for (int i = 0; i < 200 && !stop; ++i) {
+        auto res = c.post_json("/v1/completions", completion_body(4),
+                               {{"x-gateway-inference-fairness-id", "t" + std::to_string(t)}});
+        std::lock_guard lock(mu);
+        statuses[res.status] += 1;
+      }
     });
   HttpClient admin(kHost, sluice->admin_port());
   ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), "mock_requests_total") >= 20; }));
+  // One error with a known model: an invalid TTL header.
+  HttpClient bad(kHost, sluice->port());
+  EXPECT_EQ(bad.post_json("/v1/completions", completion_body(1), {{"x-gateway-inference-ttl-ms", "soon"}}).status, 400);
   auto r = admin.request("GET", "/metrics");
   stop = true;
   for (auto& t : load) t.join();
@@ -186,7 +195,15 @@ TEST(Admin, MetricsPassPromtoolUnderLoad) {
         "inference_pool_average_queue_size", "inference_pool_ready_pods",
         "inference_extension_scheduler_e2e_duration_seconds_bucket",
         "inference_extension_plugin_duration_seconds_bucket", "sluice_dispatcher_wakeups_total",
-        "sluice_endpoint_in_flight"})
+        "sluice_endpoint_in_flight", "inference_objective_request_total{model_name=\"mock-model\"",
+        "inference_objective_request_error_total{model_name=\"mock-model\",target_model_name=\"mock-model\","
+        "error_code=\"invalid-ttl\"} 1",
+        "inference_objective_request_duration_seconds_bucket", "inference_objective_input_tokens_bucket",
+        "inference_objective_output_tokens_bucket", "inference_objective_running_requests",
+        "inference_extension_flow_control_request_queue_duration_seconds_bucket{fairness_id=\"t0\",priority=\"0\","
+        "outcome=\"Dispatched\"",
+        "sluice_requests_total{outcome=\"served\"}", "sluice_upstream_connections_total",
+        "sluice_upstream_errors_total", "sluice_dispatcher_events_total"})
     EXPECT_NE(r.body.find(name), std::string::npos) << name;
   TempFile scrape(r.body, "metrics.txt");
   const std::string cmd = "promtool check metrics < " + scrape.path() + " 2>&1";
@@ -198,6 +215,22 @@ TEST(Admin, MetricsPassPromtoolUnderLoad) {
   const int rc = ::pclose(p);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(out, "") << out;  // no lint findings either
+
+  // After the load: the counts are exact. Every request the clients sent
+  // is counted once, served or not; none is running.
+  int sent = 0;
+  for (const auto& [status, n] : statuses) sent += n;
+  auto after = admin.request("GET", "/metrics").body;
+  auto value = [&](const std::string& series) {
+    auto at = after.find("\n" + series + " ");
+    return at == std::string::npos ? -1.0 : std::stod(after.substr(at + series.size() + 2));
+  };
+  EXPECT_EQ(value("inference_objective_request_total{model_name=\"mock-model\",target_model_name=\"mock-model\"}"),
+            sent + 1);
+  EXPECT_EQ(value("sluice_requests_total{outcome=\"served\"}"), statuses[200]);
+  EXPECT_EQ(value("inference_objective_request_duration_seconds_count{model_name=\"mock-model\",target_model_name=\"mock-model\"}"),
+            statuses[200]);
+  EXPECT_EQ(value("inference_objective_running_requests{model_name=\"mock-model\"}"), 0);
 }
 
 }  // namespace

@@ -251,5 +251,66 @@ TEST(Operator, DrainFinishesEverythingQueuedAndInFlight) {
   EXPECT_EQ(sluice->stop(), 0);
 }
 
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// One JSON line per request, whichever way it ended, with its fields.
+TEST(Operator, AccessLogHasOneJsonLinePerRequest) {
+  auto mock = start_mock();
+  TempFile cfg(fc_config(mock->address(), 4, "round-robin-fairness-policy"));
+  TempFile log("", "access.log");
+  auto sluice = start_sluice(cfg, {"--access-log", log.path()});
+  HttpClient c(kHost, sluice->port());
+  Headers h = flow("tenant-a", "interactive");
+  h.emplace_back("x-request-id", "req-\"quoted\"");
+  EXPECT_EQ(c.post_json("/v1/completions", completion_body(3), h).status, 200);
+  EXPECT_EQ(c.post_json("/v1/completions", completion_body(3), {{"x-gateway-inference-ttl-ms", "x"}}).status, 400);
+  EXPECT_EQ(c.request("GET", "/nope").status, 404);
+  ASSERT_TRUE(eventually([&] { return read_lines(log.path()).size() >= 3; }));
+  auto lines = read_lines(log.path());
+  ASSERT_EQ(lines.size(), 3u);
+  auto served = json::parse(lines[0], nullptr, false);
+  ASSERT_FALSE(served.is_discarded()) << lines[0];
+  EXPECT_EQ(served["request_id"], "req-\"quoted\"");
+  EXPECT_EQ(served["flow"], "tenant-a");
+  EXPECT_EQ(served["priority"], 100);
+  EXPECT_EQ(served["objective"], "interactive");
+  EXPECT_EQ(served["model"], "mock-model");
+  EXPECT_EQ(served["outcome"], "served");
+  EXPECT_EQ(served["endpoint"], mock->address());
+  EXPECT_EQ(served["status"], 200);
+  EXPECT_EQ(served["output_tokens"], 3);
+  EXPECT_GT(served["input_tokens"].get<int>(), 0);
+  EXPECT_GE(served["queue_ms"].get<double>(), 0);
+  EXPECT_GT(served["upstream_ms"].get<double>(), 0);
+  EXPECT_GE(served["total_ms"].get<double>(), served["upstream_ms"].get<double>());
+  auto refused = json::parse(lines[1]);
+  EXPECT_EQ(refused["outcome"], "invalid-ttl");
+  EXPECT_EQ(refused["status"], 400);
+  EXPECT_EQ(refused["endpoint"], "");
+  auto missing = json::parse(lines[2]);
+  EXPECT_EQ(missing["outcome"], "not-found");
+  EXPECT_EQ(missing["path"], "/nope");
+  EXPECT_EQ(sluice->stop(), 0);
+
+  // Text format; and nothing per request on stderr at info level without it.
+  TempFile text_log("", "access.txt");
+  auto plain = start_sluice(cfg, {"--access-log", text_log.path(), "--access-log-format", "text"}, true);
+  HttpClient c2(kHost, plain->port());
+  EXPECT_EQ(c2.post_json("/v1/completions", completion_body(2), flow("tenant b")).status, 200);
+  ASSERT_TRUE(eventually([&] { return read_lines(text_log.path()).size() >= 1; }));
+  const auto t = read_lines(text_log.path())[0];
+  EXPECT_NE(t.find(" flow=\"tenant b\" "), std::string::npos) << t;
+  EXPECT_NE(t.find(" outcome=served "), std::string::npos) << t;
+  EXPECT_NE(t.find(" status=200 "), std::string::npos) << t;
+  EXPECT_EQ(plain->stop(), 0);
+  const auto& err = plain->stderr_text();
+  EXPECT_EQ(err.find("tenant b"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace sluice::test

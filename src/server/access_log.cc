@@ -1,0 +1,168 @@
+#include "server/access_log.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+namespace sluice::server {
+
+AccessLog::~AccessLog() {
+  if (owned_ && fd_ >= 0) ::close(fd_);
+}
+
+bool AccessLog::open(const std::string& target, const std::string& format, std::string& error) {
+  json_ = format != "text";
+  if (target.empty()) return true;
+  if (target == "-") {
+    fd_ = STDERR_FILENO;
+    return true;
+  }
+  fd_ = ::open(target.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    error = "cannot open access log " + target + ": " + std::strerror(errno);
+    return false;
+  }
+  owned_ = true;
+  return true;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+namespace {
+
+void append_int(std::string& out, std::int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<std::size_t>(r.ptr - buf));
+}
+
+void append_ms(std::string& out, double ms) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, ms, std::chars_format::fixed, 3);
+  out.append(buf, static_cast<std::size_t>(r.ptr - buf));
+}
+
+// Text values: no spaces or quotes inside, else quoted.
+void append_text_value(std::string& out, std::string_view s) {
+  if (s.empty()) {
+    out += '-';
+    return;
+  }
+  if (s.find_first_of(" \"\\\n\r\t=") == std::string_view::npos) {
+    out += s;
+    return;
+  }
+  append_json_string(out, s);
+}
+
+}  // namespace
+
+void AccessLog::write(const AccessRecord& r, std::string& out) const {
+  if (fd_ < 0) return;
+  out.clear();
+  // UTC time, millisecond precision.
+  const auto now = std::chrono::system_clock::now();
+  const auto t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char ts[96];
+  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  struct Str {
+    const char* key;
+    std::string_view value;
+  };
+  const Str strings[] = {{"request_id", r.request_id}, {"method", r.method},       {"path", r.path},
+                         {"flow", r.flow},             {"objective", r.objective}, {"model", r.model},
+                         {"outcome", r.outcome},       {"endpoint", r.endpoint}};
+  struct Num {
+    const char* key;
+    std::int64_t value;
+  };
+  const Num ints[] = {{"priority", r.priority},
+                      {"status", r.status},
+                      {"input_tokens", static_cast<std::int64_t>(r.input_tokens)},
+                      {"output_tokens", static_cast<std::int64_t>(r.output_tokens)}};
+  struct Ms {
+    const char* key;
+    double value;
+  };
+  const Ms times[] = {{"queue_ms", r.queue_ms}, {"upstream_ms", r.upstream_ms}, {"total_ms", r.total_ms}};
+  if (json_) {
+    out += "{\"ts\":\"";
+    out += ts;
+    out += '"';
+    for (const auto& s : strings) {
+      out += ",\"";
+      out += s.key;
+      out += "\":";
+      append_json_string(out, s.value);
+    }
+    for (const auto& n : ints) {
+      out += ",\"";
+      out += n.key;
+      out += "\":";
+      append_int(out, n.value);
+    }
+    for (const auto& m : times) {
+      out += ",\"";
+      out += m.key;
+      out += "\":";
+      append_ms(out, m.value);
+    }
+    out += "}\n";
+  } else {
+    out += ts;
+    for (const auto& s : strings) {
+      out += ' ';
+      out += s.key;
+      out += '=';
+      append_text_value(out, s.value);
+    }
+    for (const auto& n : ints) {
+      out += ' ';
+      out += n.key;
+      out += '=';
+      append_int(out, n.value);
+    }
+    for (const auto& m : times) {
+      out += ' ';
+      out += m.key;
+      out += '=';
+      append_ms(out, m.value);
+    }
+    out += '\n';
+  }
+  // One write per line; a short write (disk full) loses the rest of that
+  // line, never blocks the I/O thread on a retry loop.
+  [[maybe_unused]] ssize_t n = ::write(fd_, out.data(), out.size());
+}
+
+}  // namespace sluice::server
