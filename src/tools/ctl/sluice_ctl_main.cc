@@ -1,0 +1,464 @@
+// sluice-ctl: the operator's command-line client for sluice's admin plane.
+// Tables for people, --json for scripts. Exit codes: 0 done, 1 the server
+// refused (its message is printed), 2 usage, 3 the admin plane is unreachable.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kUsage = R"(usage: sluice-ctl [--admin HOST:PORT] [--token-file FILE] [--json] COMMAND
+
+commands:
+  flows                                 every flow: priority, band, weight, queue, outcomes
+  flow ID                               one flow id: its override and its flows
+  flow set ID [--weight W] [--priority P] [--max-queued N]
+                                        override a flow (N 0: no limit)
+  flow reset ID                         remove the overrides
+  bands                                 every band: limits, policies, queue
+  band set PRIORITY [--max-requests N] [--max-bytes N] [--fairness POLICY]
+                    [--ordering POLICY] [--share S]
+                                        add or change a band
+  band delete PRIORITY                  revert a band to the default
+  endpoints                             the pool: health, metrics and their age, in flight
+  reload                                re-read the config file
+  drain [--wait] [--timeout SECONDS]    stop admitting; --wait: until drained
+  drain status | drain cancel           where a drain stands; admit again
+  metrics                               the Prometheus exposition
+
+The admin address defaults to $SLUICE_ADMIN or 127.0.0.1:9090; the token to
+--token-file or $SLUICE_ADMIN_TOKEN.
+)";
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::cerr << "sluice-ctl: " << what << "\n" << kUsage;
+  std::exit(2);
+}
+
+struct Reply {
+  int status = 0;
+  std::string body;
+};
+
+struct Client {
+  std::string host = "127.0.0.1";
+  std::string port = "9090";
+  std::string token;
+
+  // One request over a fresh connection (Connection: close); exits 3 if
+  // the admin plane cannot be reached or does not answer.
+  Reply call(const std::string& method, const std::string& path, const std::string& body = "") const {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+      unreachable(std::string("cannot resolve: ") + gai_strerror(rc));
+    int fd = -1;
+    std::string error = "no address";
+    for (addrinfo* a = res; a; a = a->ai_next) {
+      fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      timeval tv{10, 0};  // each send/receive; a stuck server does not hang the CLI
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+      error = std::strerror(errno);
+      close(fd);
+      fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) unreachable(error);
+    std::string req = method + " " + path + " HTTP/1.1\r\nHost: " + host + ":" + port +
+                      "\r\nConnection: close\r\nUser-Agent: sluice-ctl\r\n";
+    if (!token.empty()) req += "Authorization: Bearer " + token + "\r\n";
+    if (!body.empty()) req += "Content-Type: application/json\r\n";
+    req += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    for (std::size_t sent = 0; sent < req.size();) {
+      ssize_t n = send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) {
+        close(fd);
+        unreachable(std::string("send failed: ") + std::strerror(errno));
+      }
+      sent += static_cast<std::size_t>(n);
+    }
+    std::string raw;
+    char buf[16384];
+    while (true) {
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n < 0) {
+        close(fd);
+        unreachable(std::string("no answer: ") + std::strerror(errno));
+      }
+      if (n == 0) break;
+      raw.append(buf, static_cast<std::size_t>(n));
+    }
+    close(fd);
+    Reply r;
+    const auto head_end = raw.find("\r\n\r\n");
+    if (raw.compare(0, 9, "HTTP/1.1 ") != 0 || head_end == std::string::npos) unreachable("not an HTTP answer");
+    r.status = std::atoi(raw.c_str() + 9);
+    r.body = raw.substr(head_end + 4);
+    // The admin plane answers with Content-Length; chunked is not used.
+    return r;
+  }
+
+  [[noreturn]] void unreachable(const std::string& why) const {
+    std::cerr << "sluice-ctl: cannot reach the admin plane at " << host << ":" << port << ": " << why << "\n";
+    std::exit(3);
+  }
+};
+
+// A refused call: the server's message, exit 1.
+[[noreturn]] void refused(const Reply& r) {
+  auto j = json::parse(r.body, nullptr, false);
+  std::string message = r.body;
+  std::string code;
+  if (!j.is_discarded() && j.is_object() && j.contains("error")) {
+    message = j["error"].value("message", r.body);
+    code = j["error"].value("code", "");
+  }
+  std::cerr << "sluice-ctl: " << r.status << (code.empty() ? "" : " " + code) << ": " << message << "\n";
+  if (r.status == 401) std::cerr << "sluice-ctl: give the admin token with --token-file FILE or SLUICE_ADMIN_TOKEN\n";
+  std::exit(1);
+}
+
+json expect_json(const Reply& r, std::initializer_list<int> ok = {200}) {
+  if (std::find(ok.begin(), ok.end(), r.status) == ok.end()) refused(r);
+  auto j = json::parse(r.body, nullptr, false);
+  if (j.is_discarded()) {
+    std::cerr << "sluice-ctl: the server's answer is not JSON: " << r.body << "\n";
+    std::exit(1);
+  }
+  return j;
+}
+
+// Left-aligned columns sized to their widest cell.
+void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(header.size());
+  for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      out += cells[c];
+      if (c + 1 < cells.size()) out += std::string(width[c] - cells[c].size() + 2, ' ');
+    }
+    std::cout << out << "\n";
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+}
+
+std::string num(const json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_number_integer() || v.is_number_unsigned()) return std::to_string(v.get<long long>());
+  if (v.is_number()) {
+    std::ostringstream os;
+    os << v.get<double>();
+    return os.str();
+  }
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+std::string outcomes_cell(const json& outcomes) {
+  std::string out;
+  for (auto it = outcomes.begin(); it != outcomes.end(); ++it) {
+    if (!out.empty()) out += ",";
+    out += it.key() + "=" + num(it.value());
+  }
+  return out.empty() ? "-" : out;
+}
+
+void print_flows(const json& flows) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& f : flows) {
+    char age[32];
+    std::snprintf(age, sizeof age, "%.1fs", f.value("lastActiveMsAgo", 0.0) / 1000.0);
+    rows.push_back({num(f["id"]), num(f["priority"]), num(f["band"]), num(f["weight"]), num(f["queued"]),
+                    num(f["queuedBytes"]), num(f["inFlight"]), num(f["dispatched"]), outcomes_cell(f["outcomes"]),
+                    num(f["tokensCharged"]), age});
+  }
+  print_table({"ID", "PRIORITY", "BAND", "WEIGHT", "QUEUED", "BYTES", "IN-FLIGHT", "DISPATCHED", "REJECTED/EVICTED",
+               "TOKENS", "LAST-ACTIVE"},
+              rows);
+}
+
+// Parses "--name value" options after the positional arguments.
+struct Options {
+  std::vector<std::pair<std::string, std::string>> values;
+  bool flag(const std::string& name) const {
+    for (const auto& [k, v] : values)
+      if (k == name) return true;
+    return false;
+  }
+  std::optional<std::string> get(const std::string& name) const {
+    for (const auto& [k, v] : values)
+      if (k == name) return v;
+    return std::nullopt;
+  }
+};
+
+Options parse_options(const std::vector<std::string>& args, std::size_t from, std::initializer_list<const char*> valued,
+                      std::initializer_list<const char*> flags = {}) {
+  Options o;
+  for (std::size_t i = from; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (std::find_if(flags.begin(), flags.end(), [&](const char* f) { return a == f; }) != flags.end()) {
+      o.values.emplace_back(a, "");
+      continue;
+    }
+    if (std::find_if(valued.begin(), valued.end(), [&](const char* f) { return a == f; }) == valued.end())
+      usage_error("unexpected '" + a + "'");
+    if (i + 1 >= args.size()) usage_error(a + " needs a value");
+    o.values.emplace_back(a, args[++i]);
+  }
+  return o;
+}
+
+// A JSON number from an option, or a usage error.
+json number_option(const std::string& name, const std::string& text, bool integer) {
+  char* end = nullptr;
+  errno = 0;
+  if (integer) {
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno) usage_error(name + " must be a whole number, got '" + text + "'");
+    return v;
+  }
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno) usage_error(name + " must be a number, got '" + text + "'");
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Client client;
+  bool as_json = false;
+  std::string token_file;
+  if (const char* a = std::getenv("SLUICE_ADMIN"); a && *a) {
+    std::string s = a;
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos) usage_error("SLUICE_ADMIN must be HOST:PORT");
+    client.host = s.substr(0, colon);
+    client.port = s.substr(colon + 1);
+  }
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--admin") {
+      std::string s = value();
+      auto colon = s.rfind(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) usage_error("--admin must be HOST:PORT");
+      client.host = s.substr(0, colon);
+      client.port = s.substr(colon + 1);
+      if (client.host.size() > 2 && client.host.front() == '[') client.host = client.host.substr(1, client.host.size() - 2);
+    } else if (a == "--token-file") {
+      token_file = value();
+    } else if (a == "--json") {
+      as_json = true;
+    } else if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else {
+      args.push_back(a);
+    }
+  }
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) usage_error("cannot read --token-file " + token_file);
+    std::getline(in, client.token);
+    while (!client.token.empty() && (client.token.back() == '\r' || client.token.back() == ' ')) client.token.pop_back();
+  } else if (const char* t = std::getenv("SLUICE_ADMIN_TOKEN"); t && *t) {
+    client.token = t;
+  }
+  if (args.empty()) usage_error("no command");
+  const std::string& cmd = args[0];
+  auto arg = [&](std::size_t i, const char* what) -> const std::string& {
+    if (i >= args.size()) usage_error(cmd + " needs " + what);
+    return args[i];
+  };
+  auto out_json = [](const json& j) { std::cout << j.dump(2) << "\n"; };
+
+  if (cmd == "flows") {
+    parse_options(args, 1, {});
+    auto j = expect_json(client.call("GET", "/admin/v1/flows"));
+    if (as_json) out_json(j);
+    else print_flows(j);
+    return 0;
+  }
+  if (cmd == "flow") {
+    const std::string& sub = arg(1, "an ID, or set/reset ID");
+    if (sub == "set") {
+      const std::string& id = arg(2, "a flow ID");
+      auto o = parse_options(args, 3, {"--weight", "--priority", "--max-queued"});
+      json body = json::object();
+      if (auto v = o.get("--weight")) body["weight"] = number_option("--weight", *v, false);
+      if (auto v = o.get("--priority")) body["priority"] = number_option("--priority", *v, true);
+      if (auto v = o.get("--max-queued")) body["maxQueued"] = number_option("--max-queued", *v, true);
+      if (body.empty()) usage_error("flow set needs --weight, --priority or --max-queued");
+      auto j = expect_json(client.call("PUT", "/admin/v1/flows/" + id, body.dump()));
+      if (as_json) out_json(j);
+      else std::cout << "flow " << id << " override: " << j["override"].dump() << "\n";
+      return 0;
+    }
+    if (sub == "reset") {
+      const std::string& id = arg(2, "a flow ID");
+      parse_options(args, 3, {});
+      auto j = expect_json(client.call("DELETE", "/admin/v1/flows/" + id));
+      if (as_json) out_json(j);
+      else std::cout << "flow " << id << ": overrides removed\n";
+      return 0;
+    }
+    parse_options(args, 2, {});
+    auto j = expect_json(client.call("GET", "/admin/v1/flows/" + sub));
+    if (as_json) {
+      out_json(j);
+    } else {
+      std::cout << "flow " << sub << "  override: " << j["override"].dump() << "\n";
+      print_flows(j["flows"]);
+    }
+    return 0;
+  }
+  if (cmd == "bands") {
+    parse_options(args, 1, {});
+    auto j = expect_json(client.call("GET", "/admin/v1/bands"));
+    if (as_json) {
+      out_json(j);
+      return 0;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& b : j)
+      rows.push_back({num(b["priority"]), b["configured"].get<bool>() ? "configured" : "default",
+                      num(b["maxRequests"]), num(b["maxBytes"]), num(b["fairnessPolicy"]), num(b["orderingPolicy"]),
+                      num(b["antiStarvationShare"]), num(b["queued"]), num(b["queuedBytes"]), num(b["flows"])});
+    print_table({"PRIORITY", "SOURCE", "MAX-REQUESTS", "MAX-BYTES", "FAIRNESS", "ORDERING", "SHARE", "QUEUED",
+                 "BYTES", "FLOWS"},
+                rows);
+    return 0;
+  }
+  if (cmd == "band") {
+    const std::string& sub = arg(1, "set or delete");
+    const std::string& priority = arg(2, "a PRIORITY");
+    if (sub == "set") {
+      auto o = parse_options(args, 3, {"--max-requests", "--max-bytes", "--fairness", "--ordering", "--share"});
+      json body = json::object();
+      if (auto v = o.get("--max-requests")) body["maxRequests"] = number_option("--max-requests", *v, true);
+      if (auto v = o.get("--max-bytes")) body["maxBytes"] = number_option("--max-bytes", *v, true);
+      if (auto v = o.get("--fairness")) body["fairnessPolicy"] = *v;
+      if (auto v = o.get("--ordering")) body["orderingPolicy"] = *v;
+      if (auto v = o.get("--share")) body["antiStarvationShare"] = number_option("--share", *v, false);
+      auto j = expect_json(client.call("PUT", "/admin/v1/bands/" + priority, body.dump()));
+      if (as_json) out_json(j);
+      else std::cout << "band " << priority << ": " << j.dump() << "\n";
+      return 0;
+    }
+    if (sub == "delete") {
+      parse_options(args, 3, {});
+      auto j = expect_json(client.call("DELETE", "/admin/v1/bands/" + priority));
+      if (as_json) out_json(j);
+      else std::cout << "band " << priority << ": reverted to the default band\n";
+      return 0;
+    }
+    usage_error("band takes set or delete");
+  }
+  if (cmd == "endpoints") {
+    parse_options(args, 1, {});
+    auto j = expect_json(client.call("GET", "/admin/v1/endpoints"));
+    if (as_json) {
+      out_json(j);
+      return 0;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& e : j) {
+      std::string labels;
+      for (auto it = e["labels"].begin(); it != e["labels"].end(); ++it)
+        labels += (labels.empty() ? "" : ",") + it.key() + "=" + num(it.value());
+      const auto& m = e["metrics"];
+      char age[32] = "-";
+      if (m.is_object()) std::snprintf(age, sizeof age, "%.0fms", m.value("ageMs", 0.0));
+      std::string health = e["removed"].get<bool>() ? "removed" : e["healthy"].get<bool>() ? "healthy" : "down";
+      rows.push_back({num(e["address"]), num(e["engine"]), health, m.is_object() ? num(m["waiting"]) : "-",
+                      m.is_object() ? num(m["running"]) : "-", m.is_object() ? num(m["kvCacheUsage"]) : "-", age,
+                      num(e["inFlight"]), labels.empty() ? "-" : labels});
+    }
+    print_table({"ADDRESS", "ENGINE", "HEALTH", "WAITING", "RUNNING", "KV-CACHE", "METRICS-AGE", "IN-FLIGHT", "LABELS"},
+                rows);
+    return 0;
+  }
+  if (cmd == "reload") {
+    parse_options(args, 1, {});
+    auto j = expect_json(client.call("POST", "/admin/v1/reload"));
+    if (as_json) {
+      out_json(j);
+      return 0;
+    }
+    std::cout << "reloaded";
+    if (j["applied"].empty()) std::cout << "; nothing changed";
+    else std::cout << "; applied: " << j["applied"].dump();
+    std::cout << "\n";
+    if (!j["restartRequired"].empty())
+      std::cout << "changed but needs a restart: " << j["restartRequired"].dump() << "\n";
+    return 0;
+  }
+  if (cmd == "drain") {
+    if (args.size() > 1 && (args[1] == "status" || args[1] == "cancel")) {
+      parse_options(args, 2, {});
+      auto j = expect_json(client.call(args[1] == "status" ? "GET" : "DELETE", "/admin/v1/drain"));
+      if (as_json) out_json(j);
+      else std::cout << num(j["state"]) << ": " << num(j["queued"]) << " queued, " << num(j["inFlight"]) << " in flight\n";
+      return 0;
+    }
+    auto o = parse_options(args, 1, {"--timeout"}, {"--wait"});
+    double timeout = 300;
+    if (auto v = o.get("--timeout")) timeout = number_option("--timeout", *v, false).get<double>();
+    auto j = expect_json(client.call("POST", "/admin/v1/drain"), {200, 202});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+    while (o.flag("--wait") && j["state"] != "drained") {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::cerr << "sluice-ctl: not drained after " << timeout << " s: " << num(j["queued"]) << " queued, "
+                  << num(j["inFlight"]) << " in flight\n";
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling a remote state
+      j = expect_json(client.call("GET", "/admin/v1/drain"));
+    }
+    if (as_json) out_json(j);
+    else std::cout << num(j["state"]) << ": " << num(j["queued"]) << " queued, " << num(j["inFlight"]) << " in flight\n";
+    return 0;
+  }
+  if (cmd == "metrics") {
+    parse_options(args, 1, {});
+    auto r = client.call("GET", "/metrics");
+    if (r.status != 200) refused(r);
+    std::cout << r.body;
+    return 0;
+  }
+  usage_error("unknown command '" + cmd + "'");
+}
