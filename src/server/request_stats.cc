@@ -11,7 +11,7 @@ ModelStats& WorkerStats::model(std::string_view name) {
   if (name.empty()) name = "unknown";
   auto it = models.find(name);
   if (it != models.end()) return it->second;
-  if (models.size() >= max_models) return models["other"];
+  if (named_models() >= max_models) return models["other"];
   return models[std::string(name)];
 }
 
@@ -26,7 +26,7 @@ void WorkerStats::outcome(std::string_view what) {
 
 void WorkerStats::merge(const WorkerStats& o) {
   for (const auto& [name, s] : o.models) {
-    auto& d = models.size() >= max_models && !models.count(name) ? models["other"] : models[name];
+    auto& d = name != "other" && !models.count(name) && named_models() >= max_models ? models["other"] : models[name];
     d.requests += s.requests;
     for (const auto& [code, n] : s.errors) d.errors[code] += n;
     d.duration.add(s.duration);

@@ -59,6 +59,8 @@ struct WorkerStats {
     return endpoints[index];
   }
   void outcome(std::string_view what);
+  // Models with their own series ("other" does not count against the cap).
+  std::size_t named_models() const { return models.size() - models.count("other"); }
 
   // Adds another worker's copy (for the merged exposition).
   void merge(const WorkerStats& o);
