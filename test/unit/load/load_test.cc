@@ -1,0 +1,232 @@
+// sluice-load's pieces: distributions, statistics against hand-computed
+// values, and the scenario parser's errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tools/load/distributions.h"
+#include "tools/load/driver.h"
+#include "tools/load/scenario.h"
+#include "tools/load/stats.h"
+
+namespace sluice::load {
+namespace {
+
+TEST(Distributions, MeansAndBoundsOverManySamples) {
+  Rng rng(42);
+  const Distribution uniform{Distribution::Kind::kUniform, 10, 30, 10, 30};
+  const Distribution expo{Distribution::Kind::kExponential, 5};
+  const Distribution normal{Distribution::Kind::kNormal, 100, 10, 0, 1e18};
+  const Distribution lognormal{Distribution::Kind::kLogNormal, 50, 0.5};
+  double su = 0, se = 0, sn = 0, sl = 0, lo = 1e9, hi = -1;
+  constexpr int kN = 200000;
+  for (int i = 0; i < kN; ++i) {
+    const double u = uniform.sample(rng);
+    lo = std::min(lo, u);
+    hi = std::max(hi, u);
+    su += u;
+    se += expo.sample(rng);
+    sn += normal.sample(rng);
+    sl += lognormal.sample(rng);
+  }
+  // Standard errors are well below these tolerances at 200k samples.
+  EXPECT_NEAR(su / kN, 20, 0.1);
+  EXPECT_NEAR(se / kN, 5, 0.1);
+  EXPECT_NEAR(sn / kN, 100, 0.2);
+  EXPECT_NEAR(sl / kN, lognormal.mean(), 0.5);
+  EXPECT_GE(lo, 10);
+  EXPECT_LE(hi, 30);
+  const Distribution clamped{Distribution::Kind::kNormal, 0, 100, 0, 5};
+  for (int i = 0; i < 1000; ++i) {
+    const double v = clamped.sample(rng);
+    EXPECT_GE(v, 0);
+    EXPECT_LE(v, 5);
+  }
+  EXPECT_EQ((Distribution{Distribution::Kind::kConstant, 0.2}.sample_count(rng)), 1u);  // at least one token
+}
+
+TEST(Stats, PercentilesAreNearestRank) {
+  const std::vector<double> v = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  EXPECT_EQ(percentile(v, 50), 5);
+  EXPECT_EQ(percentile(v, 90), 9);
+  EXPECT_EQ(percentile(v, 99), 10);
+  EXPECT_EQ(percentile(v, 0), 1);
+  EXPECT_EQ(percentile(v, 100), 10);
+  EXPECT_EQ(percentile({7}, 50), 7);
+  EXPECT_EQ(percentile({}, 50), 0);
+  const std::vector<double> w = {10, 20, 30};  // rank ceil(0.5*3) = 2
+  EXPECT_EQ(percentile(w, 50), 20);
+}
+
+TEST(Stats, JainIndexMatchesHandComputedValues) {
+  EXPECT_DOUBLE_EQ(jain_index({1, 1, 1, 1}), 1.0);
+  EXPECT_DOUBLE_EQ(jain_index({1, 0, 0, 0}), 0.25);
+  // (1+2+3+4)^2 / (4 * (1+4+9+16)) = 100 / 120
+  EXPECT_DOUBLE_EQ(jain_index({1, 2, 3, 4}), 100.0 / 120.0);
+  // (3+1)^2 / (2 * 10) = 0.8
+  EXPECT_DOUBLE_EQ(jain_index({3, 1}), 0.8);
+  EXPECT_DOUBLE_EQ(jain_index({}), 1.0);
+}
+
+TEST(Stats, ReducesRecordsPerFlow) {
+  // Two flows over a 10 s window; flow 0 always has one outstanding, flow 1
+  // only briefly.
+  std::vector<RequestRecord> recs;
+  for (int i = 0; i < 10; ++i) {
+    RequestRecord r;
+    r.flow = 0;
+    r.sent = i;
+    r.first_byte = i + 0.1;
+    r.first_token = i + 0.2;
+    r.done = i + 1.0;
+    r.status = 200;
+    r.endpoint = "a:1";
+    r.input_tokens = 10;
+    r.output_tokens = 11;
+    recs.push_back(r);
+  }
+  RequestRecord shed;
+  shed.flow = 1;
+  shed.sent = 2;
+  shed.done = 2.01;
+  shed.status = 429;
+  shed.reason = "rejected-capacity";
+  recs.push_back(shed);
+  RequestRecord err = shed;
+  err.status = 500;
+  err.reason.clear();
+  recs.push_back(err);
+  RequestRecord lost = shed;
+  lost.status = 0;
+  lost.error = "read: connection reset";
+  recs.push_back(lost);
+  auto st = compute_stats(recs, {"a", "b"}, {1, 1}, {{{0, 10}}, {{0, 10}}}, {0, 2}, 0, 10, 10);
+  const auto& a = st.flows[0];
+  EXPECT_EQ(a.sent, 10u);
+  EXPECT_EQ(a.ok, 10u);
+  EXPECT_DOUBLE_EQ(a.offered_rate, 1.0);
+  EXPECT_DOUBLE_EQ(a.completed_rate, 0.9);  // the last completes at 10.0, outside [0, 10)
+  EXPECT_DOUBLE_EQ(a.e2e.p50, 1.0);
+  EXPECT_NEAR(a.ttft.p99, 0.2, 1e-9);
+  EXPECT_NEAR(a.tpot.p50, 0.08, 1e-9);  // (1.0 - 0.2) / (11 - 1)
+  EXPECT_TRUE(a.backlogged);
+  EXPECT_EQ(a.endpoints.at("a:1"), 10u);
+  const auto& b = st.flows[1];
+  EXPECT_EQ(b.sent, 3u);
+  EXPECT_EQ(b.shed, 1u);
+  EXPECT_EQ(b.errors, 1u);
+  EXPECT_EQ(b.lost, 1u);
+  EXPECT_EQ(b.not_sent, 2u);
+  EXPECT_EQ(b.outcomes.at("429 rejected-capacity"), 1u);
+  EXPECT_EQ(b.outcomes.at("lost: read: connection reset"), 1u);
+  EXPECT_FALSE(b.backlogged);
+  EXPECT_EQ(st.backlogged_flows, 1u);
+  EXPECT_DOUBLE_EQ(a.token_share, 1.0);
+  EXPECT_EQ(st.total_sent, 13u);
+  EXPECT_EQ(st.total_lost, 1u);
+}
+
+TEST(Prompts, SharedPrefixesAreIdenticalAndLengthsHold) {
+  Rng r1(1), r2(2);
+  const auto a = make_prompt(r1, 100, 3, 40);
+  const auto b = make_prompt(r2, 60, 3, 40);
+  const auto c = make_prompt(r1, 60, 2, 40);
+  auto prefix = [](const std::string& s, int words) {
+    std::size_t at = 0;
+    for (int i = 0; i < words; ++i) at = s.find(' ', at) + 1;
+    return s.substr(0, at);
+  };
+  EXPECT_EQ(prefix(a, 40), prefix(b, 40));
+  EXPECT_NE(prefix(a, 40), prefix(c, 40));
+  EXPECT_EQ(std::count(a.begin(), a.end(), ' '), 100);
+}
+
+std::string bad(const std::string& yaml) {
+  try {
+    parse_scenario(yaml, "s.yaml");
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Scenario, ParsesAFullFile) {
+  auto s = parse_scenario(R"(
+name: demo
+target: http://127.0.0.1:8080
+duration: 30s
+warmup: 5s
+maxRequests: 500
+sharedPrefixes: {count: 3, tokens: 128}
+flows:
+  - name: interactive
+    objective: interactive
+    arrival: {type: poisson, rate: 4}
+    promptTokens: {type: uniform, min: 50, max: 150}
+    maxTokens: 32
+    stream: true
+  - name: batch
+    fairnessId: batch-a
+    weight: 2
+    headers: {x-extra: "1"}
+    arrival: {type: closed, clients: 8, think: 10ms}
+    sharedPrefixShare: 0.5
+    start: 2s
+    stop: 20s
+    phases:
+      - {at: 5s, clients: 16}
+      - {at: 10s, stop: true}
+      - {at: 12s, clients: 4}
+)", "s.yaml");
+  ASSERT_EQ(s.flows.size(), 2u);
+  EXPECT_EQ(s.duration, std::chrono::seconds(30));
+  EXPECT_EQ(s.flows[0].fairness_id, "interactive");
+  EXPECT_EQ(s.flows[0].arrival.kind, Arrival::Kind::kPoisson);
+  EXPECT_EQ(s.flows[0].prompt_tokens.kind, Distribution::Kind::kUniform);
+  EXPECT_TRUE(s.flows[0].stream);
+  EXPECT_EQ(s.flows[1].fairness_id, "batch-a");
+  EXPECT_EQ(s.flows[1].arrival.clients, 8);
+  EXPECT_EQ(s.flows[1].phases.size(), 3u);
+  EXPECT_TRUE(s.flows[1].phases[1].stop);
+  EXPECT_EQ(s.flows[1].headers[0].first, "x-extra");
+}
+
+TEST(Scenario, BadFilesNameTheField) {
+  const std::string flow = "flows:\n  - name: a\n    arrival: {type: poisson, rate: 1}\n";
+  EXPECT_NE(bad("durtion: 5s\n" + flow).find("durtion (line 1): unknown field"), std::string::npos);
+  EXPECT_NE(bad("duration: soon\n" + flow).find("duration (line 1): expected a duration"), std::string::npos);
+  EXPECT_NE(bad("name: x\n").find("flows"), std::string::npos);
+  EXPECT_NE(bad("flows:\n  - name: a\n    arrival: {type: poisson, rate: 0}\n")
+                .find("flows[0].arrival.rate (line 3): must be greater than 0"),
+            std::string::npos)
+      << bad("flows:\n  - name: a\n    arrival: {type: poisson, rate: 0}\n");
+  EXPECT_NE(bad("flows:\n  - name: a\n    arrival: {type: bursty}\n").find("unknown arrival 'bursty'"), std::string::npos);
+  EXPECT_NE(bad("flows:\n  - name: a\n    arrival: {type: closed}\n").find("flows[0].arrival.clients"), std::string::npos);
+  EXPECT_NE(bad(flow + "    maxTokens: {type: zipf}\n").find("unknown distribution 'zipf'"), std::string::npos);
+  EXPECT_NE(bad(flow + "    promptTokens: {type: uniform, min: 9, max: 3}\n").find("promptTokens.max"), std::string::npos);
+  EXPECT_NE(bad(flow + "    sharedPrefixShare: 2\n").find("must be from 0 to 1"), std::string::npos);
+  EXPECT_NE(bad(flow + "    phases:\n      - {at: 5s, clients: 3}\n").find("changes rate, not clients"), std::string::npos);
+  EXPECT_NE(bad(flow + "    phases:\n      - {at: 5s, rate: 3}\n      - {at: 2s, rate: 1}\n").find("in time order"),
+            std::string::npos);
+  EXPECT_NE(bad(flow + "  - name: a\n    arrival: {type: poisson, rate: 1}\n").find("duplicate flow name"),
+            std::string::npos);
+  EXPECT_NE(bad("target: 127.0.0.1:80\n" + flow).find("must start with http://"), std::string::npos);
+  EXPECT_NE(bad("flows: [\n").find("s.yaml: line"), std::string::npos);
+  EXPECT_NE(bad(flow + "    stream: maybe\n").find("expected true or false"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sluice::load
+
+namespace sluice::load {
+namespace {
+
+TEST(Scenario, TheShippedScenariosLoad) {
+  for (const char* name : {"demo", "vtc-overload", "vtc-weighted", "vtc-on-off", "shared-prefix", "burst"}) {
+    const std::string path = std::string(SLUICE_SCENARIOS_DIR) + "/" + name + ".yaml";
+    EXPECT_NO_THROW(load_scenario_file(path)) << path;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::load
