@@ -146,11 +146,21 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
     case registry::Limit::kNone:
       break;
     case registry::Limit::kFlow:
-    case registry::Limit::kBand:
-      // Only strictly lower priority is ever displaced: nothing in the same
-      // band (or flow) may make room.
       flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
       return reject(QueueOutcome::kRejectedCapacity);
+    case registry::Limit::kBand:
+      // Within the band only a longer flow gives way (fair admission);
+      // then the global limit still applies.
+      if (!displacement_ || !displace_in_band(flow, r.bytes, now)) {
+        flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
+        return reject(QueueOutcome::kRejectedCapacity);
+      }
+      if (registry_.would_exceed(flow, r.bytes) == registry::Limit::kGlobal &&
+          !displace(key.priority, r.bytes, now)) {
+        flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
+        return reject(QueueOutcome::kRejectedCapacity);
+      }
+      break;
     case registry::Limit::kGlobal:
       if (!displacement_ || !displace(key.priority, r.bytes, now)) {
         flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
@@ -220,6 +230,40 @@ bool Controller::displace(int priority, std::uint64_t bytes, TimePoint now) {
     victims.push_back(i);
     freed_requests += 1;
     freed_bytes += i->request.byte_size;
+  }
+  if (freed_requests < need_requests || freed_bytes < need_bytes) return false;
+  for (Item* v : victims) finalize(v, QueueOutcome::kEvictedDisplaced, now);
+  return true;
+}
+
+bool Controller::displace_in_band(Flow& newcomer, std::uint64_t bytes, TimePoint now) {
+  Band& band = *newcomer.band();
+  const auto& bc = band.config();
+  std::uint64_t need_requests = 0, need_bytes = 0;
+  if (bc.max_requests && band.requests() + 1 > bc.max_requests) need_requests = band.requests() + 1 - bc.max_requests;
+  if (bc.max_bytes && band.bytes() + bytes > bc.max_bytes) need_bytes = band.bytes() + bytes - bc.max_bytes;
+  // The longest flow, by queued requests per unit of weight.
+  Flow* longest = nullptr;
+  auto length = [](const Flow& f) { return static_cast<double>(f.queued()) / std::max(f.weight(), 1e-9); };
+  for (const auto& [id, f] : band.flows())
+    if (f.get() != &newcomer && f->queued() > 0 && (!longest || length(*f) > length(*longest))) longest = f.get();
+  if (!longest) return false;
+  // Its requests in the order they would be served; victims from the end,
+  // each only while it stays longer than the newcomer would be.
+  std::vector<Item*> order;
+  order.reserve(longest->queued());
+  longest->queue().for_each([&](Item* i) { order.push_back(i); });
+  const double w_long = std::max(longest->weight(), 1e-9);
+  const double newcomer_after = static_cast<double>(newcomer.queued() + 1) / std::max(newcomer.weight(), 1e-9);
+  std::vector<Item*> victims;
+  std::uint64_t freed_requests = 0, freed_bytes = 0;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (freed_requests >= need_requests && freed_bytes >= need_bytes) break;
+    const double left = static_cast<double>(order.size() - victims.size() - 1) / w_long;
+    if (left < newcomer_after) break;
+    victims.push_back(*it);
+    freed_requests += 1;
+    freed_bytes += (*it)->request.byte_size;
   }
   if (freed_requests < need_requests || freed_bytes < need_bytes) return false;
   for (Item* v : victims) finalize(v, QueueOutcome::kEvictedDisplaced, now);

@@ -164,6 +164,10 @@ class Controller {
   void record_queue_time(const std::string& id, int priority, QueueOutcome outcome, Duration waited);
   scheduling::Scheduler* scheduler_for(const registry::Item* item);
   bool displace(int priority, std::uint64_t bytes, TimePoint now);
+  // A full band admits a newcomer in place of the newest requests of its
+  // longest flow (queued / weight), if that flow stays longer than the
+  // newcomer's: a flood cannot crowd the other flows out of the band.
+  bool displace_in_band(registry::Flow& newcomer, std::uint64_t bytes, TimePoint now);
   registry::Band* choose_band();
   void account_dispatch(registry::Band* chosen, bool used_share);
   // The endpoint for `item` (filling `decision`), or kWait (no room now)

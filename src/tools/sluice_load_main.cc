@@ -91,13 +91,15 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> names;
   std::vector<double> weights;
+  std::vector<std::string> groups;
   for (const auto& f : s.flows) {
     names.push_back(f.name);
     weights.push_back(f.weight);
+    groups.push_back(f.group);
   }
   const double window_start = std::chrono::duration<double>(s.warmup).count();
   const double window_end = std::chrono::duration<double>(s.duration).count();
-  auto stats = sluice::load::compute_stats(run.records, names, weights, run.active, run.not_sent, window_start,
+  auto stats = sluice::load::compute_stats(run.records, names, weights, groups, run.active, run.not_sent, window_start,
                                            window_end, run.end);
   if (!quiet) std::cout << sluice::load::terminal_report(s, stats);
   if (!json_path.empty()) {

@@ -57,6 +57,42 @@ TEST(Capacity, BandLimitRejectsAndNeverDisplacesItsOwnPriority) {
   EXPECT_FALSE(outcome(sim, b).has_value());
 }
 
+// Fair admission: in a full band a newcomer takes the place of the newest
+// request of the longest flow, while that flow stays at least as long as
+// the newcomer's; then the band is shared and nobody else gives way.
+TEST(Capacity, AFullBandMakesItsLongestFlowGiveWay) {
+  ControllerConfig c = limits(0, 0);
+  c.registry.bands.push_back({5, 0, 4, "round-robin-fairness-policy", "fcfs-ordering-policy", 0});
+  Sim sim(std::move(c), full_pool());
+  sim.run_until(T0);
+  std::vector<std::size_t> flood;
+  for (int i = 0; i < 4; ++i) flood.push_back(sim.arrive({"flood", 5}));
+  auto b1 = sim.arrive({"b", 5});
+  EXPECT_FALSE(outcome(sim, b1).has_value());
+  EXPECT_EQ(outcome(sim, flood[3]), QueueOutcome::kEvictedDisplaced);  // its newest
+  auto b2 = sim.arrive({"b", 5});
+  EXPECT_FALSE(outcome(sim, b2).has_value());
+  EXPECT_EQ(outcome(sim, flood[2]), QueueOutcome::kEvictedDisplaced);
+  // 2 and 2: the newcomer would be longer than the flood; it is turned away.
+  EXPECT_EQ(outcome(sim, sim.arrive({"b", 5})), QueueOutcome::kRejectedCapacity);
+  EXPECT_EQ(outcome(sim, sim.arrive({"flood", 5})), QueueOutcome::kRejectedCapacity);
+  EXPECT_FALSE(outcome(sim, flood[0]).has_value());
+  EXPECT_FALSE(outcome(sim, flood[1]).has_value());
+  EXPECT_EQ(sim.controller().queued(), 4u);
+}
+
+TEST(Capacity, FairAdmissionIsOffWithoutDisplacement) {
+  ControllerConfig c = limits(0, 0, /*displacement=*/false);
+  c.registry.bands.push_back({5, 0, 2, "round-robin-fairness-policy", "fcfs-ordering-policy", 0});
+  Sim sim(std::move(c), full_pool());
+  sim.run_until(T0);
+  auto a1 = sim.arrive({"flood", 5});
+  auto a2 = sim.arrive({"flood", 5});
+  EXPECT_EQ(outcome(sim, sim.arrive({"b", 5})), QueueOutcome::kRejectedCapacity);  // GIE: reject the newcomer
+  EXPECT_FALSE(outcome(sim, a1).has_value());
+  EXPECT_FALSE(outcome(sim, a2).has_value());
+}
+
 TEST(Displacement, EvictsOnlyLowerPriorityNewestFirst) {
   Sim sim(limits(4, 0), full_pool());
   sim.run_until(T0);

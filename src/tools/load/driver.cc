@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <deque>
 #include <limits>
@@ -262,6 +263,7 @@ class Runner {
     http::request<http::string_body> req;
     std::optional<http::response_parser<http::string_body>> parser;
     std::size_t scanned = 0;  // body bytes already scanned for SSE events
+    double retry_after = 0;   // the answer's Retry-After, seconds
     bool reused = false;
   };
 
@@ -294,6 +296,8 @@ class Runner {
       r.status = static_cast<int>(res.result_int());
       r.reason = std::string(res["x-gateway-inference-dropped-reason"]);
       r.endpoint = std::string(res["x-gateway-destination-endpoint-served"]);
+      const auto ra = res[http::field::retry_after];
+      if (!ra.empty()) call.retry_after = std::atof(std::string(ra).c_str());
     }
     if (!call.flow->spec.stream || r.status / 100 != 2) return;
     // SSE events: "data: {...}\n\n"; the ones with text are tokens.
@@ -356,8 +360,14 @@ class Runner {
     FlowState& f = *call->flow;
     if (call->closed_client) {
       if (f.active && !ending_ && f.running_clients <= f.clients) {
-        if (f.spec.arrival.think > Duration::zero()) {
-          auto t = std::make_shared<net::steady_timer>(ioc_, f.spec.arrival.think);
+        // A client told to come back later (Retry-After on a shed request)
+        // does, as a well-behaved client would; at most 10 s.
+        Duration pause = f.spec.arrival.think;
+        if (r.status / 100 != 2 && call->retry_after > 0)
+          pause = std::max(pause, std::chrono::duration_cast<Duration>(
+                                      std::chrono::duration<double>(std::min(call->retry_after, 10.0))));
+        if (pause > Duration::zero()) {
+          auto t = std::make_shared<net::steady_timer>(ioc_, pause);
           t->async_wait([this, &f, t](beast::error_code e) {
             if (e || !f.active || ending_) {
               --f.running_clients;

@@ -174,7 +174,12 @@ std::string terminal_report(const Scenario& s, const RunStats& st) {
     for (const auto& [k, v] : f.endpoints) os << "  " << k << " x" << v;
     os << "\n";
   }
-  os << "\nJain's fairness index over token throughput / weight of the " << st.backlogged_flows
+  for (const auto& g : st.groups) {
+    os << "\nJain's fairness index, group '" << (g.group.empty() ? "(no objective)" : g.group) << "' (";
+    for (std::size_t i = 0; i < g.flows.size(); ++i) os << (i ? ", " : "") << g.flows[i];
+    os << "): " << fmt("%.3f", g.jain);
+  }
+  os << "\nJain's fairness index over token throughput / weight of all " << st.backlogged_flows
      << " backlogged flow(s): " << fmt("%.3f", st.jain_backlogged) << "\n";
   os << "Requests: " << st.total_sent << " sent, " << st.total_ok << " served, " << st.total_shed << " shed with a reason, "
      << st.total_errors << " errors without one, " << st.total_lost << " without any answer\n";
@@ -210,6 +215,11 @@ json json_report(const Scenario& s, const RunStats& st, const std::string& targe
           {"target", target},
           {"window", {{"start", st.window_start}, {"end", st.window_end}}},
           {"jainIndexBacklogged", st.jain_backlogged},
+          {"groups", [&] {
+             json g = json::array();
+             for (const auto& x : st.groups) g.push_back({{"group", x.group}, {"flows", x.flows}, {"jainIndex", x.jain}});
+             return g;
+           }()},
           {"backloggedFlows", st.backlogged_flows},
           {"totals",
            {{"sent", st.total_sent}, {"ok", st.total_ok}, {"shed", st.total_shed}, {"errors", st.total_errors},
@@ -227,7 +237,13 @@ std::string html_report(const Scenario& s, const RunStats& st, const std::string
   if (!s.description.empty()) os << "<p>" << esc(s.description) << "</p>";
   os << "<p>Target " << esc(target) << "; " << fmt("%.0f", st.window_end - st.window_start)
      << " s measured. Jain's fairness index over the backlogged flows' token throughput (per weight): <b>"
-     << fmt("%.3f", st.jain_backlogged) << "</b> (" << st.backlogged_flows << " flows; 1 = equal). Requests: "
+     << fmt("%.3f", st.jain_backlogged) << "</b> (" << st.backlogged_flows << " flows; 1 = equal)";
+  for (const auto& g : st.groups) {
+    os << "; within group <i>" << esc(g.group.empty() ? "(no objective)" : g.group) << "</i> (";
+    for (std::size_t i = 0; i < g.flows.size(); ++i) os << (i ? ", " : "") << esc(g.flows[i]);
+    os << "): <b>" << fmt("%.3f", g.jain) << "</b>";
+  }
+  os << ". Requests: "
      << st.total_sent << " sent, " << st.total_ok << " served, " << st.total_shed << " shed with a typed reason, "
      << st.total_errors << " errors without one, " << st.total_lost << " without any answer.</p>";
   os << "<table><tr><th>flow</th><th>sent/s</th><th>ok/s</th><th>tokens/s</th><th>share</th><th>p50 ms</th>"

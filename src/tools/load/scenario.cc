@@ -193,6 +193,8 @@ FlowSpec flow(const Fields& parent, const YAML::Node& n, const std::string& path
     }
   }
   if (auto v = f.take("weight")) s.weight = positive(f, v, f.child("weight"));
+  s.group = s.objective;
+  if (auto v = f.take("group")) s.group = scalar(f, v, f.child("group"));
   auto arr = f.take("arrival");
   if (!arr) fail(f.source(), n, f.child("arrival"), "is required");
   s.arrival = arrival(f, arr, f.child("arrival"));

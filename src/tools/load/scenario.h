@@ -45,6 +45,7 @@ struct FlowSpec {
   std::string objective;     // x-gateway-inference-objective ("" none)
   std::vector<std::pair<std::string, std::string>> headers;  // raw extra headers
   double weight = 1;         // its expected share, for the weighted Jain index
+  std::string group;         // Jain's index is computed within a group (default: the objective)
   Arrival arrival;
   Distribution prompt_tokens{Distribution::Kind::kConstant, 64};
   Distribution max_tokens{Distribution::Kind::kConstant, 32};

@@ -41,7 +41,7 @@ LatencySummary summarize(std::vector<double> v) {
 }
 
 RunStats compute_stats(const std::vector<RequestRecord>& records, const std::vector<std::string>& names,
-                       const std::vector<double>& weights,
+                       const std::vector<double>& weights, const std::vector<std::string>& groups,
                        const std::vector<std::vector<std::pair<double, double>>>& active,
                        const std::vector<std::uint64_t>& not_sent, double window_start, double window_end,
                        double run_end) {
@@ -155,6 +155,20 @@ RunStats compute_stats(const std::vector<RequestRecord>& records, const std::vec
     run.total_lost += f.lost;
   }
   run.jain_backlogged = jain_index(jain_values);
+  std::map<std::string, GroupFairness> by_group;
+  std::map<std::string, std::vector<double>> values;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!run.flows[i].backlogged) continue;
+    const std::string& g = i < groups.size() ? groups[i] : std::string();
+    by_group[g].group = g;
+    by_group[g].flows.push_back(names[i]);
+    values[g].push_back((in_tokens[i] + out_tokens[i]) / window / run.flows[i].weight);
+  }
+  for (auto& [g, gf] : by_group) {
+    if (gf.flows.size() < 2) continue;
+    gf.jain = jain_index(values[g]);
+    run.groups.push_back(gf);
+  }
   return run;
 }
 

@@ -59,17 +59,26 @@ struct FlowStats {
   std::vector<double> tokens_per_s_series;         // 1 s buckets over the run
 };
 
+// Jain's index among the backlogged flows of one group (flows that should
+// get equal service per weight, e.g. one objective's tenants).
+struct GroupFairness {
+  std::string group;
+  std::vector<std::string> flows;  // the backlogged members
+  double jain = 1;
+};
+
 struct RunStats {
   double window_start = 0, window_end = 0;  // the measured window (after warm-up)
   std::vector<FlowStats> flows;
   double jain_backlogged = 1;       // over token throughput / weight, backlogged flows
   std::size_t backlogged_flows = 0;
+  std::vector<GroupFairness> groups;  // groups with two or more backlogged flows
   std::uint64_t total_sent = 0, total_ok = 0, total_shed = 0, total_errors = 0, total_lost = 0;
 };
 
 // `active[i]`: flow i's active intervals (start, stop) in run seconds.
 RunStats compute_stats(const std::vector<RequestRecord>& records, const std::vector<std::string>& names,
-                       const std::vector<double>& weights,
+                       const std::vector<double>& weights, const std::vector<std::string>& groups,
                        const std::vector<std::vector<std::pair<double, double>>>& active,
                        const std::vector<std::uint64_t>& not_sent, double window_start, double window_end,
                        double run_end);

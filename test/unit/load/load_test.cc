@@ -100,7 +100,8 @@ TEST(Stats, ReducesRecordsPerFlow) {
   lost.status = 0;
   lost.error = "read: connection reset";
   recs.push_back(lost);
-  auto st = compute_stats(recs, {"a", "b"}, {1, 1}, {{{0, 10}}, {{0, 10}}}, {0, 2}, 0, 10, 10);
+  auto st = compute_stats(recs, {"a", "b"}, {1, 1}, {"g", "g"}, {{{0, 10}}, {{0, 10}}}, {0, 2}, 0, 10, 10);
+  EXPECT_TRUE(st.groups.empty());  // one backlogged member only
   const auto& a = st.flows[0];
   EXPECT_EQ(a.sent, 10u);
   EXPECT_EQ(a.ok, 10u);
