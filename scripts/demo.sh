@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: three simulated model servers, sluice in front of them with
-# config/demo.yaml, a short burst of real requests with curl, and what
-# happened. Everything started here is stopped on exit.
+# config/demo.yaml, then the story — sluice-load drives an interactive
+# tenant, two batch tenants (one floods) and a sheddable one, and reports
+# who got what — and what an operator and a client see. Under two minutes;
+# everything started here is stopped on exit.
 set -euo pipefail
 
 BUILD=${1:-build/release}
@@ -9,6 +11,10 @@ ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 MOCK=$BUILD/sluice-mock
 SLUICE=$BUILD/sluice
+LOAD=$BUILD/sluice-load
+CTL=$BUILD/sluice-ctl
+REPORT_DIR=$ROOT/build/demo
+mkdir -p "$REPORT_DIR"
 WORK=$(mktemp -d /tmp/sluice-demo.XXXXXX)
 PIDS=()
 
@@ -54,30 +60,27 @@ PORT=$(wait_listening "$WORK/sluice.out")
 URL=http://127.0.0.1:$PORT
 echo "   sluice listening on $URL"
 
-bold "3. A burst of 18 requests from three tenants, all at once"
-printf '   %-10s %-12s %-6s %-17s %s\n' tenant objective status served-by seconds
-for i in $(seq 1 18); do
-  case $((i % 3)) in
-    0) tenant=tenant-a objective=batch ;;
-    1) tenant=tenant-b objective=batch ;;
-    2) tenant=chat-app objective=interactive ;;
-  esac
-  curl -s -o /dev/null --max-time 30 "$URL/v1/chat/completions" \
-    -H 'Content-Type: application/json' \
-    -H "x-gateway-inference-fairness-id: $tenant" \
-    -H "x-gateway-inference-objective: $objective" \
-    -d "{\"model\":\"mock-model\",\"messages\":[{\"role\":\"user\",\"content\":\"request $i\"}],\"max_tokens\":$((8 + i))}" \
-    -w "   %-10s %-12s %{http_code}    %header{x-gateway-destination-endpoint-served}   %{time_total}\n" \
-    | sed "s/%-10s %-12s/$(printf '%-10s %-12s' "$tenant" "$objective")/" >"$WORK/burst-$i.txt" &
-done
-wait_burst=$(jobs -p | grep -v -x -F "$(printf '%s\n' "${PIDS[@]}")" || true)
-for j in $wait_burst; do wait "$j" || true; done
-cat "$WORK"/burst-*.txt | sort -k5 -n
-echo
-echo "   requests per endpoint (the default profile: shortest queue, free KV cache, cached prompt prefix):"
-cat "$WORK"/burst-*.txt | awk '{print $4}' | sort | uniq -c | sed 's/^/   /'
+ADMIN=$(grep -m1 -o 'admin listening on .*' "$WORK/sluice.out" | sed 's/admin listening on //')
+echo "   admin plane on $ADMIN"
 
-bold "4. One streamed answer, token by token, through sluice"
+bold "3. The story: 30 s of load from four tenants (bench/scenarios/demo.yaml)"
+cat <<'TXT'
+   interactive    priority 100, 2 req/s, streamed             -> should see a flat, low latency
+   batch-a        priority 0, 8 clients always waiting        -> should get half of the batch capacity
+   batch-b-flood  priority 0, 20 req/s (3x what the pool has) -> the same half; its excess shed, with reasons
+   best-effort    priority -10 (sheddable), 4 req/s           -> shed while the pool is full, with reasons
+TXT
+"$LOAD" --scenario bench/scenarios/demo.yaml --target "$URL" \
+  --json "$REPORT_DIR/report.json" --html "$REPORT_DIR/report.html" | sed 's/^/   /'
+echo
+echo "   The same as a picture: $REPORT_DIR/report.html (throughput over time, latency CDFs, outcomes)"
+
+bold "4. What the operator sees (sluice-ctl against the admin plane)"
+"$CTL" --admin "$ADMIN" flows | sed 's/^/   /'
+echo
+"$CTL" --admin "$ADMIN" bands | sed 's/^/   /'
+
+bold "5. One streamed answer, token by token, through sluice"
 printf '   '
 curl -s -N --max-time 30 "$URL/v1/completions" -H 'Content-Type: application/json' \
   -d '{"model":"mock-model","prompt":"Tell me about fair queueing","max_tokens":12,"stream":true}' |
@@ -88,7 +91,7 @@ curl -s -N --max-time 30 "$URL/v1/completions" -H 'Content-Type: application/jso
     printf '%s' "$text"
   done
 
-bold "5. What a client gets when something is wrong (typed, never a hang)"
+bold "6. What a client gets when something is wrong (typed, never a hang)"
 show() {
   local label=$1; shift
   local out
@@ -100,7 +103,7 @@ show "missing model:" "$URL/v1/completions" -H 'Content-Type: application/json' 
 show "unknown path:" "$URL/v1/nothing"
 show "wrong method:" -X DELETE "$URL/v1/chat/completions"
 
-bold "6. Stopping everything"
+bold "7. Stopping everything"
 kill -TERM "${PIDS[-1]}"
 wait "${PIDS[-1]}" && echo "   sluice drained and exited cleanly"
 tail -n 3 "$WORK/sluice.log" | sed 's/^/   log: /'

@@ -179,8 +179,9 @@ std::string terminal_report(const Scenario& s, const RunStats& st) {
     for (std::size_t i = 0; i < g.flows.size(); ++i) os << (i ? ", " : "") << g.flows[i];
     os << "): " << fmt("%.3f", g.jain);
   }
-  os << "\nJain's fairness index over token throughput / weight of all " << st.backlogged_flows
-     << " backlogged flow(s): " << fmt("%.3f", st.jain_backlogged) << "\n";
+  os << "\nJain's fairness index over all " << st.backlogged_flows
+     << " backlogged flow(s), across groups (priorities are meant to differ): " << fmt("%.3f", st.jain_backlogged)
+     << "\n";
   os << "Requests: " << st.total_sent << " sent, " << st.total_ok << " served, " << st.total_shed << " shed with a reason, "
      << st.total_errors << " errors without one, " << st.total_lost << " without any answer\n";
   return os.str();
