@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The demo scenario (bench/scenarios/demo.yaml) against three gateways in
+# front of the same three sluice-mock endpoints, one after the other in one
+# run: sluice (config/demo.yaml), HAProxy 2.6 (two priority classes,
+# per-server maxconn, timeout queue) and nginx 1.22 (max_conns). Prints one
+# table, writes bench/results/compare_peers.md and the README's table.
+#
+#   bash bench/compare_peers.sh [BUILD_DIR]     (default build/release)
+#   DURATION=30s (the scenario's own) | any Go-style duration
+set -euo pipefail
+
+ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:-$ROOT/build/release}
+DURATION=${DURATION:-30s}
+NGINX=${NGINX:-/usr/sbin/nginx}
+HAPROXY=${HAPROXY:-/usr/sbin/haproxy}
+SCENARIO=$ROOT/bench/scenarios/demo.yaml
+OUT=$ROOT/bench/results/compare_peers.md
+for tool in "$BUILD/sluice" "$BUILD/sluice-mock" "$BUILD/sluice-load" "$NGINX" "$HAPROXY" python3; do
+  command -v "$tool" >/dev/null || { echo "compare_peers: missing $tool" >&2; exit 1; }
+done
+
+WORK=$(mktemp -d /tmp/sluice-compare.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+log() { echo "[compare_peers] $*" >&2; }
+
+# wait_listening FILE: the port a process printed ("listening on HOST:PORT").
+wait_listening() {
+  local deadline=$((SECONDS + 15)) line
+  while (( SECONDS < deadline )); do
+    line=$(grep -m1 -o 'listening on [^ ]*' "$1" 2>/dev/null || true)
+    if [[ -n $line ]]; then echo "${line##*:}"; return 0; fi
+    sleep 0.05
+  done
+  log "no 'listening on' in $1"; cat "$1" >&2; return 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  local deadline=$((SECONDS + 15))
+  while (( SECONDS < deadline )); do
+    (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  log "nothing listening on $1"; return 1
+}
+
+# The pool: three mocks, 4 sequences each, 20 ms per token (as make demo).
+M=()
+for i in 1 2 3; do
+  "$BUILD/sluice-mock" --listen 127.0.0.1:0 --max-running 4 --decode-ms-per-token 20 --seed $i \
+    >"$WORK/mock$i.out" 2>"$WORK/mock$i.err" &
+  PIDS+=($!)
+  M+=("$(wait_listening "$WORK/mock$i.out")")
+done
+log "mocks on ${M[*]}"
+
+run_load() {  # NAME URL
+  log "$1: $DURATION of bench/scenarios/demo.yaml against $2"
+  "$BUILD/sluice-load" --scenario "$SCENARIO" --target "$2" --duration "$DURATION" --quiet \
+    --json "$WORK/$1.json" --html "$WORK/$1.html"
+}
+
+# (a) sluice with the demo config, pointed at these mocks.
+sed -e "s/127.0.0.1:18001/127.0.0.1:${M[0]}/" -e "s/127.0.0.1:18002/127.0.0.1:${M[1]}/" \
+    -e "s/127.0.0.1:18003/127.0.0.1:${M[2]}/" "$ROOT/config/demo.yaml" >"$WORK/sluice.yaml"
+"$BUILD/sluice" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
+SLUICE_PID=$!
+PIDS+=($SLUICE_PID)
+run_load sluice "http://127.0.0.1:$(wait_listening "$WORK/sluice.out")"
+kill -TERM $SLUICE_PID; wait $SLUICE_PID || true
+
+render() {  # TEMPLATE OUT PORT
+  sed -e "s|@PORT@|$3|g" -e "s|@M1@|${M[0]}|g" -e "s|@M2@|${M[1]}|g" -e "s|@M3@|${M[2]}|g" \
+      -e "s|@WORK@|$WORK|g" "$1" >"$2"
+}
+
+# (b) HAProxy.
+HP=$(free_port)
+render "$ROOT/bench/compare_peers/haproxy.cfg.in" "$WORK/haproxy.cfg" "$HP"
+"$HAPROXY" -f "$WORK/haproxy.cfg" -db >"$WORK/haproxy.out" 2>&1 &
+HAPROXY_PID=$!
+PIDS+=($HAPROXY_PID)
+wait_port "$HP"
+run_load haproxy "http://127.0.0.1:$HP"
+kill -TERM $HAPROXY_PID; wait $HAPROXY_PID || true
+
+# (c) nginx.
+NP=$(free_port)
+mkdir -p "$WORK/nginx"
+render "$ROOT/bench/compare_peers/nginx.conf.in" "$WORK/nginx/nginx.conf" "$NP"
+"$NGINX" -p "$WORK/nginx" -e "$WORK/nginx/error.log" -c "$WORK/nginx/nginx.conf" >"$WORK/nginx.out" 2>&1 &
+NGINX_PID=$!
+PIDS+=($NGINX_PID)
+wait_port "$NP"
+run_load nginx "http://127.0.0.1:$NP"
+kill -TERM $NGINX_PID; wait $NGINX_PID || true
+
+SLUICE_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+NGINX_VERSION=$("$NGINX" -v 2>&1 | sed -n 's|.*nginx/||p')
+HAPROXY_VERSION=$("$HAPROXY" -v 2>&1 | sed -n 's/^HAProxy version \([^ ]*\).*/\1/p')
+python3 - "$WORK" "$OUT" "$ROOT/README.md" "$DURATION" "$SLUICE_COMMIT" "$HAPROXY_VERSION" "$NGINX_VERSION" <<'PY'
+import json, sys, datetime
+work, out, readme, duration, commit, hv, nv = sys.argv[1:8]
+rows = []
+for key, label in (("sluice", f"sluice ({commit}, config/demo.yaml)"),
+                   ("haproxy", f"HAProxy {hv} (2 priority classes, maxconn 4/server, timeout queue 20s)"),
+                   ("nginx", f"nginx {nv} (max_conns=4/server)")):
+    r = json.load(open(f"{work}/{key}.json"))
+    flows = {f["name"]: f for f in r["flows"]}
+    a, b = flows["batch-a"], flows["batch-b-flood"]
+    # Jain between the two equal batch tenants, over token throughput.
+    x = [a["inputTokensPerSecond"] + a["outputTokensPerSecond"], b["inputTokensPerSecond"] + b["outputTokensPerSecond"]]
+    jain = (sum(x) ** 2) / (2 * sum(v * v for v in x)) if sum(x) > 0 else 0
+    share_a = x[0] / sum(x) if sum(x) > 0 else 0
+    inter = flows["interactive"]
+    t = r["totals"]
+    rows.append((label, jain, share_a, inter["latencySeconds"]["p99"] * 1000, inter["ok"], inter["sent"],
+                 t["shed"], t["errors"], t["lost"], t["sent"]))
+lines = [f"| gateway | Jain, batch-a vs batch-b-flood | batch-a's share | interactive p99 (ms) | interactive served | shed with a typed reason | errors without a reason | no answer at all | sent |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for (label, jain, share, p99, iok, isent, shed, err, lost, sent) in rows:
+    lines.append(f"| {label} | {jain:.3f} | {share*100:.1f}% | {p99:.0f} | {iok}/{isent} | {shed} | {err} | {lost} | {sent} |")
+table = "\n".join(lines)
+head = (f"- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; scenario bench/scenarios/demo.yaml for {duration} "
+        "(5 s warm-up excluded); the same three sluice-mock endpoints (4 sequences, 20 ms/token) behind each gateway, one after the other\n")
+open(out, "w").write("# The demo scenario through sluice, HAProxy and nginx (`bench/compare_peers.sh`)\n\n" + head + "\n" + table + "\n")
+print(table)
+text = open(readme).read()
+b, e = "<!-- compare_peers:begin -->", "<!-- compare_peers:end -->"
+if b in text and e in text:
+    i, j = text.index(b) + len(b), text.index(e)
+    text = text[:i] + "\n" + head + "\n" + table + "\n" + text[j:]
+    open(readme, "w").write(text)
+PY
+log "written to $OUT (and the README's table)"
