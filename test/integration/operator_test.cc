@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -330,11 +331,11 @@ CtlResult ctl(const std::string& args, const std::string& env = "") {
   // fork/exec of sh, not std::system(): system() changes the whole
   // process's SIGINT/SIGQUIT dispositions while the load threads run.
   int status = -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  // posix_spawn, not fork(): nothing runs in the child before exec (a
+  // fork of this multi-threaded, sanitized process could inherit a held lock).
+  pid_t pid = -1;
+  const char* argv[] = {"sh", "-c", cmd.c_str(), nullptr};
+  if (::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) pid = -1;
   while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   CtlResult r;

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -36,14 +37,20 @@ std::unique_ptr<Process> Process::start(const std::vector<std::string>& argv, co
   int err_pipe[2] = {-1, -1};
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return nullptr;
   if (options.capture_stderr && pipe2(err_pipe, O_CLOEXEC) != 0) return nullptr;
+  // Built before fork: the child of a multi-threaded process only execs.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return nullptr;
   if (pid == 0) {
+    // If the test dies (a failed assertion under ASan aborts it), its
+    // servers die with it instead of holding ctest's output pipe open.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     dup2(out_pipe[1], STDOUT_FILENO);
     if (options.capture_stderr) dup2(err_pipe[1], STDERR_FILENO);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     std::fprintf(stderr, "exec %s failed: %s\n", args[0], std::strerror(errno));
     _exit(127);

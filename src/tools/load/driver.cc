@@ -12,6 +12,8 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <atomic>
+#include <thread>
 
 namespace sluice::load {
 
@@ -63,6 +65,29 @@ class Runner {
   }
 
   RunResult run() {
+    // A watchdog: the run is bounded by duration + drain; past that plus a
+    // margin something is wrong — say what and give up (exit 1).
+    const auto bound = s_.duration + s_.drain + std::chrono::seconds(15);
+    std::atomic<bool> finished{false};
+    std::thread watchdog([this, bound, &finished] {
+      const auto deadline = Clock::now() + bound;
+      while (!finished.load() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (finished.load()) return;
+      std::fprintf(stderr,
+                   "sluice-load: the run did not end within duration + drain + 15 s (sent %llu, outstanding %llu, "
+                   "ending %d); giving up\n",
+                   static_cast<unsigned long long>(sent_.load()), static_cast<unsigned long long>(outstanding_.load()),
+                   static_cast<int>(ending_.load()));
+      std::_Exit(1);
+    });
+    struct Join {
+      std::atomic<bool>& f;
+      std::thread& t;
+      ~Join() {
+        f = true;
+        t.join();
+      }
+    } join{finished, watchdog};
     tcp::resolver resolver(ioc_);
     target_ = *resolver.resolve(o_.host, o_.port).begin();
     start_ = Clock::now();
@@ -146,7 +171,8 @@ class Runner {
 
   void start_arrivals(FlowState& f) {
     if (f.spec.arrival.kind == Arrival::Kind::kClosed) {
-      while (f.running_clients < f.clients) {
+      // launch() gives the client back when it cannot send: count the tries.
+      for (int want = f.clients - f.running_clients; want > 0; --want) {
         ++f.running_clients;
         launch(f, true);
       }
@@ -396,9 +422,9 @@ class Runner {
         else ++other;
       }
       std::fprintf(stderr, "\r[%5.1fs / %.0fs] sent %llu  ok %llu  not ok %llu  in flight %llu   ", now(),
-                   std::chrono::duration<double>(s_.duration).count(), static_cast<unsigned long long>(sent_),
+                   std::chrono::duration<double>(s_.duration).count(), static_cast<unsigned long long>(sent_.load()),
                    static_cast<unsigned long long>(ok), static_cast<unsigned long long>(other),
-                   static_cast<unsigned long long>(outstanding_));
+                   static_cast<unsigned long long>(outstanding_.load()));
       std::fflush(stderr);
       tick_progress();
     });
@@ -414,9 +440,10 @@ class Runner {
   std::vector<std::unique_ptr<FlowState>> flows_;
   std::vector<std::unique_ptr<Connection>> idle_;
   int open_ = 0;
-  std::uint64_t sent_ = 0;
-  std::uint64_t outstanding_ = 0;
-  bool ending_ = false;
+  // Atomics only so the watchdog can read them; written by the run's thread.
+  std::atomic<std::uint64_t> sent_{0};
+  std::atomic<std::uint64_t> outstanding_{0};
+  std::atomic<bool> ending_{false};
   RunResult result_;
 };
 
