@@ -491,6 +491,8 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
       return respond(error_reply(405, "method-not-allowed", "use GET, POST or DELETE"));
     if (method == "POST" && !ctx_.draining.exchange(true))
       SLUICE_LOG(kInfo, "admin", "drain: no longer admitting; queued and in-flight requests finish");
+    if (method == "DELETE" && ctx_.shutting_down.load())
+      return respond(error_reply(409, "shutting-down", "sluice is shutting down; it cannot admit again"));
     if (method == "DELETE" && ctx_.draining.exchange(false))
       SLUICE_LOG(kInfo, "admin", "drain ended: admitting again");
     return on_dispatcher(

@@ -57,9 +57,12 @@ constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "
                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
 // A line chart: x in [0, xmax], y in [0, ymax], one polyline per series.
+// `fixed_ymax` > 0: the y axis ends there (a CDF: 1). `marks`: dashed
+// vertical lines with a label (the measured window).
 std::string line_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
                        const std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>& series,
-                       bool step = false) {
+                       bool step = false, double fixed_ymax = 0,
+                       const std::vector<std::pair<double, std::string>>& marks = {}) {
   const double W = 640, H = 300, L = 60, R = 150, T = 30, B = 40;
   double xmax = 1e-9, ymax = 1e-9;
   for (const auto& [name, pts] : series)
@@ -67,7 +70,8 @@ std::string line_chart(const std::string& title, const std::string& xlabel, cons
       xmax = std::max(xmax, x);
       ymax = std::max(ymax, y);
     }
-  ymax *= 1.05;
+  for (const auto& [x, label] : marks) xmax = std::max(xmax, x);
+  ymax = fixed_ymax > 0 ? fixed_ymax : ymax * 1.05;
   auto X = [&](double x) { return L + (W - L - R) * x / xmax; };
   auto Y = [&](double y) { return H - B - (H - T - B) * y / ymax; };
   std::ostringstream os;
@@ -82,6 +86,11 @@ std::string line_chart(const std::string& title, const std::string& xlabel, cons
     os << "<text x='" << X(xv) << "' y='" << H - B + 15 << "' text-anchor='middle'>" << fmt(xmax < 10 ? "%.2f" : "%.0f", xv) << "</text>";
   }
   os << "<text x='" << (L + W - R) / 2 << "' y='" << H - 5 << "' text-anchor='middle'>" << esc(xlabel) << "</text>";
+  for (const auto& [x, label] : marks) {
+    os << "<line x1='" << X(x) << "' y1='" << T << "' x2='" << X(x) << "' y2='" << H - B
+       << "' stroke='#999' stroke-dasharray='4 3'/>";
+    os << "<text x='" << X(x) + 3 << "' y='" << T + 10 << "' fill='#777'>" << esc(label) << "</text>";
+  }
   os << "<text x='12' y='" << (T + H - B) / 2 << "' transform='rotate(-90 12 " << (T + H - B) / 2 << ")' text-anchor='middle'>" << esc(ylabel) << "</text>";
   for (std::size_t i = 0; i < series.size(); ++i) {
     const auto& [name, pts] = series[i];
@@ -105,7 +114,7 @@ std::string line_chart(const std::string& title, const std::string& xlabel, cons
 
 // Outcomes per flow as stacked horizontal bars: served, shed (typed), error, lost.
 std::string outcome_bars(const RunStats& st) {
-  const double W = 640, rowh = 26, L = 120, R = 20;
+  const double W = 680, rowh = 26, L = 120, R = 60;
   const double H = 40 + rowh * static_cast<double>(st.flows.size()) + 30;
   std::uint64_t maxn = 1;
   for (const auto& f : st.flows) maxn = std::max<std::uint64_t>(maxn, f.sent + f.not_sent);
@@ -137,7 +146,7 @@ std::string outcome_bars(const RunStats& st) {
   for (const auto& p : parts) {
     os << "<rect x='" << lx << "' y='" << ly - 9 << "' width='10' height='10' fill='" << p.color << "'/>";
     os << "<text x='" << lx + 14 << "' y='" << ly << "'>" << p.name << "</text>";
-    lx += 14 + 7.0 * static_cast<double>(std::string(p.name).size()) + 14;
+    lx += 14 + 5.6 * static_cast<double>(std::string(p.name).size()) + 12;
   }
   os << "</svg>";
   return os.str();
@@ -272,8 +281,11 @@ std::string html_report(const Scenario& s, const RunStats& st, const std::string
     if (!v.empty()) c.push_back({v.back() * 1000, 1.0});
     cdf.push_back({f.name, c});
   }
-  os << line_chart("Token throughput per flow over time", "seconds", "tokens/s", tput);
-  os << line_chart("End-to-end latency CDF (served requests)", "milliseconds", "fraction", cdf, true);
+  std::vector<std::pair<double, std::string>> marks;
+  if (st.window_start > 0) marks.push_back({st.window_start, "measured from"});
+  marks.push_back({st.window_end, "arrivals end"});
+  os << line_chart("Token throughput per flow over time", "seconds", "tokens/s", tput, false, 0, marks);
+  os << line_chart("End-to-end latency CDF (served requests)", "milliseconds", "fraction", cdf, true, 1.0);
   os << outcome_bars(st);
   os << "</div><h2>Outcomes</h2><table><tr><th>flow</th><th>outcome</th><th>requests</th></tr>";
   for (const auto& f : st.flows)
