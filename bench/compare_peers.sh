@@ -20,28 +20,8 @@ for tool in "$BUILD/sluice" "$BUILD/sluice-mock" "$BUILD/sluice-load" "$NGINX" "
   command -v "$tool" >/dev/null || { echo "compare_peers: missing $tool" >&2; exit 1; }
 done
 
-WORK=$(mktemp -d /tmp/sluice-compare.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-log() { echo "[compare_peers] $*" >&2; }
-
-# wait_listening FILE: the port a process printed ("listening on HOST:PORT").
-wait_listening() {
-  local deadline=$((SECONDS + 15)) line
-  while (( SECONDS < deadline )); do
-    line=$(grep -m1 -o 'listening on [^ ]*' "$1" 2>/dev/null || true)
-    if [[ -n $line ]]; then echo "${line##*:}"; return 0; fi
-    sleep 0.05
-  done
-  log "no 'listening on' in $1"; cat "$1" >&2; return 1
-}
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {
   local deadline=$((SECONDS + 15))
@@ -52,15 +32,7 @@ wait_port() {
   log "nothing listening on $1"; return 1
 }
 
-# The pool: three mocks, 4 sequences each, 20 ms per token (as make demo).
-M=()
-for i in 1 2 3; do
-  "$BUILD/sluice-mock" --listen 127.0.0.1:0 --max-running 4 --decode-ms-per-token 20 --seed $i \
-    >"$WORK/mock$i.out" 2>"$WORK/mock$i.err" &
-  PIDS+=($!)
-  M+=("$(wait_listening "$WORK/mock$i.out")")
-done
-log "mocks on ${M[*]}"
+start_mocks "$BUILD"
 
 run_load() {  # NAME URL
   log "$1: $DURATION of bench/scenarios/demo.yaml against $2"
@@ -69,8 +41,7 @@ run_load() {  # NAME URL
 }
 
 # (a) sluice with the demo config, pointed at these mocks.
-sed -e "s/127.0.0.1:18001/127.0.0.1:${M[0]}/" -e "s/127.0.0.1:18002/127.0.0.1:${M[1]}/" \
-    -e "s/127.0.0.1:18003/127.0.0.1:${M[2]}/" "$ROOT/config/demo.yaml" >"$WORK/sluice.yaml"
+sluice_config "$ROOT/config/demo.yaml" "$WORK/sluice.yaml"
 "$BUILD/sluice" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
 SLUICE_PID=$!
 PIDS+=($SLUICE_PID)

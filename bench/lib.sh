@@ -1,0 +1,46 @@
+# Shared helpers for the scenario scripts (bench/compare_peers.sh,
+# bench/run_scenario.sh): start processes on port 0, find their ports, stop
+# everything on exit. Source it; it sets WORK and an EXIT trap.
+WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+log() { echo "[${0##*/}] $*" >&2; }
+
+# wait_listening FILE: the port a process printed ("listening on HOST:PORT").
+wait_listening() {
+  local deadline=$((SECONDS + 15)) line
+  while (( SECONDS < deadline )); do
+    line=$(grep -m1 -o 'listening on [^ ]*' "$1" 2>/dev/null || true)
+    if [[ -n $line ]]; then echo "${line##*:}"; return 0; fi
+    sleep 0.05
+  done
+  log "no 'listening on' in $1"; cat "$1" >&2; return 1
+}
+
+# start_mocks BUILD: three sluice-mock endpoints (4 sequences, 20 ms per
+# token, as make demo); their ports in M[0..2].
+start_mocks() {
+  M=()
+  local i
+  for i in 1 2 3; do
+    "$1/sluice-mock" --listen 127.0.0.1:0 --max-running 4 --decode-ms-per-token 20 --seed $i \
+      >"$WORK/mock$i.out" 2>"$WORK/mock$i.err" &
+    PIDS+=($!)
+    M+=("$(wait_listening "$WORK/mock$i.out")")
+  done
+  log "mocks on ${M[*]}"
+}
+
+# sluice_config TEMPLATE OUT: a config written for 127.0.0.1:18001-18003
+# (config/demo.yaml and the like) pointed at the mocks in M.
+sluice_config() {
+  sed -e "s/127.0.0.1:18001/127.0.0.1:${M[0]}/" -e "s/127.0.0.1:18002/127.0.0.1:${M[1]}/" \
+      -e "s/127.0.0.1:18003/127.0.0.1:${M[2]}/" "$1" >"$2"
+}
