@@ -149,14 +149,10 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
       flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
       return reject(QueueOutcome::kRejectedCapacity);
     case registry::Limit::kBand:
-      // Within the band only a longer flow gives way (fair admission);
-      // then the global limit still applies.
+      // Within the band only a longer flow gives way (fair admission),
+      // and only if the pool's global limit then admits the newcomer too:
+      // otherwise nothing is evicted.
       if (!displacement_ || !displace_in_band(flow, r.bytes, now)) {
-        flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
-        return reject(QueueOutcome::kRejectedCapacity);
-      }
-      if (registry_.would_exceed(flow, r.bytes) == registry::Limit::kGlobal &&
-          !displace(key.priority, r.bytes, now)) {
         flow.stats().outcomes[static_cast<int>(QueueOutcome::kRejectedCapacity)] += 1;
         return reject(QueueOutcome::kRejectedCapacity);
       }
@@ -266,6 +262,12 @@ bool Controller::displace_in_band(Flow& newcomer, std::uint64_t bytes, TimePoint
     freed_bytes += (*it)->request.byte_size;
   }
   if (freed_requests < need_requests || freed_bytes < need_bytes) return false;
+  // All or nothing: if the pool's global limit would still refuse the
+  // newcomer after these evictions, evict none of them.
+  const auto& rc = registry_.config();
+  if ((rc.max_requests && registry_.total_requests() - freed_requests + 1 > rc.max_requests) ||
+      (rc.max_bytes && registry_.total_bytes() - freed_bytes + bytes > rc.max_bytes))
+    return false;
   for (Item* v : victims) finalize(v, QueueOutcome::kEvictedDisplaced, now);
   return true;
 }

@@ -243,11 +243,9 @@ void Server::reload(std::function<void(ReloadResult)> done) {
     return done(std::move(res));
   }
 
-  // What only a restart changes. The command line's --listen,
-  // --admin-listen and --threads stand for the file's.
-  next.server.listen = running_.server.listen;
-  next.server.admin_listen = running_.server.admin_listen;
-  next.server.threads = running_.server.threads;
+  // What only a restart changes, against what runs (the startup config,
+  // with the command line's --listen, --admin-listen, --threads and
+  // access-log options standing for the file's).
   // The log level applies in place; the rest of server: needs a restart.
   if (next.server.log_level != running_.server.log_level) {
     log::Level level;
@@ -255,15 +253,24 @@ void Server::reload(std::function<void(ReloadResult)> done) {
     res.applied.push_back("server.logLevel");
   }
   {
+    const auto& live = ctx_.config.server;
     auto compare = next.server;
-    compare.log_level = running_.server.log_level;
-    if (!(compare == running_.server)) res.restart_needed.push_back("server");
+    compare.listen = live.listen;
+    compare.admin_listen = live.admin_listen;
+    compare.threads = live.threads;
+    compare.access_log = live.access_log;
+    compare.access_log_format = live.access_log_format;
+    compare.log_level = live.log_level;
+    if (!(compare == live)) res.restart_needed.push_back("server");
   }
-  if (next.flow_control.enabled != running_.flow_control.enabled) res.restart_needed.push_back("featureGates.flowControl");
-  for (const auto& e : next.endpoints)
-    for (const auto& r : running_.endpoints)
-      if (e.address == r.address && (e.labels != r.labels || e.engine != r.engine))
-        res.restart_needed.push_back("endpoints." + e.address + " (labels, engine)");
+  if (next.flow_control.enabled != ctx_.gated) res.restart_needed.push_back("featureGates.flowControl");
+  for (const auto& e : next.endpoints) {
+    const int slot = ctx_.endpoints.find(e.address);
+    if (slot < 0) continue;
+    const auto& live = ctx_.endpoints.at(static_cast<std::size_t>(slot)).config;
+    if (e.labels != live.labels || e.engine != live.engine)
+      res.restart_needed.push_back("endpoints." + e.address + " (labels, engine)");
+  }
   std::string metrics_path = "/metrics";
   for (const auto& p : next.plugins) {
     if (p.type != "metrics-data-source" || !p.parameters || !p.parameters.IsMap()) continue;

@@ -98,7 +98,10 @@ int main(int argc, char** argv) {
     groups.push_back(f.group);
   }
   const double window_start = std::chrono::duration<double>(s.warmup).count();
-  const double window_end = std::chrono::duration<double>(s.duration).count();
+  // The measured window ends when arrivals did (earlier than the duration
+  // if the request cap stopped them): rates are per second of offered load.
+  double window_end = std::chrono::duration<double>(s.duration).count();
+  if (run.arrivals_end > window_start && run.arrivals_end < window_end) window_end = run.arrivals_end;
   auto stats = sluice::load::compute_stats(run.records, names, weights, groups, run.active, run.not_sent, window_start,
                                            window_end, run.end);
   if (!quiet) std::cout << sluice::load::terminal_report(s, stats);

@@ -81,6 +81,26 @@ TEST(Capacity, AFullBandMakesItsLongestFlowGiveWay) {
   EXPECT_EQ(sim.controller().queued(), 4u);
 }
 
+// All or nothing: when the pool's byte limit would still refuse the
+// newcomer after the band made room, no one is evicted.
+TEST(Capacity, FairAdmissionEvictsNothingWhenTheGlobalLimitStillRefuses) {
+  ControllerConfig c = limits(0, 100);
+  c.registry.bands.push_back({5, 0, 2, "round-robin-fairness-policy", "fcfs-ordering-policy", 0});
+  Sim sim(std::move(c), full_pool());
+  sim.run_until(T0);
+  auto a1 = sim.arrive({"flood", 5, 1, 1, 40});
+  auto a2 = sim.arrive({"flood", 5, 1, 1, 40});
+  // Band full (2 requests) and 80 of 100 bytes used: a 70-byte newcomer
+  // would need 50 bytes freed, one 40-byte eviction gives 40.
+  EXPECT_EQ(outcome(sim, sim.arrive({"b", 5, 1, 1, 70})), QueueOutcome::kRejectedCapacity);
+  EXPECT_FALSE(outcome(sim, a1).has_value());
+  EXPECT_FALSE(outcome(sim, a2).has_value());
+  EXPECT_EQ(sim.controller().queued(), 2u);
+  // A 50-byte one fits once one request is gone: admitted, one evicted.
+  EXPECT_FALSE(outcome(sim, sim.arrive({"b", 5, 1, 1, 50})).has_value());
+  EXPECT_EQ(outcome(sim, a2), QueueOutcome::kEvictedDisplaced);
+}
+
 TEST(Capacity, FairAdmissionIsOffWithoutDisplacement) {
   ControllerConfig c = limits(0, 0, /*displacement=*/false);
   c.registry.bands.push_back({5, 0, 2, "round-robin-fairness-policy", "fcfs-ordering-policy", 0});

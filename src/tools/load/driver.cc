@@ -127,6 +127,7 @@ class Runner {
     std::uint64_t generation = 0;  // bumps on every (de)activation / rate change
   };
 
+  struct Call;
   double now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
   void schedule_flow(FlowState& f) {
@@ -196,6 +197,7 @@ class Runner {
   }
 
   void end_arrivals() {
+    if (!ending_) result_.arrivals_end = now();
     ending_ = true;
     for (auto& f : flows_) deactivate(*f);
     progress_timer_.cancel();
@@ -221,12 +223,26 @@ class Runner {
       return;
     }
     std::unique_ptr<Connection> conn;
+    bool reused = false;
     if (!idle_.empty()) {
       conn = std::move(idle_.back());
       idle_.pop_back();
+      reused = true;
     } else if (open_ >= s_.max_connections) {
+      if (closed_client) {
+        // A closed-loop client keeps its place: it tries again shortly
+        // instead of leaving the flow one client short.
+        auto t = std::make_shared<net::steady_timer>(ioc_, std::chrono::milliseconds(10));
+        t->async_wait([this, &f, t](beast::error_code e) {
+          if (e || !f.active || ending_) {
+            --f.running_clients;
+            return;
+          }
+          launch(f, true);
+        });
+        return;
+      }
       result_.not_sent[f.index] += 1;
-      if (closed_client) --f.running_clients;
       return;
     } else {
       ++open_;
@@ -260,6 +276,7 @@ class Runner {
     call->record = rec;
     call->closed_client = closed_client;
     call->conn = std::move(conn);
+    call->reused = reused;
     auto& req = call->req;
     req.method(http::verb::post);
     req.target(s_.path);
@@ -274,6 +291,10 @@ class Runner {
     req.prepare_payload();
     call->conn->stream.expires_after(s_.timeout);
     if (call->conn->stream.socket().is_open()) return send(call);
+    connect(call);
+  }
+
+  void connect(const std::shared_ptr<Call>& call) {
     call->conn->stream.async_connect(target_, [this, call](beast::error_code ec) {
       if (ec) return finish(call, ec, "connect");
       call->conn->stream.socket().set_option(tcp::no_delay(true));
@@ -290,7 +311,8 @@ class Runner {
     std::optional<http::response_parser<http::string_body>> parser;
     std::size_t scanned = 0;  // body bytes already scanned for SSE events
     double retry_after = 0;   // the answer's Retry-After, seconds
-    bool reused = false;
+    bool reused = false;   // from the keep-alive pool
+    bool retried = false;  // once, on a fresh connection
   };
 
   void send(const std::shared_ptr<Call>& call) {
@@ -360,6 +382,18 @@ class Runner {
 
   void finish(const std::shared_ptr<Call>& call, beast::error_code ec, const char* stage) {
     auto& r = result_.records[call->record];
+    // A pooled connection the server closed while it sat idle fails before
+    // any response byte: send again once on a fresh one (as a proxy would).
+    if (ec && call->reused && !call->retried && r.first_byte < 0 && ec != beast::error::timeout && !ending_) {
+      call->retried = true;
+      beast::error_code ignored;
+      call->conn->stream.socket().close(ignored);
+      call->conn = std::make_unique<Connection>(ioc_);
+      call->conn->stream.expires_after(s_.timeout);
+      call->parser.reset();
+      call->scanned = 0;
+      return connect(call);
+    }
     r.done = now();
     bool keep = false;
     if (ec) {

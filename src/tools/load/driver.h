@@ -19,6 +19,7 @@ struct RunResult {
   std::vector<std::vector<std::pair<double, double>>> active;  // per flow
   std::vector<std::uint64_t> not_sent;                          // per flow
   double end = 0;  // seconds: when the last answer came (or the drain ended)
+  double arrivals_end = 0;  // when arrivals stopped: the duration, or earlier at the request cap
 };
 
 struct DriverOptions {
