@@ -111,4 +111,8 @@ if b in text and e in text:
     text = text[:i] + "\n" + head + "\n" + table + "\n" + text[j:]
     open(readme, "w").write(text)
 PY
-log "written to $OUT (and the README's table)"
+for name in sluice haproxy nginx; do
+  cp "$WORK/$name.json" "$ROOT/bench/results/compare_$name.json"
+  cp "$WORK/$name.html" "$ROOT/bench/results/compare_$name.html"
+done
+log "written to $OUT (and the README's table); each gateway's reports: bench/results/compare_*.{json,html}"
