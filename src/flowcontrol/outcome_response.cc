@@ -1,7 +1,6 @@
 #include "flowcontrol/outcome_response.h"
 
 namespace sluice::flowcontrol {
-namespace {
 
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
@@ -25,8 +24,6 @@ void append_json_string(std::string& out, std::string_view s) {
   }
   out.push_back('"');
 }
-
-}  // namespace
 
 std::string openai_error_body(std::string_view message, std::string_view type,
                               std::string_view code) {

@@ -19,6 +19,10 @@ struct ErrorAnswer {
   std::string body;  // {"error":{"message":...,"type":...,"code":...}}
 };
 
+// Appends `s` as a JSON string: quoted, with quotes, backslashes and
+// control characters escaped.
+void append_json_string(std::string& out, std::string_view s);
+
 // OpenAI-shaped error body. `code` may be empty (then JSON null).
 std::string openai_error_body(std::string_view message, std::string_view type,
                               std::string_view code);

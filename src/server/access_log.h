@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "flowcontrol/outcome_response.h"
+
 namespace sluice::server {
 
 struct AccessRecord {
@@ -44,7 +46,7 @@ class AccessLog {
   bool json_ = true;
 };
 
-// Appends `s` as a JSON string (quoted, escaped).
-void append_json_string(std::string& out, std::string_view s);
+// The access log's JSON strings are escaped as the error bodies' are.
+using flowcontrol::append_json_string;
 
 }  // namespace sluice::server

@@ -172,16 +172,7 @@ void HttpSession::parse_request() {
 void HttpSession::handle_request() {
   keep_alive_ = request_parser_->keep_alive() && !closing_;
   route_ = classify_target(request_.target);
-  request_open_ = true;
-  head_unread_ = false;
-  t_start_ = std::chrono::steady_clock::now();
-  dispatched_ = false;
-  endpoint_ = -1;
-  model_.clear();
-  flow_id_.clear();
-  priority_ = 0;
-  input_tokens_ = 0;
-  tokens_.reset();
+  begin_request(/*head_read=*/true);
 
   if (!request_.request_id.empty() && request_.request_id.size() <= 128) {
     request_id_ = request_.request_id;
@@ -382,6 +373,19 @@ void HttpSession::release_dispatch() {
     if (ctx_.gated) worker_.wake_dispatcher();
   }
   ticket_ = 0;
+}
+
+void HttpSession::begin_request(bool head_read) {
+  request_open_ = true;
+  head_unread_ = !head_read;
+  t_start_ = std::chrono::steady_clock::now();
+  dispatched_ = false;
+  endpoint_ = -1;
+  model_.clear();
+  flow_id_.clear();
+  priority_ = 0;
+  input_tokens_ = 0;
+  tokens_.reset();
 }
 
 void HttpSession::end_request(int status, std::string_view outcome) {
@@ -771,16 +775,7 @@ void HttpSession::finish_response() {
 void HttpSession::answer(const flowcontrol::ErrorAnswer& a) {
   if (!request_open_) {
     // Refused before it was whole (malformed, too large): still a request.
-    request_open_ = true;
-    head_unread_ = true;
-    t_start_ = std::chrono::steady_clock::now();
-    dispatched_ = false;
-    endpoint_ = -1;
-    model_.clear();
-    flow_id_.clear();
-    priority_ = 0;
-    input_tokens_ = 0;
-    tokens_.reset();
+    begin_request(/*head_read=*/false);
   }
   end_request(a.status, !a.reason.empty() ? a.reason : !a.code.empty() ? a.code : std::string_view("error"));
   state_ = State::kAnswering;

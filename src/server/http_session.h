@@ -67,6 +67,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Ends a dispatched request's accounting: in-flight permit, and flow
   // control's completion (with the output tokens counted). Idempotent.
   void release_dispatch();
+  // Starts the accounting of a request (its head parsed, or refused
+  // before that).
+  void begin_request(bool head_read);
   // Accounting of the request that ends now (metrics, access log); once
   // per request, whichever way it ends.
   void end_request(int status, std::string_view outcome);

@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <algorithm>
 #include <functional>
@@ -70,6 +73,19 @@ inline bool eventually(const std::function<bool()>& condition,
     std::this_thread::sleep_for(5ms);
   }
   return condition();
+}
+
+// Runs `cmd` with /bin/sh and returns its exit code (-1 if it did not
+// exit). posix_spawn, not fork(): nothing runs in the child before exec (a
+// fork of this multi-threaded, sanitized process could inherit a held lock).
+inline int run_shell(const std::string& cmd) {
+  pid_t pid = -1;
+  const char* argv[] = {"sh", "-c", cmd.c_str(), nullptr};
+  if (::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) return -1;
+  int status = -1;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // A loopback port with nothing listening on it (connections are refused).

@@ -3,8 +3,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,18 +15,6 @@ namespace sluice::test {
 namespace {
 
 using json = nlohmann::json;
-
-int run(const std::string& cmd) {
-  int status = -1;
-  // posix_spawn, not fork(): nothing runs in the child before exec (a
-  // fork of this multi-threaded, sanitized process could inherit a held lock).
-  pid_t pid = -1;
-  const char* argv[] = {"sh", "-c", cmd.c_str(), nullptr};
-  if (::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) pid = -1;
-  while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 double series(const std::string& metrics, const std::string& name) {
   auto at = metrics.find("\n" + name + " ");
@@ -58,7 +44,7 @@ flows:
   TempFile html("", "report.html");
   const std::string cmd = std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() + " --target http://" +
                           sluice->address() + " --json " + out.path() + " --html " + html.path() + " --quiet";
-  ASSERT_EQ(run(cmd), 0);
+  ASSERT_EQ(run_shell(cmd), 0);
   std::ifstream in(out.path());
   json report = json::parse(in, nullptr, false);
   ASSERT_FALSE(report.is_discarded());
@@ -103,7 +89,7 @@ flows:
 
   // A bad scenario: exit 2, the field named.
   TempFile broken("flows:\n  - name: a\n    arrival: {type: poisson, rate: -1}\n", "bad.yaml");
-  EXPECT_EQ(run(std::string(SLUICE_LOAD_BIN) + " --scenario " + broken.path() + " --target http://" +
+  EXPECT_EQ(run_shell(std::string(SLUICE_LOAD_BIN) + " --scenario " + broken.path() + " --target http://" +
                 sluice->address() + " 2>/dev/null"),
             2);
   EXPECT_EQ(sluice->stop(), 0);
@@ -125,7 +111,7 @@ flows:
     stream: true
 )", "chat.yaml");
   TempFile out("", "chat.json");
-  ASSERT_EQ(run(std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() + " --target http://" +
+  ASSERT_EQ(run_shell(std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() + " --target http://" +
                 mock->address() + " --json " + out.path() + " --quiet"),
             0);
   std::ifstream in(out.path());

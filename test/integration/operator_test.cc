@@ -7,8 +7,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -328,18 +326,10 @@ CtlResult ctl(const std::string& args, const std::string& env = "") {
   TempFile out("", "ctl.out");
   TempFile err("", "ctl.err");
   const std::string cmd = env + " exec " SLUICE_CTL_BIN " " + args + " > " + out.path() + " 2> " + err.path();
-  // fork/exec of sh, not std::system(): system() changes the whole
-  // process's SIGINT/SIGQUIT dispositions while the load threads run.
-  int status = -1;
-  // posix_spawn, not fork(): nothing runs in the child before exec (a
-  // fork of this multi-threaded, sanitized process could inherit a held lock).
-  pid_t pid = -1;
-  const char* argv[] = {"sh", "-c", cmd.c_str(), nullptr};
-  if (::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) pid = -1;
-  while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  // Not std::system(): it changes the whole process's SIGINT/SIGQUIT
+  // dispositions while the load threads run.
   CtlResult r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.rc = run_shell(cmd);
   std::ifstream o(out.path()), e(err.path());
   r.out.assign(std::istreambuf_iterator<char>(o), {});
   r.err.assign(std::istreambuf_iterator<char>(e), {});
