@@ -98,7 +98,12 @@ Response HttpClient::request(const std::string& method, const std::string& targe
   }
   http::response_parser<http::string_body> parser;
   parser.body_limit(64u << 20);
-  http::read(impl_->socket, impl_->buffer, parser, ec);
+  // A read interrupted by a signal resumes where it stopped (the parser
+  // keeps its state), as a restartable syscall would.
+  do {
+    ec = {};
+    http::read(impl_->socket, impl_->buffer, parser, ec);
+  } while (ec == net::error::interrupted);
   if (ec) {
     out.error = "read: " + ec.message();
     close();
