@@ -4,7 +4,7 @@
 JOBS ?= 2
 CMAKE_COMMON = -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release asan tsan clang test demo bench format clean
+.PHONY: deps release asan tsan clang test demo bench format format-check clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -48,6 +48,13 @@ bench: release
 
 format:
 	git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+# Fails (and lists the files) when a tracked source differs from .clang-format.
+format-check:
+	@bad=$$(git ls-files '*.h' '*.cc' | xargs -n 20 clang-format --dry-run 2>&1 | \
+	  sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: warning:.*/\1/p' | sort -u); \
+	if [ -n "$$bad" ]; then echo "format-check: these files differ from .clang-format (run make format):"; \
+	  echo "$$bad"; exit 1; fi; echo "format-check: all sources formatted"
 
 clean:
 	rm -rf build

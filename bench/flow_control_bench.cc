@@ -76,7 +76,8 @@ void BM_Dispatch(benchmark::State& state, const std::string& fairness) {
     h.controller->dispatch(h.now);
     auto t1 = std::chrono::steady_clock::now();
     if (ns.size() < ns.capacity())
-      ns.push_back(static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+      ns.push_back(static_cast<std::uint32_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
   }
   state.SetItemsProcessed(state.iterations());
   if (!ns.empty()) {

@@ -46,7 +46,8 @@ std::vector<Endpoint> make_pool(int n, std::mt19937_64& rng) {
 
 std::string prompt_for(int family, std::size_t chars) {
   std::string s = "family " + std::to_string(family) + ": ";
-  while (s.size() < chars) s += "the quick brown fox jumps over the lazy dog " + std::to_string(family) + " ";
+  while (s.size() < chars)
+    s += "the quick brown fox jumps over the lazy dog " + std::to_string(family) + " ";
   s.resize(chars);
   return s;
 }
@@ -69,7 +70,8 @@ void BM_DefaultProfileCycle(benchmark::State& state) {
   for (int f = 0; f < 32; ++f) {
     requests[static_cast<std::size_t>(f)].model = "m";
     requests[static_cast<std::size_t>(f)].input_tokens = 2048;
-    compute_prefix_hashes(prompt_for(f, 2048 * 4), "m", scheduler->preparation(), requests[static_cast<std::size_t>(f)]);
+    compute_prefix_hashes(prompt_for(f, 2048 * 4), "m", scheduler->preparation(),
+                          requests[static_cast<std::size_t>(f)]);
   }
   CycleState cycle;
   SchedulingResult result;
@@ -84,7 +86,8 @@ void BM_DefaultProfileCycle(benchmark::State& state) {
     cycle.clear();
     const auto t1 = Steady::now();
     benchmark::DoNotOptimize(result.targets.data());
-    if (ns.size() < ns.capacity()) ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+    if (ns.size() < ns.capacity())
+      ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
   }
   report(state, ns);
 }
@@ -124,7 +127,8 @@ void BM_PrefixHashAndScore(benchmark::State& state) {
     cycle.clear();
     const auto t1 = Steady::now();
     benchmark::DoNotOptimize(result.targets.data());
-    if (ns.size() < ns.capacity()) ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+    if (ns.size() < ns.capacity())
+      ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
   }
   report(state, ns);
 }

@@ -2,8 +2,8 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -39,16 +39,21 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) usage_error(std::string(arg) + " needs a value");
       return argv[++i];
     };
-    if (arg == "--config") config_path = value();
-    else if (arg == "--listen") listen = value();
-    else if (arg == "--admin-listen") admin_listen = value();
-    else if (arg == "--admin-token-file") token_file = value();
-    else if (arg == "--access-log") access_log = value();
+    if (arg == "--config")
+      config_path = value();
+    else if (arg == "--listen")
+      listen = value();
+    else if (arg == "--admin-listen")
+      admin_listen = value();
+    else if (arg == "--admin-token-file")
+      token_file = value();
+    else if (arg == "--access-log")
+      access_log = value();
     else if (arg == "--access-log-format") {
       access_log_format = value();
-      if (access_log_format != "json" && access_log_format != "text") usage_error("--access-log-format must be json or text");
-    }
-    else if (arg == "--threads") {
+      if (access_log_format != "json" && access_log_format != "text")
+        usage_error("--access-log-format must be json or text");
+    } else if (arg == "--threads") {
       auto v = value();
       char* end = nullptr;
       long n = std::strtol(v.c_str(), &end, 10);
@@ -79,7 +84,8 @@ int main(int argc, char** argv) {
     config.server.listen = listen;
   }
   if (!admin_listen.empty()) {
-    if (!sluice::config::parse_host_port(admin_listen)) usage_error("--admin-listen must be HOST:PORT");
+    if (!sluice::config::parse_host_port(admin_listen))
+      usage_error("--admin-listen must be HOST:PORT");
     config.server.admin_listen = admin_listen;
   }
   if (threads > 0) config.server.threads = threads;
@@ -111,9 +117,11 @@ int main(int argc, char** argv) {
     auto hp = sluice::config::parse_host_port(config.server.admin_listen);
     if (!hp) usage_error("admin listen address must be HOST:PORT");
     if (token.empty() && !sluice::server::is_loopback_host(std::string(hp->host))) {
-      std::cerr << "sluice: refusing to start: the admin plane would listen on " << config.server.admin_listen
-                << " (not loopback) without a token; give --admin-token-file or SLUICE_ADMIN_TOKEN, or "
-                   "listen on 127.0.0.1\n";
+      std::cerr
+          << "sluice: refusing to start: the admin plane would listen on "
+          << config.server.admin_listen
+          << " (not loopback) without a token; give --admin-token-file or SLUICE_ADMIN_TOKEN, or "
+             "listen on 127.0.0.1\n";
       return 2;
     }
   }
@@ -130,7 +138,8 @@ int main(int argc, char** argv) {
   sluice::server::Server server(config);
   {
     std::string error;
-    if (!server.context().access_log.open(config.server.access_log, config.server.access_log_format, error)) {
+    if (!server.context().access_log.open(config.server.access_log, config.server.access_log_format,
+                                          error)) {
       std::cerr << "sluice: " << error << "\n";
       return 2;
     }
@@ -151,8 +160,8 @@ int main(int argc, char** argv) {
   admin.start();
   std::printf("listening on %s\nadmin listening on %s\n", bound.c_str(), admin_bound.c_str());
   std::fflush(stdout);
-  SLUICE_LOG(kInfo, "server", "listening on " << bound << " with " << config.endpoints.size()
-                                              << " endpoint(s)");
+  SLUICE_LOG(kInfo, "server",
+             "listening on " << bound << " with " << config.endpoints.size() << " endpoint(s)");
 
   int sig = 0;
   for (;;) {

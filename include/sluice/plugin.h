@@ -42,11 +42,14 @@ class PluginContext {
 // Builds one instance from its parameters. Throws (config::ConfigError via
 // PluginParams::fail) naming the field: plugins are built at startup or
 // reload, never on the data plane.
-using PluginFactory = std::function<std::unique_ptr<Plugin>(PluginParams& params, PluginContext& context)>;
+using PluginFactory =
+    std::function<std::unique_ptr<Plugin>(PluginParams& params, PluginContext& context)>;
 
 class PluginRegistry {
  public:
-  void add(std::string type, PluginFactory factory) { factories_[std::move(type)] = std::move(factory); }
+  void add(std::string type, PluginFactory factory) {
+    factories_[std::move(type)] = std::move(factory);
+  }
   const PluginFactory* find(std::string_view type) const {
     auto it = factories_.find(type);
     return it == factories_.end() ? nullptr : &it->second;

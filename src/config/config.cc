@@ -34,7 +34,9 @@ class Fields {
     return node_[key];
   }
 
-  std::string child(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  std::string child(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
 
   void finish() const {
     for (const auto& kv : node_) {
@@ -71,7 +73,8 @@ struct Reader {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used == 0 || used != s.size()) fail(source, n, path, "expected an integer, got '" + s + "'");
+    if (used == 0 || used != s.size())
+      fail(source, n, path, "expected an integer, got '" + s + "'");
     return v;
   }
   double number(const YAML::Node& n, const std::string& path) const {
@@ -111,8 +114,8 @@ struct Reader {
 // Reads a list of mappings: each item gets its own Fields (so unknown keys
 // are reported with the item's path) and is appended to `out`.
 template <class Item, class ReadItem>
-void read_list(const Reader& r, const YAML::Node& node, const std::string& list, std::vector<Item>& out,
-               ReadItem&& read_item) {
+void read_list(const Reader& r, const YAML::Node& node, const std::string& list,
+               std::vector<Item>& out, ReadItem&& read_item) {
   r.sequence(node, list);
   for (std::size_t i = 0; i < node.size(); ++i) {
     Fields f(r.source, node[i], list + "[" + std::to_string(i) + "]");
@@ -129,7 +132,8 @@ std::string unique_key(const Reader& r, Fields& f, const YAML::Node& item, const
   auto n = f.take(key);
   if (!n) fail(r.source, item, f.child(key), "is required");
   auto value = r.string(n, f.child(key));
-  if (!seen.insert(value).second) fail(r.source, n, f.child(key), "duplicate " + what + " '" + value + "'");
+  if (!seen.insert(value).second)
+    fail(r.source, n, f.child(key), "duplicate " + what + " '" + value + "'");
   return value;
 }
 
@@ -148,7 +152,8 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
   }
   if (auto n = f.take("maxBodyBytes")) {
     s.max_body_bytes = r.quantity(n, f.child("maxBodyBytes"));
-    if (s.max_body_bytes == 0) fail(r.source, n, f.child("maxBodyBytes"), "must be greater than zero");
+    if (s.max_body_bytes == 0)
+      fail(r.source, n, f.child("maxBodyBytes"), "must be greater than zero");
   }
   if (auto n = f.take("maxHeaderBytes")) {
     auto v = r.quantity(n, f.child("maxHeaderBytes"));
@@ -174,7 +179,8 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       {"endpointsFilePollInterval", &s.endpoints_file_poll_interval},
   };
   for (auto& d : durations) {
-    if (auto n = f.take(d.key)) *d.field = positive(n, f.child(d.key), r.duration(n, f.child(d.key)));
+    if (auto n = f.take(d.key))
+      *d.field = positive(n, f.child(d.key), r.duration(n, f.child(d.key)));
   }
   if (auto n = f.take("endpointsFile")) s.endpoints_file = r.string(n, f.child("endpointsFile"));
   if (auto n = f.take("accessLog")) s.access_log = r.string(n, f.child("accessLog"));
@@ -185,12 +191,14 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
   }
   if (auto n = f.take("logLevel")) {
     s.log_level = r.string(n, f.child("logLevel"));
-    if (s.log_level != "debug" && s.log_level != "info" && s.log_level != "warn" && s.log_level != "error")
+    if (s.log_level != "debug" && s.log_level != "info" && s.log_level != "warn" &&
+        s.log_level != "error")
       fail(r.source, n, f.child("logLevel"), "must be debug, info, warn or error");
   }
   if (auto n = f.take("metricsMaxFlows")) {
     auto v = r.integer(n, f.child("metricsMaxFlows"));
-    if (v < 0 || v > 100000) fail(r.source, n, f.child("metricsMaxFlows"), "must be between 0 and 100000");
+    if (v < 0 || v > 100000)
+      fail(r.source, n, f.child("metricsMaxFlows"), "must be between 0 and 100000");
     s.metrics_max_flows = static_cast<std::uint32_t>(v);
   }
   if (auto n = f.take("upstreamMaxIdlePerEndpoint")) {
@@ -287,32 +295,34 @@ void read_profiles(const Reader& r, const YAML::Node& node, const std::vector<Pl
   std::set<std::string> names;
   read_list(r, node, "schedulingProfiles", out,
             [&](Fields& f, const YAML::Node& item, SchedulingProfileSpec& prof) {
-    prof.name = unique_key(r, f, item, "name", names, "profile");
-    auto list = f.take("plugins");
-    if (!list) return;
-    read_list(r, list, f.child("plugins"), prof.plugins,
-              [&](Fields& pf, const YAML::Node& entry, ProfilePluginRef& ref) {
-      ref.line = entry.Mark().line + 1;
-      auto pr = pf.take("pluginRef");
-      if (!pr) fail(r.source, entry, pf.child("pluginRef"), "is required");
-      ref.plugin_ref = r.string(pr, pf.child("pluginRef"));
-      bool known = false;
-      for (const auto& p : plugins) known = known || p.name == ref.plugin_ref;
-      if (!known)
-        fail(r.source, pr, pf.child("pluginRef"),
-             "refers to '" + ref.plugin_ref + "', which is not in plugins");
-      if (auto w = pf.take("weight")) {
-        ref.weight = r.number(w, pf.child("weight"));
-        if (*ref.weight < 0) fail(r.source, w, pf.child("weight"), "must not be negative");
-      }
-    });
-  });
+              prof.name = unique_key(r, f, item, "name", names, "profile");
+              auto list = f.take("plugins");
+              if (!list) return;
+              read_list(r, list, f.child("plugins"), prof.plugins,
+                        [&](Fields& pf, const YAML::Node& entry, ProfilePluginRef& ref) {
+                          ref.line = entry.Mark().line + 1;
+                          auto pr = pf.take("pluginRef");
+                          if (!pr) fail(r.source, entry, pf.child("pluginRef"), "is required");
+                          ref.plugin_ref = r.string(pr, pf.child("pluginRef"));
+                          bool known = false;
+                          for (const auto& p : plugins) known = known || p.name == ref.plugin_ref;
+                          if (!known)
+                            fail(r.source, pr, pf.child("pluginRef"),
+                                 "refers to '" + ref.plugin_ref + "', which is not in plugins");
+                          if (auto w = pf.take("weight")) {
+                            ref.weight = r.number(w, pf.child("weight"));
+                            if (*ref.weight < 0)
+                              fail(r.source, w, pf.child("weight"), "must not be negative");
+                          }
+                        });
+            });
 }
 
 // ---------------------------------------------------------------- flow control
 
 bool is_ordering_type(const std::string& t) {
-  return t == "fcfs-ordering-policy" || t == "edf-ordering-policy" || t == "slo-deadline-ordering-policy";
+  return t == "fcfs-ordering-policy" || t == "edf-ordering-policy" ||
+         t == "slo-deadline-ordering-policy";
 }
 bool is_fairness_type(const std::string& t) {
   return t == "global-strict-fairness-policy" || t == "round-robin-fairness-policy" ||
@@ -330,9 +340,9 @@ const PluginSpec* find_plugin(const Config& c, const std::string& ref) {
   return nullptr;
 }
 
-std::string resolve_ref(const Reader& r, const Config& c, const YAML::Node& n, const std::string& path,
-                        bool (*is_kind)(const std::string&), const char* kind,
-                        std::initializer_list<const char*> implicit) {
+std::string resolve_ref(const Reader& r, const Config& c, const YAML::Node& n,
+                        const std::string& path, bool (*is_kind)(const std::string&),
+                        const char* kind, std::initializer_list<const char*> implicit) {
   auto ref = r.string(n, path);
   if (const PluginSpec* p = find_plugin(c, ref)) {
     if (!is_kind(p->type))
@@ -401,7 +411,8 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
       BandSpec b = fc.default_band;
       read_band(r, c, list[i], path, b, true);
       if (!seen.insert(b.priority).second)
-        fail(r.source, list[i], path + ".priority", "duplicate band priority " + std::to_string(b.priority));
+        fail(r.source, list[i], path + ".priority",
+             "duplicate band priority " + std::to_string(b.priority));
       fc.bands.push_back(std::move(b));
     }
   }
@@ -442,12 +453,14 @@ void read_detector_parameters(const Reader& r, const PluginSpec& p, SaturationDe
   if (!p.parameters || p.parameters.IsNull()) return;
   const std::string path = "plugins[" + p.name + "].parameters";
   Fields f(r.source, p.parameters, path);
-  auto num = [&](const char* key, double min_exclusive, bool inclusive_zero) -> std::optional<double> {
+  auto num = [&](const char* key, double min_exclusive,
+                 bool inclusive_zero) -> std::optional<double> {
     auto n = f.take(key);
     if (!n) return std::nullopt;
     double v = r.number(n, f.child(key));
     if (inclusive_zero ? v < min_exclusive : !(v > min_exclusive))
-      fail(r.source, n, f.child(key), inclusive_zero ? "must not be negative" : "must be greater than zero");
+      fail(r.source, n, f.child(key),
+           inclusive_zero ? "must not be negative" : "must be greater than zero");
     return v;
   };
   if (auto v = num("headroom", 0, true)) d.headroom = *v;
@@ -455,7 +468,8 @@ void read_detector_parameters(const Reader& r, const PluginSpec& p, SaturationDe
     if (auto v = num("queueDepthThreshold", 0, false)) d.queue_depth_threshold = *v;
     if (auto n = f.take("kvCacheUtilThreshold")) {
       double v = r.number(n, f.child("kvCacheUtilThreshold"));
-      if (!(v > 0 && v <= 1)) fail(r.source, n, f.child("kvCacheUtilThreshold"), "must be in (0, 1]");
+      if (!(v > 0 && v <= 1))
+        fail(r.source, n, f.child("kvCacheUtilThreshold"), "must be in (0, 1]");
       d.kv_cache_util_threshold = v;
     }
     if (auto n = f.take("metricsStalenessThreshold")) {
@@ -470,8 +484,10 @@ void read_detector_parameters(const Reader& r, const PluginSpec& p, SaturationDe
         fail(r.source, n, f.child("concurrencyMode"), "must be requests or tokens");
       d.tokens_mode = v == "tokens";
     }
-    if (auto v = num("maxConcurrency", 0, false)) d.max_concurrency = static_cast<std::uint64_t>(*v);
-    if (auto v = num("maxTokenConcurrency", 0, false)) d.max_token_concurrency = static_cast<std::uint64_t>(*v);
+    if (auto v = num("maxConcurrency", 0, false))
+      d.max_concurrency = static_cast<std::uint64_t>(*v);
+    if (auto v = num("maxTokenConcurrency", 0, false))
+      d.max_token_concurrency = static_cast<std::uint64_t>(*v);
   }
   f.finish();
 }
@@ -501,8 +517,8 @@ Config parse(const YAML::Node& root, const std::string& source) {
   c.source = source;
   Reader r{c.source};
   if (root.IsNull()) return c;  // an empty file is a valid, all-defaults config
-  for (const char* key : {"plugins", "schedulingProfiles", "parser", "data", "dataLayer", "saturationDetector",
-                          "featureGates"}) {
+  for (const char* key : {"plugins", "schedulingProfiles", "parser", "data", "dataLayer",
+                          "saturationDetector", "featureGates"}) {
     if (!root.IsMap() || !root[key]) continue;
     c.scheduling_fingerprint += key;
     c.scheduling_fingerprint += '\n';
@@ -549,7 +565,7 @@ Config parse(const YAML::Node& root, const std::string& source) {
     }
   };
   mapping("parser", c.parser);
-  mapping("data", c.data);            // GIE v1.3-v1.4
+  mapping("data", c.data);             // GIE v1.3-v1.4
   mapping("dataLayer", c.data_layer);  // GIE v1.5+
   read_plugin_parameters(r, c);
   // A detector declared under plugins: but not referenced still gets its
@@ -579,10 +595,10 @@ const std::vector<std::string>& plugin_types() {
       "global-strict-fairness-policy", "round-robin-fairness-policy", "vtc-fairness-policy",
       "utilization-detector", "concurrency-detector",
       // scheduling
-      "single-profile-handler", "disagg-profile-handler", "prefix-based-pd-decider",
-      "queue-scorer", "running-requests-size-scorer", "kv-cache-utilization-scorer",
-      "lora-affinity-scorer", "prefix-cache-scorer", "approx-prefix-cache-producer",
-      "session-affinity-scorer", "in-flight-requests-scorer", "max-score-picker", "random-picker", "weighted-random-picker",
+      "single-profile-handler", "disagg-profile-handler", "prefix-based-pd-decider", "queue-scorer",
+      "running-requests-size-scorer", "kv-cache-utilization-scorer", "lora-affinity-scorer",
+      "prefix-cache-scorer", "approx-prefix-cache-producer", "session-affinity-scorer",
+      "in-flight-requests-scorer", "max-score-picker", "random-picker", "weighted-random-picker",
       "by-label", "by-label-selector", "label-selector-filter", "prefill-filter", "decode-filter",
       // request handling and data layer: accepted; sluice does their job built in
       "openai-parser", "disagg-headers-handler", "metrics-data-source", "core-metrics-extractor"};

@@ -126,7 +126,7 @@ struct BandSpec {
 };
 
 struct FlowControlSpec {
-  bool enabled = false;  // featureGates: [flowControl]
+  bool enabled = false;            // featureGates: [flowControl]
   std::uint64_t max_bytes = 0;     // global; 0: unlimited
   std::uint64_t max_requests = 0;  // global; 0: unlimited
   std::optional<nanoseconds> default_request_ttl;
@@ -135,7 +135,7 @@ struct FlowControlSpec {
   // sluice additions
   bool displacement = true;  // displacementPolicy: lowest-band-newest-first | none
   nanoseconds flow_idle_timeout = std::chrono::minutes(5);
-  double vtc_input_price = 1.0;   // from the vtc-fairness-policy plugin's parameters
+  double vtc_input_price = 1.0;  // from the vtc-fairness-policy plugin's parameters
   double vtc_output_price = 2.0;
   bool operator==(const FlowControlSpec&) const = default;
 };

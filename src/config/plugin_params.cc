@@ -45,16 +45,19 @@ std::optional<double> PluginParams::number(const std::string& key) {
   if (!n) return std::nullopt;
   double v = 0;
   if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v))
-    fail(key, "expected a number, got '" + (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
+    fail(key, "expected a number, got '" +
+                  (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
   return v;
 }
 
-std::optional<std::int64_t> PluginParams::integer(const std::string& key, std::int64_t min, std::int64_t max) {
+std::optional<std::int64_t> PluginParams::integer(const std::string& key, std::int64_t min,
+                                                  std::int64_t max) {
   YAML::Node n = take(key);
   if (!n) return std::nullopt;
   long long v = 0;
   if (!n.IsScalar() || !YAML::convert<long long>::decode(n, v))
-    fail(key, "expected a whole number, got '" + (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
+    fail(key, "expected a whole number, got '" +
+                  (n.IsScalar() ? n.Scalar() : std::string("(not a scalar)")) + "'");
   if (v < min || v > max)
     fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
   return static_cast<std::int64_t>(v);

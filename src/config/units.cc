@@ -40,13 +40,20 @@ std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text) {
       }
       return false;
     };
-    if (starts("ns")) unit = 1;
-    else if (starts("us") || starts("\xC2\xB5s")) unit = 1e3;
-    else if (starts("ms")) unit = 1e6;
-    else if (starts("s")) unit = 1e9;
-    else if (starts("m")) unit = 60e9;
-    else if (starts("h")) unit = 3600e9;
-    else return std::nullopt;
+    if (starts("ns"))
+      unit = 1;
+    else if (starts("us") || starts("\xC2\xB5s"))
+      unit = 1e3;
+    else if (starts("ms"))
+      unit = 1e6;
+    else if (starts("s"))
+      unit = 1e9;
+    else if (starts("m"))
+      unit = 60e9;
+    else if (starts("h"))
+      unit = 3600e9;
+    else
+      return std::nullopt;
     total_ns += *number * unit;
   }
   if (total_ns > 9.2e18L) return std::nullopt;
@@ -59,19 +66,32 @@ std::optional<std::uint64_t> parse_quantity(std::string_view text) {
   if (!number) return std::nullopt;
   long double mult = 1;
   if (rest.empty()) {
-  } else if (rest == "Ki") mult = 1024.0L;
-  else if (rest == "Mi") mult = 1024.0L * 1024;
-  else if (rest == "Gi") mult = 1024.0L * 1024 * 1024;
-  else if (rest == "Ti") mult = 1024.0L * 1024 * 1024 * 1024;
-  else if (rest == "Pi") mult = 1024.0L * 1024 * 1024 * 1024 * 1024;
-  else if (rest == "Ei") mult = 1024.0L * 1024 * 1024 * 1024 * 1024 * 1024;
-  else if (rest == "k") mult = 1e3L;
-  else if (rest == "M") mult = 1e6L;
-  else if (rest == "G") mult = 1e9L;
-  else if (rest == "T") mult = 1e12L;
-  else if (rest == "P") mult = 1e15L;
-  else if (rest == "E") mult = 1e18L;
-  else return std::nullopt;
+  } else if (rest == "Ki")
+    mult = 1024.0L;
+  else if (rest == "Mi")
+    mult = 1024.0L * 1024;
+  else if (rest == "Gi")
+    mult = 1024.0L * 1024 * 1024;
+  else if (rest == "Ti")
+    mult = 1024.0L * 1024 * 1024 * 1024;
+  else if (rest == "Pi")
+    mult = 1024.0L * 1024 * 1024 * 1024 * 1024;
+  else if (rest == "Ei")
+    mult = 1024.0L * 1024 * 1024 * 1024 * 1024 * 1024;
+  else if (rest == "k")
+    mult = 1e3L;
+  else if (rest == "M")
+    mult = 1e6L;
+  else if (rest == "G")
+    mult = 1e9L;
+  else if (rest == "T")
+    mult = 1e12L;
+  else if (rest == "P")
+    mult = 1e15L;
+  else if (rest == "E")
+    mult = 1e18L;
+  else
+    return std::nullopt;
   long double value = static_cast<long double>(*number) * mult;
   if (value > 1.8e19L) return std::nullopt;
   if (value != std::floor(value)) return std::nullopt;

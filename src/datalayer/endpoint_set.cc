@@ -17,7 +17,8 @@ int EndpointSet::find(const std::string& address) const {
   return -1;
 }
 
-int EndpointSet::add(const config::EndpointConfig& c, const boost::asio::ip::tcp::endpoint& resolved) {
+int EndpointSet::add(const config::EndpointConfig& c,
+                     const boost::asio::ip::tcp::endpoint& resolved) {
   if (int i = find(c.address); i >= 0) {
     // Readers may look at config concurrently: a revived endpoint keeps
     // the config it was first added with (same address, same server).

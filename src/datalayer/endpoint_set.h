@@ -8,9 +8,8 @@
 // adds and removes. The per-endpoint counters are atomics.
 #pragma once
 
-#include <boost/asio/ip/tcp.hpp>
-
 #include <atomic>
+#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -47,7 +46,8 @@ struct EndpointState {
   }
 
   bool usable(Clock::time_point now) const {
-    return !removed.load(std::memory_order_relaxed) && down_until_ns.load(std::memory_order_relaxed) <= now.time_since_epoch().count();
+    return !removed.load(std::memory_order_relaxed) &&
+           down_until_ns.load(std::memory_order_relaxed) <= now.time_since_epoch().count();
   }
   void mark_down(Clock::time_point now, std::chrono::nanoseconds backoff) {
     down_until_ns.store((now + backoff).time_since_epoch().count(), std::memory_order_relaxed);

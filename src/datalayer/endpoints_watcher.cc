@@ -4,8 +4,9 @@
 
 namespace sluice::datalayer {
 
-EndpointsWatcher::EndpointsWatcher(boost::asio::io_context& ioc, std::string path, std::chrono::nanoseconds interval,
-                                   OnChange on_change, OnError on_error)
+EndpointsWatcher::EndpointsWatcher(boost::asio::io_context& ioc, std::string path,
+                                   std::chrono::nanoseconds interval, OnChange on_change,
+                                   OnError on_error)
     : timer_(ioc),
       path_(std::move(path)),
       interval_(interval),

@@ -8,7 +8,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-
 #include <chrono>
 #include <functional>
 #include <string>
@@ -23,8 +22,8 @@ class EndpointsWatcher {
   using OnChange = std::function<void(std::vector<config::EndpointConfig>)>;
   using OnError = std::function<void(const std::string& message)>;
 
-  EndpointsWatcher(boost::asio::io_context& ioc, std::string path, std::chrono::nanoseconds interval,
-                   OnChange on_change, OnError on_error);
+  EndpointsWatcher(boost::asio::io_context& ioc, std::string path,
+                   std::chrono::nanoseconds interval, OnChange on_change, OnError on_error);
 
   // Reads the file now (startup: throws config::ConfigError), remembering
   // its identity, and returns its endpoints.

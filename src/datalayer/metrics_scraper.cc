@@ -4,7 +4,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
 #include <optional>
 
 namespace sluice::datalayer {
@@ -16,7 +15,8 @@ namespace net = boost::asio;
 class MetricsScraper::Target : public std::enable_shared_from_this<Target> {
  public:
   Target(net::io_context& ioc, std::size_t index, ScrapeTarget target, ScraperOptions options,
-         const Sink& sink, std::atomic<std::uint64_t>& failures, std::atomic<std::uint64_t>& bad_lines)
+         const Sink& sink, std::atomic<std::uint64_t>& failures,
+         std::atomic<std::uint64_t>& bad_lines)
       : stream_(ioc),
         timer_(ioc),
         index_(index),
@@ -60,31 +60,33 @@ class MetricsScraper::Target : public std::enable_shared_from_this<Target> {
   }
 
   void send() {
-    http::async_write(stream_, request_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->fail();
-      self->read();
-    });
+    http::async_write(stream_, request_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec) return self->fail();
+                        self->read();
+                      });
   }
 
   void read() {
     parser_.emplace();
     parser_->body_limit(8u << 20);
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->fail();
-      auto& res = self->parser_->get();
-      bool used = false;
-      if (res.result() == http::status::ok) {
-        EngineMetrics m = parse_engine_metrics(res.body(), self->target_.engine);
-        self->bad_lines_.fetch_add(m.bad_lines, std::memory_order_relaxed);
-        if (m.usable()) {
-          self->sink_(self->index_, m);
-          used = true;
-        }
-      }
-      if (!used) self->failures_.fetch_add(1, std::memory_order_relaxed);
-      if (!res.keep_alive()) self->disconnect();
-      self->schedule(self->options_.interval);
-    });
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) return self->fail();
+                       auto& res = self->parser_->get();
+                       bool used = false;
+                       if (res.result() == http::status::ok) {
+                         EngineMetrics m = parse_engine_metrics(res.body(), self->target_.engine);
+                         self->bad_lines_.fetch_add(m.bad_lines, std::memory_order_relaxed);
+                         if (m.usable()) {
+                           self->sink_(self->index_, m);
+                           used = true;
+                         }
+                       }
+                       if (!used) self->failures_.fetch_add(1, std::memory_order_relaxed);
+                       if (!res.keep_alive()) self->disconnect();
+                       self->schedule(self->options_.interval);
+                     });
   }
 
   void fail() {
@@ -118,7 +120,8 @@ class MetricsScraper::Target : public std::enable_shared_from_this<Target> {
 MetricsScraper::MetricsScraper(std::vector<ScrapeTarget> targets, ScraperOptions options, Sink sink)
     : options_(options), sink_(std::move(sink)) {
   for (std::size_t i = 0; i < targets.size(); ++i)
-    targets_[i] = std::make_shared<Target>(ioc_, i, std::move(targets[i]), options_, sink_, failures_, bad_lines_);
+    targets_[i] = std::make_shared<Target>(ioc_, i, std::move(targets[i]), options_, sink_,
+                                           failures_, bad_lines_);
 }
 
 MetricsScraper::~MetricsScraper() { stop(); }
@@ -133,7 +136,8 @@ void MetricsScraper::add(std::size_t endpoint, ScrapeTarget target) {
   net::post(ioc_, [this, endpoint, target = std::move(target)]() mutable {
     auto& slot = targets_[endpoint];
     if (slot) slot->stop();
-    slot = std::make_shared<Target>(ioc_, endpoint, std::move(target), options_, sink_, failures_, bad_lines_);
+    slot = std::make_shared<Target>(ioc_, endpoint, std::move(target), options_, sink_, failures_,
+                                    bad_lines_);
     slot->schedule(std::chrono::nanoseconds(0));
   });
 }

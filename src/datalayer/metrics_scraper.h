@@ -4,15 +4,14 @@
 // saturation detector treats stale metrics as saturated.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-
-#include <atomic>
 #include <chrono>
-#include <map>
-#include <optional>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>

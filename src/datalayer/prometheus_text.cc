@@ -9,11 +9,14 @@
 namespace sluice::datalayer {
 namespace {
 
-bool name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':'; }
+bool name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
+}
 bool name_char(char c) { return name_start(c) || (c >= '0' && c <= '9'); }
 
 // One sample line: name, optional {labels}, value, optional timestamp.
-bool parse_sample(std::string_view line, std::string_view& name, std::string_view& labels, double& value) {
+bool parse_sample(std::string_view line, std::string_view& name, std::string_view& labels,
+                  double& value) {
   std::size_t i = 0;
   if (i >= line.size() || !name_start(line[i])) return false;
   while (i < line.size() && name_char(line[i])) ++i;
@@ -26,8 +29,10 @@ bool parse_sample(std::string_view line, std::string_view& name, std::string_vie
     for (++i; i < line.size(); ++i) {
       char c = line[i];
       if (quoted) {
-        if (c == '\\') ++i;
-        else if (c == '"') quoted = false;
+        if (c == '\\')
+          ++i;
+        else if (c == '"')
+          quoted = false;
       } else if (c == '"') {
         quoted = true;
       } else if (c == '}') {

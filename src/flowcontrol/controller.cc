@@ -44,7 +44,9 @@ int least_in_flight(const std::vector<EndpointLoad>& load, const std::vector<boo
   return best;
 }
 
-std::uint64_t request_tokens(const QueuedRequest& r) { return r.input_tokens + r.max_output_tokens; }
+std::uint64_t request_tokens(const QueuedRequest& r) {
+  return r.input_tokens + r.max_output_tokens;
+}
 
 Decision decision(std::uint64_t cookie, std::uint64_t ticket, QueueOutcome outcome) {
   Decision d;
@@ -54,7 +56,8 @@ Decision decision(std::uint64_t cookie, std::uint64_t ticket, QueueOutcome outco
   return d;
 }
 
-void render_headers(const std::vector<std::pair<std::string, std::string>>& headers, std::string& out) {
+void render_headers(const std::vector<std::pair<std::string, std::string>>& headers,
+                    std::string& out) {
   for (const auto& [k, v] : headers) {
     out += k;
     out += ": ";
@@ -214,7 +217,8 @@ bool Controller::displace(int priority, std::uint64_t bytes, TimePoint now) {
     need_requests = registry_.total_requests() + 1 - rc.max_requests;
   if (rc.max_bytes && registry_.total_bytes() + bytes > rc.max_bytes)
     need_bytes = registry_.total_bytes() + bytes - rc.max_bytes;
-  auto ids = displacement_->choose(RegistryDisplacementView(registry_), priority, need_requests, need_bytes);
+  auto ids = displacement_->choose(RegistryDisplacementView(registry_), priority, need_requests,
+                                   need_bytes);
   // Whatever the policy chose: only queued requests of strictly lower
   // priority, each once, and enough of them — or nothing at all.
   std::vector<Item*> victims;
@@ -236,13 +240,18 @@ bool Controller::displace_in_band(Flow& newcomer, std::uint64_t bytes, TimePoint
   Band& band = *newcomer.band();
   const auto& bc = band.config();
   std::uint64_t need_requests = 0, need_bytes = 0;
-  if (bc.max_requests && band.requests() + 1 > bc.max_requests) need_requests = band.requests() + 1 - bc.max_requests;
-  if (bc.max_bytes && band.bytes() + bytes > bc.max_bytes) need_bytes = band.bytes() + bytes - bc.max_bytes;
+  if (bc.max_requests && band.requests() + 1 > bc.max_requests)
+    need_requests = band.requests() + 1 - bc.max_requests;
+  if (bc.max_bytes && band.bytes() + bytes > bc.max_bytes)
+    need_bytes = band.bytes() + bytes - bc.max_bytes;
   // The longest flow, by queued requests per unit of weight.
   Flow* longest = nullptr;
-  auto length = [](const Flow& f) { return static_cast<double>(f.queued()) / std::max(f.weight(), 1e-9); };
+  auto length = [](const Flow& f) {
+    return static_cast<double>(f.queued()) / std::max(f.weight(), 1e-9);
+  };
   for (const auto& [id, f] : band.flows())
-    if (f.get() != &newcomer && f->queued() > 0 && (!longest || length(*f) > length(*longest))) longest = f.get();
+    if (f.get() != &newcomer && f->queued() > 0 && (!longest || length(*f) > length(*longest)))
+      longest = f.get();
   if (!longest) return false;
   // Its requests in the order they would be served; victims from the end,
   // each only while it stays longer than the newcomer would be.
@@ -250,7 +259,8 @@ bool Controller::displace_in_band(Flow& newcomer, std::uint64_t bytes, TimePoint
   order.reserve(longest->queued());
   longest->queue().for_each([&](Item* i) { order.push_back(i); });
   const double w_long = std::max(longest->weight(), 1e-9);
-  const double newcomer_after = static_cast<double>(newcomer.queued() + 1) / std::max(newcomer.weight(), 1e-9);
+  const double newcomer_after =
+      static_cast<double>(newcomer.queued() + 1) / std::max(newcomer.weight(), 1e-9);
   std::vector<Item*> victims;
   std::uint64_t freed_requests = 0, freed_bytes = 0;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -274,7 +284,8 @@ bool Controller::displace_in_band(Flow& newcomer, std::uint64_t bytes, TimePoint
 
 void Controller::finalize(Item* item, QueueOutcome outcome, TimePoint now, std::string detail) {
   item->flow->stats().outcomes[static_cast<int>(outcome)] += 1;
-  record_queue_time(item->flow->key().id, item->flow->key().priority, outcome, now - item->request.enqueued);
+  record_queue_time(item->flow->key().id, item->flow->key().priority, outcome,
+                    now - item->request.enqueued);
   registry_.dequeue(item, now);
   if (item->deadline_index != SIZE_MAX) heap_remove(item);
   Decision d = decision(item->cookie, registry::FlowRegistry::ticket(item), outcome);
@@ -304,7 +315,8 @@ void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_token
   report_output_tokens(ticket, total_output_tokens);
   if (item->endpoint >= 0)
     if (auto* s = scheduler_for(item))
-      s->completed(item->cycle, item->request.scheduling ? *item->request.scheduling : empty_request(),
+      s->completed(item->cycle,
+                   item->request.scheduling ? *item->request.scheduling : empty_request(),
                    static_cast<std::uint32_t>(item->endpoint), total_output_tokens);
   if (item->endpoint >= 0 && static_cast<std::size_t>(item->endpoint) < load_.size()) {
     auto& e = load_[static_cast<std::size_t>(item->endpoint)];
@@ -385,7 +397,8 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
   if (!scheduler_) return least_in_flight(load_, room_, rotation_);
 
   refresh_endpoint_view(now);
-  const scheduling::Request& req = item->request.scheduling ? *item->request.scheduling : empty_request();
+  const scheduling::Request& req =
+      item->request.scheduling ? *item->request.scheduling : empty_request();
   scheduler_->schedule(item->cycle, req, view_, result_);
   if (!result_.ok) {
     item->cycle.clear();
@@ -419,7 +432,8 @@ std::size_t Controller::dispatch(TimePoint now) {
     const bool used_share = band == starving_;
     auto* flow = static_cast<Flow*>(band->fairness().pick());
     Item* item = flow->queue().head();
-    Decision d = decision(item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched);
+    Decision d =
+        decision(item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched);
     const int ep = route(item, now, d);
     if (ep == kWait) break;  // no endpoint has room: wait for a completion or a scrape
     if (ep == kUnroutable) {
@@ -427,7 +441,8 @@ std::size_t Controller::dispatch(TimePoint now) {
       continue;
     }
     d.endpoint = ep;
-    record_queue_time(flow->key().id, flow->key().priority, QueueOutcome::kDispatched, now - item->request.enqueued);
+    record_queue_time(flow->key().id, flow->key().priority, QueueOutcome::kDispatched,
+                      now - item->request.enqueued);
     registry_.dequeue(item, now);
     if (item->deadline_index != SIZE_MAX) heap_remove(item);
     registry_.mark_in_flight(item, ep);
@@ -469,7 +484,8 @@ scheduling::Scheduler* Controller::scheduler_for(const Item* item) {
   return nullptr;
 }
 
-void Controller::record_queue_time(const std::string& id, int priority, QueueOutcome outcome, Duration waited) {
+void Controller::record_queue_time(const std::string& id, int priority, QueueOutcome outcome,
+                                   Duration waited) {
   const std::string* label = &id;
   static const std::string kOther = "other";
   auto f = metric_flows_.find(id);
@@ -503,7 +519,8 @@ void Controller::apply(ControllerReload r, TimePoint now) {
                           r.config.fairness.output_price != config_.fairness.output_price;
   registry::PolicyFactory factory = make_factory(r.config.fairness);
   registry_.apply(r.config.registry, r.weights, new_prices ? &factory : nullptr, now);
-  if (r.config.displacement != config_.displacement) displacement_ = make_displacement_policy(r.config.displacement);
+  if (r.config.displacement != config_.displacement)
+    displacement_ = make_displacement_policy(r.config.displacement);
   config_ = std::move(r.config);
   if (r.detector) detector_ = std::move(r.detector);
   staleness_ = r.staleness;

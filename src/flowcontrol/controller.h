@@ -51,7 +51,7 @@ struct Decision {
   std::uint64_t cookie = 0;
   std::uint64_t ticket = 0;  // identifies a dispatched request to complete()
   QueueOutcome outcome = QueueOutcome::kRejectedOther;
-  int endpoint = -1;         // Dispatched only
+  int endpoint = -1;  // Dispatched only
   // Dispatched: where to go if `endpoint` refuses the connection, in order.
   std::array<std::int32_t, 3> fallbacks{-1, -1, -1};
   // Dispatched: header lines ("name: value\r\n") the scheduler adds to the
@@ -149,7 +149,9 @@ class Controller {
   const std::vector<QueueDurationSeries>& queue_durations() const { return queue_durations_; }
 
   // Replaces the displacement policy (a plugin; null: none).
-  void set_displacement_policy(std::unique_ptr<DisplacementPolicy> p) { displacement_ = std::move(p); }
+  void set_displacement_policy(std::unique_ptr<DisplacementPolicy> p) {
+    displacement_ = std::move(p);
+  }
   // Replaces the decision sink (the shell installs its own).
   void set_sink(Sink sink) { sink_ = std::move(sink); }
 
@@ -161,7 +163,8 @@ class Controller {
 
  private:
   void finalize(registry::Item* item, QueueOutcome outcome, TimePoint now, std::string detail = {});
-  void record_queue_time(const std::string& id, int priority, QueueOutcome outcome, Duration waited);
+  void record_queue_time(const std::string& id, int priority, QueueOutcome outcome,
+                         Duration waited);
   scheduling::Scheduler* scheduler_for(const registry::Item* item);
   bool displace(int priority, std::uint64_t bytes, TimePoint now);
   // A full band admits a newcomer in place of the newest requests of its
@@ -189,7 +192,7 @@ class Controller {
   std::unique_ptr<scheduling::Scheduler> scheduler_;
   std::vector<scheduling::Endpoint> view_;  // the scheduler's view, slot = index
   std::vector<bool> removed_;
-  scheduling::SchedulingResult result_;     // reused
+  scheduling::SchedulingResult result_;  // reused
   bool gated_ = true;
   Duration staleness_ = std::chrono::milliseconds(200);
   registry::FlowRegistry registry_;
@@ -215,7 +218,7 @@ class Controller {
   // Queue durations.
   std::vector<QueueDurationSeries> queue_durations_;
   std::unordered_map<std::string, std::size_t> queue_duration_index_;  // "id\0priority\0outcome"
-  std::unordered_map<std::string, bool> metric_flows_;                  // ids with their own series
+  std::unordered_map<std::string, bool> metric_flows_;                 // ids with their own series
   std::size_t max_metric_flows_ = 100;
   std::string key_scratch_;
 };

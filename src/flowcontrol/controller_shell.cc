@@ -37,7 +37,8 @@ void ControllerShell::enqueue(Producer& p, std::uint64_t cookie, EnqueueRequest 
   queue_.enqueue(p, std::move(e));
 }
 
-void ControllerShell::push_simple(Producer& p, Event::Kind kind, std::uint64_t id, std::uint64_t tokens) {
+void ControllerShell::push_simple(Producer& p, Event::Kind kind, std::uint64_t id,
+                                  std::uint64_t tokens) {
   Event e;
   e.kind = kind;
   e.id = id;

@@ -79,7 +79,15 @@ class ControllerShell {
 
  private:
   struct Event {
-    enum class Kind : std::uint8_t { kEnqueue, kCancel, kOutput, kComplete, kMetrics, kReconfigure, kStop };
+    enum class Kind : std::uint8_t {
+      kEnqueue,
+      kCancel,
+      kOutput,
+      kComplete,
+      kMetrics,
+      kReconfigure,
+      kStop
+    };
     Kind kind = Kind::kStop;
     std::uint64_t id = 0;  // cookie (enqueue, cancel) or ticket (output, complete)
     std::uint64_t tokens = 0;

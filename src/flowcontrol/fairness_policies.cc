@@ -125,7 +125,8 @@ void VtcFairness::on_dispatched(FlowView& flow, const QueuedRequest& request) {
   auto& s = state(flow);
   if (s.active) active_.erase(Key{s.counter, s.last_served, flow.slot()});
   s.last_served = ++serve_seq_;
-  s.counter += input_price_ * static_cast<double>(request.input_tokens) / std::max(flow.weight(), 1e-9);
+  s.counter +=
+      input_price_ * static_cast<double>(request.input_tokens) / std::max(flow.weight(), 1e-9);
   if (s.active) active_.emplace(s.counter, s.last_served, flow.slot());
   last_counter_ = s.counter;
 }

@@ -40,7 +40,8 @@ std::unique_ptr<Controller> make_controller(const config::Config& config) {
   for (const auto& f : config.flows) c->registry().set_configured_weight(f.id, f.weight);
   std::vector<EndpointIdentity> ids;
   for (const auto& e : config.endpoints)
-    ids.push_back(EndpointIdentity{e.address, e.engine, scheduling::Labels(e.labels.begin(), e.labels.end()), false});
+    ids.push_back(EndpointIdentity{e.address, e.engine,
+                                   scheduling::Labels(e.labels.begin(), e.labels.end()), false});
   c->set_endpoints(ids);
   c->set_scheduler(scheduling::build_scheduler(config));
   c->set_gated(gated);

@@ -42,8 +42,8 @@ struct LatencyHistogram {
 
 // A histogram over token counts (input and output per request).
 struct TokenHistogram {
-  static constexpr std::array<double, 14> kBounds = {1,    8,    16,   32,    64,    128,   256,
-                                                     512,  1024, 2048, 4096,  8192,  16384, 65536};
+  static constexpr std::array<double, 14> kBounds = {1,   8,    16,   32,   64,   128,   256,
+                                                     512, 1024, 2048, 4096, 8192, 16384, 65536};
   std::array<std::uint64_t, kBounds.size() + 1> counts{};
   double sum = 0;
   void record(std::uint64_t n) {

@@ -6,11 +6,21 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           static const char* hex = "0123456789abcdef";
@@ -34,8 +44,10 @@ std::string openai_error_body(std::string_view message, std::string_view type,
   out += ",\"type\":";
   append_json_string(out, type);
   out += ",\"code\":";
-  if (code.empty()) out += "null";
-  else append_json_string(out, code);
+  if (code.empty())
+    out += "null";
+  else
+    append_json_string(out, code);
   out += "}}";
   return out;
 }

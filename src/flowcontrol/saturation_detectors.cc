@@ -46,8 +46,9 @@ std::unique_ptr<SaturationDetector> make_detector(const config::SaturationDetect
   if (s.type == "concurrency-detector")
     return std::make_unique<ConcurrencyDetector>(
         ConcurrencyParams{s.tokens_mode, s.max_concurrency, s.max_token_concurrency, s.headroom});
-  return std::make_unique<UtilizationDetector>(UtilizationParams{
-      s.queue_depth_threshold, s.kv_cache_util_threshold, s.metrics_staleness_threshold, s.headroom});
+  return std::make_unique<UtilizationDetector>(
+      UtilizationParams{s.queue_depth_threshold, s.kv_cache_util_threshold,
+                        s.metrics_staleness_threshold, s.headroom});
 }
 
 }  // namespace sluice::flowcontrol

@@ -20,10 +20,14 @@ void FlowQueue::push(Item* item) {
     while (after && after->request.sequence > item->request.sequence) after = after->prev;
     item->prev = after;
     item->next = after ? after->next : first_;
-    if (item->next) item->next->prev = item;
-    else last_ = item;
-    if (after) after->next = item;
-    else first_ = item;
+    if (item->next)
+      item->next->prev = item;
+    else
+      last_ = item;
+    if (after)
+      after->next = item;
+    else
+      first_ = item;
     return;
   }
   ordered_.insert(item);
@@ -32,10 +36,14 @@ void FlowQueue::push(Item* item) {
 void FlowQueue::remove(Item* item) {
   --size_;
   if (fifo_) {
-    if (item->prev) item->prev->next = item->next;
-    else first_ = item->next;
-    if (item->next) item->next->prev = item->prev;
-    else last_ = item->prev;
+    if (item->prev)
+      item->prev->next = item->next;
+    else
+      first_ = item->next;
+    if (item->next)
+      item->next->prev = item->prev;
+    else
+      last_ = item->prev;
     item->prev = item->next = nullptr;
     return;
   }
@@ -192,17 +200,25 @@ void FlowRegistry::link_band(Band& band, Item* item) {
   while (after && after->request.sequence > item->request.sequence) after = after->band_prev;
   item->band_prev = after;
   item->band_next = after ? after->band_next : band.oldest_;
-  if (item->band_next) item->band_next->band_prev = item;
-  else band.newest_ = item;
-  if (after) after->band_next = item;
-  else band.oldest_ = item;
+  if (item->band_next)
+    item->band_next->band_prev = item;
+  else
+    band.newest_ = item;
+  if (after)
+    after->band_next = item;
+  else
+    band.oldest_ = item;
 }
 
 void FlowRegistry::unlink_band(Band& band, Item* item) {
-  if (item->band_prev) item->band_prev->band_next = item->band_next;
-  else band.oldest_ = item->band_next;
-  if (item->band_next) item->band_next->band_prev = item->band_prev;
-  else band.newest_ = item->band_prev;
+  if (item->band_prev)
+    item->band_prev->band_next = item->band_next;
+  else
+    band.oldest_ = item->band_next;
+  if (item->band_next)
+    item->band_next->band_prev = item->band_prev;
+  else
+    band.newest_ = item->band_prev;
   item->band_prev = item->band_next = nullptr;
 }
 
@@ -361,7 +377,8 @@ void FlowRegistry::remove_band(int priority, TimePoint now) {
   if (it->second->flows_.empty()) bands_.erase(it);
 }
 
-void FlowRegistry::apply(const RegistryConfig& config, const std::unordered_map<std::string, double>& weights,
+void FlowRegistry::apply(const RegistryConfig& config,
+                         const std::unordered_map<std::string, double>& weights,
                          const PolicyFactory* factory, TimePoint now) {
   if (factory) factory_ = *factory;
   const bool rebuild = factory != nullptr;

@@ -22,8 +22,8 @@
 
 #include "sluice/flowcontrol/outcome.h"
 #include "sluice/flowcontrol/policies.h"
-#include "sluice/scheduling/cycle_state.h"
 #include "sluice/flowcontrol/types.h"
+#include "sluice/scheduling/cycle_state.h"
 
 namespace sluice::registry {
 
@@ -43,11 +43,11 @@ struct Item {
   Flow* flow = nullptr;
   State state = State::kFree;
   std::uint32_t generation = 0;
-  std::uint32_t index = 0;            // slot in the pool
-  int requested_priority = 0;         // as classified; a pin may place it elsewhere
-  int endpoint = -1;                  // while in flight
-  std::uint32_t scheduler_epoch = 0;  // which scheduler placed it (reloads replace it)
-  std::uint64_t output_charged = 0;   // output tokens already charged to fairness
+  std::uint32_t index = 0;                // slot in the pool
+  int requested_priority = 0;             // as classified; a pin may place it elsewhere
+  int endpoint = -1;                      // while in flight
+  std::uint32_t scheduler_epoch = 0;      // which scheduler placed it (reloads replace it)
+  std::uint64_t output_charged = 0;       // output tokens already charged to fairness
   std::size_t deadline_index = SIZE_MAX;  // position in the controller's deadline heap
   // The scheduling cycle's state: lives from dispatch to completion; its
   // storage is reused by the slot's next request.
@@ -207,7 +207,7 @@ struct RegistryConfig {
 // Per-flow-id overrides an operator sets at runtime.
 struct FlowOverride {
   std::optional<double> weight;
-  std::optional<int> priority;             // pin: every request of the id goes here
+  std::optional<int> priority;              // pin: every request of the id goes here
   std::optional<std::uint64_t> max_queued;  // per-flow queue limit (requests)
 };
 
@@ -260,7 +260,9 @@ class FlowRegistry {
   void clear_flow_override(const std::string& id, TimePoint now);
   const std::unordered_map<std::string, FlowOverride>& overrides() const { return overrides_; }
   // The id is listed in the config's `flows:`.
-  bool has_configured_weight(const std::string& id) const { return configured_weights_.count(id) > 0; }
+  bool has_configured_weight(const std::string& id) const {
+    return configured_weights_.count(id) > 0;
+  }
   // Adds a band or changes an existing one (limits, policies, share).
   void set_band(const BandConfig& config, TimePoint now);
   // A configured band reverts to the default template (items stay).
@@ -305,7 +307,9 @@ class FlowRegistry {
 
  public:
   // Configured per-flow weights (flows: section); overrides take precedence.
-  void set_configured_weight(const std::string& id, double weight) { configured_weights_[id] = weight; }
+  void set_configured_weight(const std::string& id, double weight) {
+    configured_weights_[id] = weight;
+  }
 };
 
 }  // namespace sluice::registry

@@ -87,10 +87,12 @@ class Context final : public PluginContext {
 };
 
 bool is_scheduling(const Plugin* p) {
-  return dynamic_cast<const Filter*>(p) || dynamic_cast<const Scorer*>(p) || dynamic_cast<const Picker*>(p);
+  return dynamic_cast<const Filter*>(p) || dynamic_cast<const Scorer*>(p) ||
+         dynamic_cast<const Picker*>(p);
 }
 
-[[noreturn]] void fail_at(const config::Config& c, int line, const std::string& path, const std::string& what) {
+[[noreturn]] void fail_at(const config::Config& c, int line, const std::string& path,
+                          const std::string& what) {
   throw ConfigError(c.source + ":" + std::to_string(line) + ": " + path + ": " + what);
 }
 
@@ -107,74 +109,85 @@ void register_builtin_plugins(PluginRegistry& r) {
   r.add(std::string(MaxScorePicker::kType), picker<MaxScorePicker>());
   r.add(std::string(RandomPicker::kType), picker<RandomPicker>());
   r.add(std::string(WeightedRandomPicker::kType), picker<WeightedRandomPicker>());
-  r.add(std::string(ApproxPrefixCacheProducer::kType), [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-    auto params = read_prefix_params(p);
-    p.finish();
-    return std::make_unique<ApproxPrefixCacheProducer>(params);
-  });
+  r.add(std::string(ApproxPrefixCacheProducer::kType),
+        [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
+          auto params = read_prefix_params(p);
+          p.finish();
+          return std::make_unique<ApproxPrefixCacheProducer>(params);
+        });
   // The scorer's own parameters are its producer's when it has to make one;
   // the builder does that (it needs to own the producer), see build_scheduler.
-  r.add(std::string(PrefixCacheScorer::kType), [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-    auto* prod = find_producer(p, ctx);
-    if (!prod) p.fail("", "internal: no approx-prefix-cache-producer was made for this scorer");
-    read_prefix_params(p);  // accepted (and checked); the producer holds them
-    p.finish();
-    return std::make_unique<PrefixCacheScorer>(prod);
-  });
-  r.add(std::string(PrefixBasedPdDecider::kType), [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-    auto n = p.integer("nonCachedTokens", 0, INT64_MAX).value_or(0);
-    auto* prod = find_producer(p, ctx);
-    p.finish();
-    return std::make_unique<PrefixBasedPdDecider>(static_cast<std::uint64_t>(n), prod);
-  });
-  r.add(std::string(DisaggProfileHandler::kType), [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-    std::string decode = "decode", prefill = "prefill", decider_name;
-    bool nested = false, flat = false;
-    if (auto m = p.mapping("profiles")) {
-      nested = true;
-      decode = m->string("decode").value_or(decode);
-      prefill = m->string("prefill").value_or(prefill);
-      m->string("encode");  // encode stage: accepted, not supported (no encoder endpoints)
-      m->finish();
-    }
-    if (auto m = p.mapping("deciders")) {
-      nested = true;
-      decider_name = m->string("prefill").value_or("");
-      m->string("encode");
-      m->finish();
-    }
-    if (auto v = p.string("decodeProfile")) flat = true, decode = *v;
-    if (auto v = p.string("prefillProfile")) flat = true, prefill = *v;
-    if (auto v = p.string("deciderPluginName")) flat = true, decider_name = *v;
-    if (auto v = p.string("prefillDeciderPluginName")) flat = true, decider_name = *v;
-    if (nested && flat) p.fail("", "use either profiles/deciders or the flat decodeProfile/prefillProfile/deciderPluginName, not both");
-    PdDecider* decider = nullptr;
-    if (!decider_name.empty()) {
-      decider = dynamic_cast<PdDecider*>(ctx.find(decider_name));
-      if (!decider) p.fail("deciders", "'" + decider_name + "' is not a declared P/D decider plugin");
-    }
-    TopologyParams topo;
-    if (auto t = p.mapping("topology")) {
-      if (auto v = t->string_list("labels")) topo.labels = *v;
-      if (auto v = t->number("margin")) {
-        if (*v < 0 || *v > 1) t->fail("margin", "must be between 0 and 1");
-        topo.margin = *v;
-      }
-      if (auto v = t->boolean("enabled")) topo.enabled = *v;
-      t->finish();
-    }
-    p.finish();
-    return std::make_unique<DisaggProfileHandler>(decode, prefill, decider, topo);
-  });
+  r.add(std::string(PrefixCacheScorer::kType),
+        [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
+          auto* prod = find_producer(p, ctx);
+          if (!prod)
+            p.fail("", "internal: no approx-prefix-cache-producer was made for this scorer");
+          read_prefix_params(p);  // accepted (and checked); the producer holds them
+          p.finish();
+          return std::make_unique<PrefixCacheScorer>(prod);
+        });
+  r.add(std::string(PrefixBasedPdDecider::kType),
+        [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
+          auto n = p.integer("nonCachedTokens", 0, INT64_MAX).value_or(0);
+          auto* prod = find_producer(p, ctx);
+          p.finish();
+          return std::make_unique<PrefixBasedPdDecider>(static_cast<std::uint64_t>(n), prod);
+        });
+  r.add(std::string(DisaggProfileHandler::kType),
+        [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
+          std::string decode = "decode", prefill = "prefill", decider_name;
+          bool nested = false, flat = false;
+          if (auto m = p.mapping("profiles")) {
+            nested = true;
+            decode = m->string("decode").value_or(decode);
+            prefill = m->string("prefill").value_or(prefill);
+            m->string("encode");  // encode stage: accepted, not supported (no encoder endpoints)
+            m->finish();
+          }
+          if (auto m = p.mapping("deciders")) {
+            nested = true;
+            decider_name = m->string("prefill").value_or("");
+            m->string("encode");
+            m->finish();
+          }
+          if (auto v = p.string("decodeProfile")) flat = true, decode = *v;
+          if (auto v = p.string("prefillProfile")) flat = true, prefill = *v;
+          if (auto v = p.string("deciderPluginName")) flat = true, decider_name = *v;
+          if (auto v = p.string("prefillDeciderPluginName")) flat = true, decider_name = *v;
+          if (nested && flat)
+            p.fail("",
+                   "use either profiles/deciders or the flat "
+                   "decodeProfile/prefillProfile/deciderPluginName, not both");
+          PdDecider* decider = nullptr;
+          if (!decider_name.empty()) {
+            decider = dynamic_cast<PdDecider*>(ctx.find(decider_name));
+            if (!decider)
+              p.fail("deciders", "'" + decider_name + "' is not a declared P/D decider plugin");
+          }
+          TopologyParams topo;
+          if (auto t = p.mapping("topology")) {
+            if (auto v = t->string_list("labels")) topo.labels = *v;
+            if (auto v = t->number("margin")) {
+              if (*v < 0 || *v > 1) t->fail("margin", "must be between 0 and 1");
+              topo.margin = *v;
+            }
+            if (auto v = t->boolean("enabled")) topo.enabled = *v;
+            t->finish();
+          }
+          p.finish();
+          return std::make_unique<DisaggProfileHandler>(decode, prefill, decider, topo);
+        });
   r.add("by-label", [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
     auto label = p.string("label");
     if (!label || label->empty()) p.fail("label", "is required");
     auto values = p.string_list("validValues").value_or(std::vector<std::string>{});
     bool allows = p.boolean("allowsNoLabel").value_or(false);
-    if (values.empty() && !allows) p.fail("validValues", "must not be empty unless allowsNoLabel is true");
+    if (values.empty() && !allows)
+      p.fail("validValues", "must not be empty unless allowsNoLabel is true");
     p.finish();
-    return std::make_unique<ByLabelFilter>("by-label", *label,
-                                           std::set<std::string, std::less<>>(values.begin(), values.end()), allows);
+    return std::make_unique<ByLabelFilter>(
+        "by-label", *label, std::set<std::string, std::less<>>(values.begin(), values.end()),
+        allows);
   });
   for (std::string_view type : {"by-label-selector", "label-selector-filter"}) {
     r.add(std::string(type), [type](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
@@ -201,7 +214,9 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
   // Which declared plugins the scheduler builds (flow-control policies and
   // data-layer plugins are built elsewhere or built in).
   std::vector<const config::PluginSpec*> specs;
-  auto is_detector = [](const std::string& t) { return t == "utilization-detector" || t == "concurrency-detector"; };
+  auto is_detector = [](const std::string& t) {
+    return t == "utilization-detector" || t == "concurrency-detector";
+  };
   for (const auto& s : c.plugins)
     if (registry.find(s.type) || is_detector(s.type)) specs.push_back(&s);
   const bool any_declared_scheduling = [&] {
@@ -214,32 +229,37 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
   std::vector<config::PluginSpec> synthesized;
   std::vector<config::SchedulingProfileSpec> profiles = c.scheduling_profiles;
   if (profiles.empty() && !any_declared_scheduling) {
-    for (const char* t : {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "max-score-picker"})
+    for (const char* t :
+         {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "max-score-picker"})
       synthesized.push_back(config::PluginSpec{t, t, YAML::Node(), 0});
-    profiles.push_back(config::SchedulingProfileSpec{
-        "default",
-        {{"queue-scorer", 2.0, 0}, {"kv-cache-utilization-scorer", 2.0, 0}, {"prefix-cache-scorer", 3.0, 0},
-         {"max-score-picker", std::nullopt, 0}}});
+    profiles.push_back(config::SchedulingProfileSpec{"default",
+                                                     {{"queue-scorer", 2.0, 0},
+                                                      {"kv-cache-utilization-scorer", 2.0, 0},
+                                                      {"prefix-cache-scorer", 3.0, 0},
+                                                      {"max-score-picker", std::nullopt, 0}}});
   }
   // Producers for prefix scorers that have none, from the scorer's parameters.
   bool has_producer = false;
-  for (const auto* s : specs) has_producer = has_producer || s->type == ApproxPrefixCacheProducer::kType;
+  for (const auto* s : specs)
+    has_producer = has_producer || s->type == ApproxPrefixCacheProducer::kType;
   if (!has_producer) {
     for (const auto* s : specs)
       if (s->type == PrefixCacheScorer::kType || s->type == PrefixBasedPdDecider::kType) {
         YAML::Node params;
         if (s->type == PrefixCacheScorer::kType) params = s->parameters;
         synthesized.push_back(config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
-                                                 std::string(ApproxPrefixCacheProducer::kType), params, s->line});
+                                                 std::string(ApproxPrefixCacheProducer::kType),
+                                                 params, s->line});
         has_producer = true;
         break;
       }
     if (!has_producer)
       for (const auto& s : synthesized)
         if (s.type == PrefixCacheScorer::kType) {
-          synthesized.insert(synthesized.begin(), config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
-                                                                     std::string(ApproxPrefixCacheProducer::kType),
-                                                                     YAML::Node(), 0});
+          synthesized.insert(
+              synthesized.begin(),
+              config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
+                                 std::string(ApproxPrefixCacheProducer::kType), YAML::Node(), 0});
           break;
         }
   }
@@ -273,7 +293,8 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
     for (const auto& s : c.plugins) {
       Plugin* p = ctx.find(s.name);
       if (!p || !is_scheduling(p)) continue;
-      if (s.type == "utilization-detector" || s.type == "concurrency-detector") continue;  // gate, not filter
+      if (s.type == "utilization-detector" || s.type == "concurrency-detector")
+        continue;  // gate, not filter
       def.plugins.push_back(config::ProfilePluginRef{s.name, std::nullopt, s.line});
     }
     profiles.push_back(std::move(def));
@@ -296,7 +317,8 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
     prof.name = ps.name;
     for (std::size_t k = 0; k < ps.plugins.size(); ++k) {
       const auto& ref = ps.plugins[k];
-      const std::string path = "schedulingProfiles[" + ps.name + "].plugins[" + std::to_string(k) + "]";
+      const std::string path =
+          "schedulingProfiles[" + ps.name + "].plugins[" + std::to_string(k) + "]";
       Plugin* p = ctx.find(ref.plugin_ref);
       if (!p) {
         std::string type;
@@ -318,14 +340,16 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
       if (auto* pk = dynamic_cast<Picker*>(p)) {
         if (prof.picker)
           fail_at(c, ref.line, path + ".pluginRef",
-                  "profile '" + ps.name + "' already has picker '" + prof.picker_name + "'; a profile has exactly one");
+                  "profile '" + ps.name + "' already has picker '" + prof.picker_name +
+                      "'; a profile has exactly one");
         prof.picker = pk;
         prof.picker_name = p->name();
         used = true;
       }
       if (!used)
         fail_at(c, ref.line, path + ".pluginRef",
-                "'" + ref.plugin_ref + "' is a " + std::string(p->type()) + ", not a filter, scorer or picker");
+                "'" + ref.plugin_ref + "' is a " + std::string(p->type()) +
+                    ", not a filter, scorer or picker");
     }
     if (!prof.picker) {
       if (!first_picker) {
@@ -346,12 +370,15 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
   std::string handler_name;
   for (const auto& s : c.plugins) {
     if (auto* h = dynamic_cast<ProfileHandler*>(ctx.find(s.name))) {
-      if (handler) fail_at(c, s.line, "plugins[" + s.name + "]", "a second profile handler ('" + handler_name + "' is one)");
+      if (handler)
+        fail_at(c, s.line, "plugins[" + s.name + "]",
+                "a second profile handler ('" + handler_name + "' is one)");
       handler = h;
       handler_name = s.name;
       if (s.type == SingleProfileHandler::kType && built.size() > 1)
         fail_at(c, s.line, "plugins[" + s.name + "]",
-                "single-profile-handler runs one profile, but " + std::to_string(built.size()) + " are configured");
+                "single-profile-handler runs one profile, but " + std::to_string(built.size()) +
+                    " are configured");
       if (auto* d = dynamic_cast<DisaggProfileHandler*>(h)) {
         bool found = false;
         for (const auto& p : built) found = found || p.name == d->decode_profile();
@@ -364,7 +391,8 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
   if (!handler) {
     if (built.size() > 1)
       throw ConfigError(c.source + ": schedulingProfiles: " + std::to_string(built.size()) +
-                        " profiles but no profile handler configured (declare disagg-profile-handler or another)");
+                        " profiles but no profile handler configured (declare "
+                        "disagg-profile-handler or another)");
     auto h = std::make_unique<SingleProfileHandler>();
     h->set_name("single-profile-handler");
     handler = h.get();
@@ -380,8 +408,8 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
       prep.max_prefix_blocks = prod->params().max_prefix_blocks_to_match;
       break;
     }
-  return std::make_unique<Scheduler>(std::move(ctx.plugins), std::move(built), handler, handler_name, prep,
-                                     options);
+  return std::make_unique<Scheduler>(std::move(ctx.plugins), std::move(built), handler,
+                                     handler_name, prep, options);
 }
 
 }  // namespace sluice::scheduling

@@ -30,6 +30,7 @@ namespace sluice::scheduling {
 // parameters by build_scheduler.)
 void register_builtin_plugins(PluginRegistry& registry);
 
-std::unique_ptr<Scheduler> build_scheduler(const config::Config& config, Scheduler::Options options = {});
+std::unique_ptr<Scheduler> build_scheduler(const config::Config& config,
+                                           Scheduler::Options options = {});
 
 }  // namespace sluice::scheduling

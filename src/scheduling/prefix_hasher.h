@@ -17,8 +17,9 @@ namespace sluice::scheduling {
 // Fills request.prefix_hashes (at most prep.max_prefix_blocks), prompt_blocks
 // and block_size_tokens. `prompt` may be cut after the hashed blocks;
 // `prompt_chars` is then the whole prompt's length (for prompt_blocks).
-void compute_prefix_hashes(std::string_view prompt, std::string_view model, const RequestPreparation& prep,
-                           Request& request, std::size_t prompt_chars = SIZE_MAX);
+void compute_prefix_hashes(std::string_view prompt, std::string_view model,
+                           const RequestPreparation& prep, Request& request,
+                           std::size_t prompt_chars = SIZE_MAX);
 
 // How much prompt text the hashing reads at most.
 inline std::size_t prefix_text_limit(const RequestPreparation& prep) {

@@ -140,8 +140,8 @@ void Scheduler::run_profile(const Profile& profile, CycleState& cycle, const Req
   out.ok = true;
 }
 
-void Scheduler::schedule(CycleState& cycle, const Request& request, std::span<const Endpoint> endpoints,
-                         SchedulingResult& result) {
+void Scheduler::schedule(CycleState& cycle, const Request& request,
+                         std::span<const Endpoint> endpoints, SchedulingResult& result) {
   Timed whole(timings_.back().get());
   result.ok = false;
   result.error.clear();
@@ -175,8 +175,8 @@ void Scheduler::schedule(CycleState& cycle, const Request& request, std::span<co
   }
   {
     Timed t(handler_timing_);
-    result = handler_->process_results(cycle, request,
-                                       std::span<const ProfileResult>(results_.data(), results_used_));
+    result = handler_->process_results(
+        cycle, request, std::span<const ProfileResult>(results_.data(), results_used_));
   }
   if (result.ok && result.targets.empty()) {
     result.ok = false;

@@ -28,7 +28,8 @@ struct Timing {
   // Upper bounds in seconds, GIE-like for sub-millisecond plugin calls.
   static constexpr std::array<double, 12> kBounds = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5,
                                                      1e-4, 2e-4, 5e-4, 1e-3, 5e-3, 1e-2};
-  std::string extension_point;  // Filter | Scorer | Picker | ProfileHandler | RequestLifecycle | Cycle
+  std::string
+      extension_point;  // Filter | Scorer | Picker | ProfileHandler | RequestLifecycle | Cycle
   std::string type;
   std::string name;
   std::array<std::atomic<std::uint64_t>, kBounds.size() + 1> buckets{};  // last: +Inf
@@ -39,7 +40,7 @@ struct Timing {
 
 // What the I/O thread computes for the scheduler before admission.
 struct RequestPreparation {
-  bool prefix_hashes = false;        // a prefix-aware plugin is configured
+  bool prefix_hashes = false;  // a prefix-aware plugin is configured
   std::uint32_t block_size_tokens = 16;
   std::uint32_t chars_per_token = 4;
   std::uint32_t max_prefix_blocks = 256;
@@ -54,7 +55,8 @@ class Scheduler {
   };
 
   Scheduler(std::vector<std::unique_ptr<Plugin>> plugins, std::vector<Profile> profiles,
-            ProfileHandler* handler, std::string handler_name, RequestPreparation prep, Options options);
+            ProfileHandler* handler, std::string handler_name, RequestPreparation prep,
+            Options options);
   ~Scheduler();
 
   // One scheduling cycle. `result` is overwritten (its storage reused).

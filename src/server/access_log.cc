@@ -67,19 +67,25 @@ void AccessLog::write(const AccessRecord& r, std::string& out) const {
   // UTC time, millisecond precision.
   const auto now = std::chrono::system_clock::now();
   const auto t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   char ts[96];
-  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
   struct Str {
     const char* key;
     std::string_view value;
   };
-  const Str strings[] = {{"request_id", r.request_id}, {"method", r.method},       {"path", r.path},
-                         {"flow", r.flow},             {"objective", r.objective}, {"model", r.model},
-                         {"outcome", r.outcome},       {"endpoint", r.endpoint}};
+  const Str strings[] = {{"request_id", r.request_id},
+                         {"method", r.method},
+                         {"path", r.path},
+                         {"flow", r.flow},
+                         {"objective", r.objective},
+                         {"model", r.model},
+                         {"outcome", r.outcome},
+                         {"endpoint", r.endpoint}};
   struct Num {
     const char* key;
     std::int64_t value;
@@ -92,7 +98,8 @@ void AccessLog::write(const AccessRecord& r, std::string& out) const {
     const char* key;
     double value;
   };
-  const Ms times[] = {{"queue_ms", r.queue_ms}, {"upstream_ms", r.upstream_ms}, {"total_ms", r.total_ms}};
+  const Ms times[] = {
+      {"queue_ms", r.queue_ms}, {"upstream_ms", r.upstream_ms}, {"total_ms", r.total_ms}};
   if (json_) {
     out += "{\"ts\":\"";
     out += ts;

@@ -16,15 +16,15 @@ struct AccessRecord {
   std::string_view request_id;
   std::string_view method;
   std::string_view path;
-  std::string_view flow;       // fairness id ("" for non-inference requests)
+  std::string_view flow;  // fairness id ("" for non-inference requests)
   int priority = 0;
   std::string_view objective;
   std::string_view model;
-  std::string_view outcome;    // served, a dropped reason, an error code, client-closed
-  std::string_view endpoint;   // "" if none was tried
+  std::string_view outcome;   // served, a dropped reason, an error code, client-closed
+  std::string_view endpoint;  // "" if none was tried
   int status = 0;
-  double queue_ms = 0;         // request read -> dispatch decision
-  double upstream_ms = 0;      // dispatch -> last byte (0 if never dispatched)
+  double queue_ms = 0;     // request read -> dispatch decision
+  double upstream_ms = 0;  // dispatch -> last byte (0 if never dispatched)
   double total_ms = 0;
   std::uint64_t input_tokens = 0;
   std::uint64_t output_tokens = 0;

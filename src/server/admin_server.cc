@@ -1,14 +1,13 @@
 #include "server/admin_server.h"
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
-#include <array>
 #include <charconv>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "config/units.h"
 #include "flowcontrol/fairness_policies.h"
@@ -43,7 +42,8 @@ double ms_since(flowcontrol::TimePoint t, flowcontrol::TimePoint now) {
   return std::chrono::duration<double, std::milli>(now - t).count();
 }
 
-json flow_json(const registry::Flow& f, const flowcontrol::Controller& c, flowcontrol::TimePoint now) {
+json flow_json(const registry::Flow& f, const flowcontrol::Controller& c,
+               flowcontrol::TimePoint now) {
   json outcomes = json::object();
   for (int o = 1; o < 8; ++o)
     if (f.stats().outcomes[o])
@@ -86,8 +86,8 @@ json flows_json(flowcontrol::Controller& c, const std::string& id) {
 
 // PUT /admin/v1/flows/{id}: {weight, priority, maxQueued}; anything else is
 // an error and nothing changes.
-std::optional<registry::FlowOverride> parse_override(const std::string& body, registry::FlowOverride o,
-                                                     Reply& error) {
+std::optional<registry::FlowOverride> parse_override(const std::string& body,
+                                                     registry::FlowOverride o, Reply& error) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     error = error_reply(400, "invalid-json", "body must be a JSON object");
@@ -98,7 +98,8 @@ std::optional<registry::FlowOverride> parse_override(const std::string& body, re
     const json& v = it.value();
     if (k == "weight") {
       if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e6) {
-        error = error_reply(400, "invalid-field", "weight must be a number greater than 0 and at most 1000000");
+        error = error_reply(400, "invalid-field",
+                            "weight must be a number greater than 0 and at most 1000000");
         return std::nullopt;
       }
       o.weight = v.get<double>();
@@ -110,18 +111,23 @@ std::optional<registry::FlowOverride> parse_override(const std::string& body, re
       o.priority = static_cast<int>(v.get<long long>());
     } else if (k == "maxQueued") {
       if (!v.is_number_unsigned()) {
-        error = error_reply(400, "invalid-field", "maxQueued must be a whole number >= 0 (0: no limit)");
+        error = error_reply(400, "invalid-field",
+                            "maxQueued must be a whole number >= 0 (0: no limit)");
         return std::nullopt;
       }
-      if (v.get<std::uint64_t>() == 0) o.max_queued.reset();
-      else o.max_queued = v.get<std::uint64_t>();
+      if (v.get<std::uint64_t>() == 0)
+        o.max_queued.reset();
+      else
+        o.max_queued = v.get<std::uint64_t>();
     } else {
-      error = error_reply(400, "unknown-field", "unknown field '" + k + "' (expected weight, priority, maxQueued)");
+      error = error_reply(400, "unknown-field",
+                          "unknown field '" + k + "' (expected weight, priority, maxQueued)");
       return std::nullopt;
     }
   }
   if (j.empty()) {
-    error = error_reply(400, "invalid-field", "nothing to change (expected weight, priority, maxQueued)");
+    error = error_reply(400, "invalid-field",
+                        "nothing to change (expected weight, priority, maxQueued)");
     return std::nullopt;
   }
   return o;
@@ -160,9 +166,10 @@ bool parse_band(const std::string& body, registry::BandConfig& c, Reply& error) 
       (k == "maxBytes" ? c.max_bytes : c.max_requests) = v.get<std::uint64_t>();
     } else if (k == "fairnessPolicy") {
       if (!v.is_string() || !flowcontrol::make_fairness_policy(v.get<std::string>(), {})) {
-        error = error_reply(400, "invalid-field",
-                            "fairnessPolicy must be global-strict-fairness-policy, round-robin-fairness-policy "
-                            "or vtc-fairness-policy");
+        error = error_reply(
+            400, "invalid-field",
+            "fairnessPolicy must be global-strict-fairness-policy, round-robin-fairness-policy "
+            "or vtc-fairness-policy");
         return false;
       }
       c.fairness = v.get<std::string>();
@@ -176,14 +183,16 @@ bool parse_band(const std::string& body, registry::BandConfig& c, Reply& error) 
       c.ordering = v.get<std::string>();
     } else if (k == "antiStarvationShare") {
       if (!v.is_number() || v.get<double>() < 0 || v.get<double>() >= 1) {
-        error = error_reply(400, "invalid-field", "antiStarvationShare must be at least 0 and below 1");
+        error =
+            error_reply(400, "invalid-field", "antiStarvationShare must be at least 0 and below 1");
         return false;
       }
       c.share = v.get<double>();
     } else {
       error = error_reply(400, "unknown-field",
                           "unknown field '" + k +
-                              "' (expected maxBytes, maxRequests, fairnessPolicy, orderingPolicy, antiStarvationShare)");
+                              "' (expected maxBytes, maxRequests, fairnessPolicy, orderingPolicy, "
+                              "antiStarvationShare)");
       return false;
     }
   }
@@ -201,10 +210,11 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     parser_->body_limit(1u << 20);
     parser_->header_limit(16u << 10);
     stream_.expires_after(std::chrono::seconds(30));
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->close();
-      self->on_request();
-    });
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) return self->close();
+                       self->on_request();
+                     });
   }
 
   void on_request() {
@@ -226,10 +236,11 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     res_.keep_alive(keep_alive_);
     res_.body() = std::move(r.body);
     res_.prepare_payload();
-    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec || !self->keep_alive_) return self->close();
-      self->read();
-    });
+    http::async_write(stream_, res_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec || !self->keep_alive_) return self->close();
+                        self->read();
+                      });
   }
 
   void close() {
@@ -248,25 +259,35 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
 // GIE's names for how a queued request's wait ended.
 std::string_view queue_outcome_name(QueueOutcome o) {
   switch (o) {
-    case QueueOutcome::kDispatched: return "Dispatched";
-    case QueueOutcome::kRejectedCapacity: return "RejectedCapacity";
-    case QueueOutcome::kRejectedNoEndpoints: return "RejectedNoEndpoints";
-    case QueueOutcome::kRejectedOther: return "RejectedOther";
-    case QueueOutcome::kEvictedTTL: return "EvictedTTL";
-    case QueueOutcome::kEvictedContextCancelled: return "EvictedContextCancelled";
-    case QueueOutcome::kEvictedDisplaced: return "EvictedDisplaced";
-    case QueueOutcome::kEvictedOther: return "EvictedOther";
+    case QueueOutcome::kDispatched:
+      return "Dispatched";
+    case QueueOutcome::kRejectedCapacity:
+      return "RejectedCapacity";
+    case QueueOutcome::kRejectedNoEndpoints:
+      return "RejectedNoEndpoints";
+    case QueueOutcome::kRejectedOther:
+      return "RejectedOther";
+    case QueueOutcome::kEvictedTTL:
+      return "EvictedTTL";
+    case QueueOutcome::kEvictedContextCancelled:
+      return "EvictedContextCancelled";
+    case QueueOutcome::kEvictedDisplaced:
+      return "EvictedDisplaced";
+    case QueueOutcome::kEvictedOther:
+      return "EvictedOther";
   }
   return "Unknown";
 }
 
 // The exposition: GIE's names where they exist, sluice's under sluice_.
 // Runs on the dispatcher (flow-control state); the rest is atomics.
-std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx, const WorkerStats& requests) {
+std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
+                         const WorkerStats& requests) {
   MetricsText m;
   {
     std::vector<std::string> addresses;
-    for (std::size_t i = 0; i < ctx.endpoints.size(); ++i) addresses.push_back(ctx.endpoints.at(i).config.address);
+    for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
+      addresses.push_back(ctx.endpoints.at(i).config.address);
     requests.render(m, addresses);
   }
   m.family("inference_extension_flow_control_request_queue_duration_seconds", "histogram",
@@ -274,7 +295,9 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx, const Wo
   for (const auto& q : c.queue_durations()) {
     const std::string pr = std::to_string(q.priority);
     m.histogram("inference_extension_flow_control_request_queue_duration_seconds",
-                {{"fairness_id", q.fairness_id}, {"priority", pr}, {"outcome", queue_outcome_name(q.outcome)}},
+                {{"fairness_id", q.fairness_id},
+                 {"priority", pr},
+                 {"outcome", queue_outcome_name(q.outcome)}},
                 flowcontrol::LatencyHistogram::kBounds, q.histogram.counts, q.histogram.sum);
   }
   const auto now = flowcontrol::Clock::now();
@@ -287,7 +310,8 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx, const Wo
   std::vector<Q> qs;
   for (const auto& [p, band] : c.registry().bands())
     for (const auto& [id, flow] : band->flows())
-      qs.push_back({id, flow->key().priority, static_cast<double>(flow->queued()), static_cast<double>(flow->bytes())});
+      qs.push_back({id, flow->key().priority, static_cast<double>(flow->queued()),
+                    static_cast<double>(flow->bytes())});
   std::sort(qs.begin(), qs.end(), [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
   std::map<int, std::pair<double, double>> other;
   const std::size_t max_flows = ctx.config.server.metrics_max_flows;
@@ -297,8 +321,10 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx, const Wo
   }
   if (qs.size() > max_flows) qs.resize(max_flows);
   for (int pass = 0; pass < 2; ++pass) {
-    const char* name = pass == 0 ? "inference_extension_flow_control_queue_size" : "inference_extension_flow_control_queue_bytes";
-    m.family(name, "gauge", pass == 0 ? "Requests queued, by flow." : "Bytes of request bodies queued, by flow.");
+    const char* name = pass == 0 ? "inference_extension_flow_control_queue_size"
+                                 : "inference_extension_flow_control_queue_bytes";
+    m.family(name, "gauge",
+             pass == 0 ? "Requests queued, by flow." : "Bytes of request bodies queued, by flow.");
     for (const auto& q : qs) {
       const std::string pr = std::to_string(q.priority);
       m.sample(name, {{"fairness_id", q.id}, {"priority", pr}}, pass == 0 ? q.size : q.bytes);
@@ -324,30 +350,42 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx, const Wo
     ++with_metrics;
     kv += ep.kv_cache_usage.load();
     queue += ep.waiting.load();
-    if (datalayer::Clock::now() - datalayer::Clock::time_point(datalayer::Clock::duration(at)) <= fresh) ++ready;
+    if (datalayer::Clock::now() - datalayer::Clock::time_point(datalayer::Clock::duration(at)) <=
+        fresh)
+      ++ready;
   }
-  m.family("inference_pool_average_kv_cache_utilization", "gauge", "Mean KV-cache utilization of the pool's endpoints.");
-  m.sample("inference_pool_average_kv_cache_utilization", {{"name", "sluice"}}, with_metrics ? kv / with_metrics : 0);
-  m.family("inference_pool_average_queue_size", "gauge", "Mean number of requests waiting on the pool's endpoints.");
-  m.sample("inference_pool_average_queue_size", {{"name", "sluice"}}, with_metrics ? queue / with_metrics : 0);
+  m.family("inference_pool_average_kv_cache_utilization", "gauge",
+           "Mean KV-cache utilization of the pool's endpoints.");
+  m.sample("inference_pool_average_kv_cache_utilization", {{"name", "sluice"}},
+           with_metrics ? kv / with_metrics : 0);
+  m.family("inference_pool_average_queue_size", "gauge",
+           "Mean number of requests waiting on the pool's endpoints.");
+  m.sample("inference_pool_average_queue_size", {{"name", "sluice"}},
+           with_metrics ? queue / with_metrics : 0);
   m.family("inference_pool_ready_pods", "gauge", "Endpoints with fresh metrics.");
   m.sample("inference_pool_ready_pods", {{"name", "sluice"}}, ready);
 
   // Scheduler timings.
   if (auto* s = c.scheduler()) {
     const auto& bounds = scheduling::Timing::kBounds;
-    auto hist = [&](const scheduling::Timing& t, MetricsText::Labels labels, std::string_view name) {
+    auto hist = [&](const scheduling::Timing& t, MetricsText::Labels labels,
+                    std::string_view name) {
       std::array<std::uint64_t, scheduling::Timing::kBounds.size() + 1> counts{};
-      for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = t.buckets[i].load(std::memory_order_relaxed);
+      for (std::size_t i = 0; i < counts.size(); ++i)
+        counts[i] = t.buckets[i].load(std::memory_order_relaxed);
       m.histogram(name, labels, bounds, counts, static_cast<double>(t.sum_ns.load()) / 1e9);
     };
     m.family("inference_extension_scheduler_e2e_duration_seconds", "histogram",
              "One scheduling cycle, all profiles.");
     hist(s->cycle_timing(), {}, "inference_extension_scheduler_e2e_duration_seconds");
-    m.family("inference_extension_plugin_duration_seconds", "histogram", "One call of a scheduling plugin.");
+    m.family("inference_extension_plugin_duration_seconds", "histogram",
+             "One call of a scheduling plugin.");
     for (const auto& t : s->timings()) {
       if (t->extension_point == "Cycle") continue;
-      hist(*t, {{"extension_point", t->extension_point}, {"plugin_type", t->type}, {"plugin_name", t->name}},
+      hist(*t,
+           {{"extension_point", t->extension_point},
+            {"plugin_type", t->type},
+            {"plugin_name", t->name}},
            "inference_extension_plugin_duration_seconds");
     }
   }
@@ -356,24 +394,32 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx, const Wo
   m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
   m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
   m.family("sluice_dispatcher_events_total", "counter",
-           "Events the dispatcher handled (enqueue, cancel, completion, metrics, ...); per wake-up: its batch size.");
+           "Events the dispatcher handled (enqueue, cancel, completion, metrics, ...); per "
+           "wake-up: its batch size.");
   m.sample("sluice_dispatcher_events_total", {}, static_cast<double>(ctx.flow_control->events()));
-  m.family("sluice_dispatcher_released_total", "counter", "Requests the dispatcher released to endpoints.");
-  m.sample("sluice_dispatcher_released_total", {}, static_cast<double>(ctx.flow_control->released()));
+  m.family("sluice_dispatcher_released_total", "counter",
+           "Requests the dispatcher released to endpoints.");
+  m.sample("sluice_dispatcher_released_total", {},
+           static_cast<double>(ctx.flow_control->released()));
   m.family("sluice_endpoint_in_flight", "gauge", "Requests sluice has in flight, by endpoint.");
   for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
     m.sample("sluice_endpoint_in_flight", {{"endpoint", ctx.endpoints.at(i).config.address}},
              ctx.endpoints.at(i).in_flight.load());
-  m.family("sluice_endpoint_connect_failures_total", "counter", "Connections to an endpoint that failed.");
+  m.family("sluice_endpoint_connect_failures_total", "counter",
+           "Connections to an endpoint that failed.");
   for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
-    m.sample("sluice_endpoint_connect_failures_total", {{"endpoint", ctx.endpoints.at(i).config.address}},
+    m.sample("sluice_endpoint_connect_failures_total",
+             {{"endpoint", ctx.endpoints.at(i).config.address}},
              static_cast<double>(ctx.endpoints.at(i).connect_failures.load()));
   if (ctx.scraper) {
     m.family("sluice_metrics_scrape_failures_total", "counter",
              "Endpoint /metrics scrapes that failed (connect, timeout, status, nothing usable).");
-    m.sample("sluice_metrics_scrape_failures_total", {}, static_cast<double>(ctx.scraper->failures()));
-    m.family("sluice_metrics_scrape_bad_lines_total", "counter", "Malformed lines skipped in scraped /metrics.");
-    m.sample("sluice_metrics_scrape_bad_lines_total", {}, static_cast<double>(ctx.scraper->bad_lines()));
+    m.sample("sluice_metrics_scrape_failures_total", {},
+             static_cast<double>(ctx.scraper->failures()));
+    m.family("sluice_metrics_scrape_bad_lines_total", "counter",
+             "Malformed lines skipped in scraped /metrics.");
+    m.sample("sluice_metrics_scrape_bad_lines_total", {},
+             static_cast<double>(ctx.scraper->bad_lines()));
   }
   return std::move(m.text());
 }
@@ -439,14 +485,17 @@ void AdminServer::on_dispatcher(std::function<Reply(flowcontrol::Controller&)> f
       });
 }
 
-void AdminServer::handle(const std::string& method, const std::string& target, const std::string& authorization,
-                         const std::string& body, std::function<void(Reply)> respond) {
+void AdminServer::handle(const std::string& method, const std::string& target,
+                         const std::string& authorization, const std::string& body,
+                         std::function<void(Reply)> respond) {
   const std::string path = target.substr(0, target.find('?'));
   const bool mutation = method != "GET" && method != "HEAD";
   if (mutation && !token_.empty()) {
     const std::string prefix = "Bearer ";
-    if (authorization.rfind(prefix, 0) != 0 || !same_token(authorization.substr(prefix.size()), token_))
-      return respond(error_reply(401, "unauthorized", "this call needs Authorization: Bearer <admin token>"));
+    if (authorization.rfind(prefix, 0) != 0 ||
+        !same_token(authorization.substr(prefix.size()), token_))
+      return respond(
+          error_reply(401, "unauthorized", "this call needs Authorization: Bearer <admin token>"));
   }
   if (path == "/healthz") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
@@ -467,8 +516,10 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
     if (ctx_.draining.load())
       return respond(Reply{503, json{{"status", "not ready"}, {"reason", "draining"}}.dump()});
     if (ready == 0)
-      return respond(Reply{503, json{{"status", "not ready"}, {"reason", "no endpoint with fresh metrics"}}.dump()});
-    return respond(Reply{200, json{{"status", "ready"}, {"endpointsWithFreshMetrics", ready}}.dump()});
+      return respond(Reply{
+          503, json{{"status", "not ready"}, {"reason", "no endpoint with fresh metrics"}}.dump()});
+    return respond(
+        Reply{200, json{{"status", "ready"}, {"endpointsWithFreshMetrics", ready}}.dump()});
   }
   if (path == "/metrics") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
@@ -478,7 +529,9 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
       auto shared = std::make_shared<WorkerStats>(std::move(stats));
       net::post(ioc_, [this, shared, respond = std::move(respond)]() mutable {
         on_dispatcher(
-            [this, shared](flowcontrol::Controller& c) { return Reply{200, metrics_text(c, ctx_, *shared)}; },
+            [this, shared](flowcontrol::Controller& c) {
+              return Reply{200, metrics_text(c, ctx_, *shared)};
+            },
             std::move(respond));
       });
     });
@@ -490,9 +543,11 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
     if (method != "GET" && method != "POST" && method != "DELETE")
       return respond(error_reply(405, "method-not-allowed", "use GET, POST or DELETE"));
     if (method == "POST" && !ctx_.draining.exchange(true))
-      SLUICE_LOG(kInfo, "admin", "drain: no longer admitting; queued and in-flight requests finish");
+      SLUICE_LOG(kInfo, "admin",
+                 "drain: no longer admitting; queued and in-flight requests finish");
     if (method == "DELETE" && ctx_.shutting_down.load())
-      return respond(error_reply(409, "shutting-down", "sluice is shutting down; it cannot admit again"));
+      return respond(
+          error_reply(409, "shutting-down", "sluice is shutting down; it cannot admit again"));
     if (method == "DELETE" && ctx_.draining.exchange(false))
       SLUICE_LOG(kInfo, "admin", "drain ended: admitting again");
     return on_dispatcher(
@@ -500,9 +555,12 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
           const std::size_t queued = c.queued();
           const std::size_t in_flight = ctx_.in_flight();
           const bool draining = ctx_.draining.load();
-          const char* state = !draining ? "serving" : queued == 0 && in_flight == 0 ? "drained" : "draining";
+          const char* state = !draining                       ? "serving"
+                              : queued == 0 && in_flight == 0 ? "drained"
+                                                              : "draining";
           const int status = method == "POST" && std::string_view(state) == "draining" ? 202 : 200;
-          return Reply{status, json{{"state", state}, {"queued", queued}, {"inFlight", in_flight}}.dump()};
+          return Reply{status,
+                       json{{"state", state}, {"queued", queued}, {"inFlight", in_flight}}.dump()};
         },
         std::move(respond));
   }
@@ -518,7 +576,9 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
                                 {"restartRequired", r.restart_needed}}
                                .dump()};
       }
-      net::post(ioc_, [reply = std::move(reply), respond = std::move(respond)]() mutable { respond(std::move(reply)); });
+      net::post(ioc_, [reply = std::move(reply), respond = std::move(respond)]() mutable {
+        respond(std::move(reply));
+      });
     });
     return;
   }
@@ -537,10 +597,11 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
              {"inFlight", ep.in_flight.load()},
              {"connectFailures", ep.connect_failures.load()}};
       if (at != 0) {
-        e["metrics"] = {{"waiting", ep.waiting.load()},
-                        {"running", ep.running.load()},
-                        {"kvCacheUsage", ep.kv_cache_usage.load()},
-                        {"ageMs", ms_since(datalayer::Clock::time_point(datalayer::Clock::duration(at)), now)}};
+        e["metrics"] = {
+            {"waiting", ep.waiting.load()},
+            {"running", ep.running.load()},
+            {"kvCacheUsage", ep.kv_cache_usage.load()},
+            {"ageMs", ms_since(datalayer::Clock::time_point(datalayer::Clock::duration(at)), now)}};
       } else {
         e["metrics"] = nullptr;
       }
@@ -564,7 +625,8 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
     int priority = 0;
     auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), priority);
     if (ec != std::errc() || ptr != p.data() + p.size())
-      return respond(error_reply(400, "invalid-priority", "band priority must be a whole number, got '" + p + "'"));
+      return respond(error_reply(400, "invalid-priority",
+                                 "band priority must be a whole number, got '" + p + "'"));
     auto find = [priority](flowcontrol::Controller& c) -> registry::Band* {
       auto& bands = c.registry().bands();
       auto it = bands.find(priority);
@@ -574,7 +636,9 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
       return on_dispatcher(
           [find, priority](flowcontrol::Controller& c) {
             registry::Band* b = find(c);
-            if (!b) return error_reply(404, "unknown-band", "no band with priority " + std::to_string(priority));
+            if (!b)
+              return error_reply(404, "unknown-band",
+                                 "no band with priority " + std::to_string(priority));
             return Reply{200, band_json(*b).dump()};
           },
           std::move(respond));
@@ -598,9 +662,13 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
           [find, priority](flowcontrol::Controller& c) {
             registry::Band* b = find(c);
             if (!b || !b->configured())
-              return error_reply(404, "unknown-band", "no configured band with priority " + std::to_string(priority));
+              return error_reply(404, "unknown-band",
+                                 "no configured band with priority " + std::to_string(priority));
             c.registry().remove_band(priority, flowcontrol::Clock::now());
-            SLUICE_LOG(kInfo, "admin", "band " << priority << " removed; its queued requests stay, under the default band's settings");
+            SLUICE_LOG(
+                kInfo, "admin",
+                "band " << priority
+                        << " removed; its queued requests stay, under the default band's settings");
             return Reply{200, json{{"priority", priority}, {"removed", true}}.dump()};
           },
           std::move(respond));
@@ -609,8 +677,11 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
   }
   if (path == "/admin/v1/flows") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
-    return on_dispatcher([](flowcontrol::Controller& c) { return Reply{200, flows_json(c, "").dump()}; },
-                         std::move(respond));
+    return on_dispatcher(
+        [](flowcontrol::Controller& c) {
+          return Reply{200, flows_json(c, "").dump()};
+        },
+        std::move(respond));
   }
   const std::string flows_prefix = "/admin/v1/flows/";
   if (path.rfind(flows_prefix, 0) == 0 && path.size() > flows_prefix.size()) {
@@ -623,10 +694,11 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
             json flows = flows_json(c, id);
             if (flows.empty() && it == ov.end() && !c.registry().has_configured_weight(id))
               return error_reply(404, "unknown-flow", "no flow '" + id + "'");
-            return Reply{200, json{{"id", id},
-                                   {"override", it == ov.end() ? json::object() : override_json(it->second)},
-                                   {"flows", flows}}
-                                  .dump()};
+            return Reply{
+                200, json{{"id", id},
+                          {"override", it == ov.end() ? json::object() : override_json(it->second)},
+                          {"flows", flows}}
+                         .dump()};
           },
           std::move(respond));
     }
@@ -639,11 +711,15 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
             if (flows_json(c, id).empty() && it == ov.end() && !reg.has_configured_weight(id))
               return error_reply(404, "unknown-flow", "no flow '" + id + "'");
             Reply error;
-            auto o = parse_override(body, it == ov.end() ? registry::FlowOverride{} : it->second, error);
+            auto o =
+                parse_override(body, it == ov.end() ? registry::FlowOverride{} : it->second, error);
             if (!o) return error;
             reg.set_flow_override(id, *o, flowcontrol::Clock::now());
-            SLUICE_LOG(kInfo, "admin", "flow " << id << " override set: " << override_json(*o).dump());
-            return Reply{200, json{{"id", id}, {"override", override_json(*o)}, {"flows", flows_json(c, id)}}.dump()};
+            SLUICE_LOG(kInfo, "admin",
+                       "flow " << id << " override set: " << override_json(*o).dump());
+            return Reply{
+                200, json{{"id", id}, {"override", override_json(*o)}, {"flows", flows_json(c, id)}}
+                         .dump()};
           },
           std::move(respond));
     }
@@ -655,7 +731,9 @@ void AdminServer::handle(const std::string& method, const std::string& target, c
               return error_reply(404, "unknown-flow", "flow '" + id + "' has no override");
             reg.clear_flow_override(id, flowcontrol::Clock::now());
             SLUICE_LOG(kInfo, "admin", "flow " << id << " override removed");
-            return Reply{200, json{{"id", id}, {"override", json::object()}, {"flows", flows_json(c, id)}}.dump()};
+            return Reply{
+                200, json{{"id", id}, {"override", json::object()}, {"flows", flows_json(c, id)}}
+                         .dump()};
           },
           std::move(respond));
     }

@@ -7,7 +7,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,13 +37,15 @@ class AdminServer {
     int status = 200;
     std::string body;
   };
-  void handle(const std::string& method, const std::string& target, const std::string& authorization,
-              const std::string& body, std::function<void(Reply)> respond);
+  void handle(const std::string& method, const std::string& target,
+              const std::string& authorization, const std::string& body,
+              std::function<void(Reply)> respond);
 
  private:
   void accept();
   // Runs `fn` on the dispatcher, then `respond(fn's reply)` on this thread.
-  void on_dispatcher(std::function<Reply(flowcontrol::Controller&)> fn, std::function<void(Reply)> respond);
+  void on_dispatcher(std::function<Reply(flowcontrol::Controller&)> fn,
+                     std::function<void(Reply)> respond);
 
   Server& server_;
   ProxyContext& ctx_;

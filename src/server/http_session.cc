@@ -1,9 +1,9 @@
 #include "server/http_session.h"
 
-#include <boost/asio/write.hpp>
-
 #include <sys/socket.h>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -13,7 +13,6 @@
 #include "scheduling/prefix_hasher.h"
 #include "server/log.h"
 #include "server/openai_request.h"
-#include <boost/asio/post.hpp>
 
 namespace sluice::server {
 
@@ -101,8 +100,9 @@ void HttpSession::wait_for_request() {
 }
 
 void HttpSession::read_client() {
-  client_.async_read_some(client_buffer_.prepare(kReadSize),
-                          beast::bind_front_handler(&HttpSession::on_client_read, shared_from_this()));
+  client_.async_read_some(
+      client_buffer_.prepare(kReadSize),
+      beast::bind_front_handler(&HttpSession::on_client_read, shared_from_this()));
 }
 
 void HttpSession::on_client_read(error_code ec, std::size_t n) {
@@ -143,7 +143,8 @@ void HttpSession::parse_request() {
     return answer(client_error(431, "headers-too-large", "request headers exceed the limit"));
   if (ec == http::error::body_limit)
     return answer(client_error(413, "body-too-large", "request body exceeds the limit"));
-  if (ec) return answer(client_error(400, "bad-request", "malformed HTTP request: " + ec.message()));
+  if (ec)
+    return answer(client_error(400, "bad-request", "malformed HTTP request: " + ec.message()));
   if (p.is_done()) return handle_request();
 
   if (!p.is_header_done()) {
@@ -189,9 +190,9 @@ void HttpSession::handle_request() {
   const bool inference = is_inference(route_);
   const auto method = request_.method;
   if ((inference && method != http::verb::post) || (!inference && method != http::verb::get)) {
-    return answer(client_error(405, "method-not-allowed",
-                               "method " + request_.method_string + " is not allowed on " +
-                                   request_.target));
+    return answer(
+        client_error(405, "method-not-allowed",
+                     "method " + request_.method_string + " is not allowed on " + request_.target));
   }
   if (inference) {
     if (ctx_.draining.load(std::memory_order_relaxed)) {
@@ -200,15 +201,16 @@ void HttpSession::handle_request() {
       flowcontrol::ErrorAnswer a;
       a.status = 503;
       a.reason = "draining";
-      a.body = flowcontrol::openai_error_body("sluice is draining and admits no new requests; retry elsewhere",
-                                              "server_error", "draining");
+      a.body = flowcontrol::openai_error_body(
+          "sluice is draining and admits no new requests; retry elsewhere", "server_error",
+          "draining");
       a.retry_after_seconds = 1;
       a.close_connection = true;
       return answer(a);
     }
     if (!is_json_content_type(request_.content_type))
-      return answer(client_error(400, "unsupported-content-type",
-                                 "Content-Type must be application/json"));
+      return answer(
+          client_error(400, "unsupported-content-type", "Content-Type must be application/json"));
     const RequestPolicy& policy = *worker_.policy;
     const bool hash_prefix = policy.preparation.prefix_hashes;
     prompt_text_.clear();
@@ -219,7 +221,8 @@ void HttpSession::handle_request() {
     // while the pool is saturated.
     if (policy.legacy_detector && !request_.objective.empty()) {
       auto it = policy.objectives.find(request_.objective);
-      if (it != policy.objectives.end() && it->second.priority < 0 && ctx_.pool_saturated(*policy.legacy_detector)) {
+      if (it != policy.objectives.end() && it->second.priority < 0 &&
+          ctx_.pool_saturated(*policy.legacy_detector)) {
         return answer(flowcontrol::answer_for(QueueOutcome::kRejectedCapacity,
                                               "system saturated, sheddable request dropped"));
       }
@@ -255,8 +258,8 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   if (!request_.ttl_ms.empty()) {
     std::uint64_t ms = 0;
     if (!parse_ms(request_.ttl_ms, ms))
-      return answer(client_error(400, "invalid-ttl",
-                                 "x-gateway-inference-ttl-ms must be a whole number of milliseconds"));
+      return answer(client_error(
+          400, "invalid-ttl", "x-gateway-inference-ttl-ms must be a whole number of milliseconds"));
     std::chrono::nanoseconds header_ttl = std::chrono::milliseconds(ms);
     if (!ttl || header_ttl < *ttl) ttl = header_ttl;
   }
@@ -310,13 +313,15 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
     fallbacks_ = d.fallbacks;
     scheduler_request_headers_ = d.request_headers;
     scheduler_response_headers_ = d.response_headers;
-    if (d.endpoint < 0 || static_cast<std::size_t>(d.endpoint) >= ctx_.endpoints.size()) return try_next_endpoint();
+    if (d.endpoint < 0 || static_cast<std::size_t>(d.endpoint) >= ctx_.endpoints.size())
+      return try_next_endpoint();
     return dispatch_to(d.endpoint);
   }
   if (d.outcome == QueueOutcome::kEvictedContextCancelled) return close();
   if (!d.detail.empty()) {
     SLUICE_LOG(kWarn, "scheduler", "request " << request_id_ << " not schedulable: " << d.detail);
-    return answer(flowcontrol::answer_for(d.outcome, "no endpoint can serve this request: " + d.detail));
+    return answer(
+        flowcontrol::answer_for(d.outcome, "no endpoint can serve this request: " + d.detail));
   }
   answer(flowcontrol::answer_for(d.outcome));
 }
@@ -326,9 +331,9 @@ void HttpSession::watch_client() {
   watching_ = true;
   // Readiness, not a read: no speculative recv per request. When it fires,
   // a peek tells a close from the bytes of a next request.
-  client_.socket().async_wait(
-      net::socket_base::wait_read,
-      [self = shared_from_this(), gen = ++watch_generation_](error_code ec) { self->on_watch(ec, gen); });
+  client_.socket().async_wait(net::socket_base::wait_read,
+                              [self = shared_from_this(), gen = ++watch_generation_](
+                                  error_code ec) { self->on_watch(ec, gen); });
 }
 
 void HttpSession::stop_watching() {
@@ -404,8 +409,10 @@ void HttpSession::end_request(int status, std::string_view outcome) {
       m.output_tokens.record(tokens_.tokens());
     } else {
       auto it = m.errors.find(std::string(outcome));
-      if (it == m.errors.end()) m.errors.emplace(std::string(outcome), 1);
-      else it->second += 1;
+      if (it == m.errors.end())
+        m.errors.emplace(std::string(outcome), 1);
+      else
+        it->second += 1;
     }
   }
   if (model_stats_) {
@@ -443,7 +450,8 @@ void HttpSession::try_next_endpoint() {
   int ep = -1;
   const auto now = datalayer::Clock::now();
   for (std::int32_t f : fallbacks_) {
-    if (f >= 0 && static_cast<std::size_t>(f) < ctx_.endpoints.size() && !tried_[static_cast<std::size_t>(f)] &&
+    if (f >= 0 && static_cast<std::size_t>(f) < ctx_.endpoints.size() &&
+        !tried_[static_cast<std::size_t>(f)] &&
         ctx_.endpoints.at(static_cast<std::size_t>(f)).usable(now)) {
       ep = f;
       break;
@@ -510,9 +518,11 @@ void HttpSession::on_connect(error_code ec) {
   if (state_ == State::kClosed) return;  // the client left meanwhile
   auto& ep = ctx_.endpoints.at(endpoint_);
   if (ec) {
-    worker_.stats.endpoint(static_cast<std::size_t>(endpoint_)).errors[static_cast<std::size_t>(UpstreamError::kConnect)] += 1;
-    SLUICE_LOG(kWarn, "upstream", "endpoint " << ep.config.address << " unreachable ("
-                                              << ec.message() << "); marked down");
+    worker_.stats.endpoint(static_cast<std::size_t>(endpoint_))
+        .errors[static_cast<std::size_t>(UpstreamError::kConnect)] += 1;
+    SLUICE_LOG(
+        kWarn, "upstream",
+        "endpoint " << ep.config.address << " unreachable (" << ec.message() << "); marked down");
     ep.mark_down(datalayer::Clock::now(), ctx_.config.server.endpoint_down_backoff);
     upstream_.reset();
     permit_.release();
@@ -529,9 +539,11 @@ void HttpSession::write_upstream() {
   head_built_ = false;
   client_head_sent_ = false;
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
-  std::array<net::const_buffer, 2> buffers = {net::buffer(upstream_head_), net::buffer(request_.body)};
-  net::async_write(upstream_->stream, buffers,
-                   beast::bind_front_handler(&HttpSession::on_upstream_written, shared_from_this()));
+  std::array<net::const_buffer, 2> buffers = {net::buffer(upstream_head_),
+                                              net::buffer(request_.body)};
+  net::async_write(
+      upstream_->stream, buffers,
+      beast::bind_front_handler(&HttpSession::on_upstream_written, shared_from_this()));
 }
 
 void HttpSession::on_upstream_written(error_code ec, std::size_t) {
@@ -603,16 +615,16 @@ void HttpSession::upstream_failed_before_response(error_code ec, const char* sta
   if (upstream_reused_ && !retried_ && !got_bytes && ec != beast::error::timeout) {
     errors[static_cast<std::size_t>(UpstreamError::kStaleReused)] += 1;
     retried_ = true;
-    SLUICE_LOG(kDebug, "upstream", "reused connection to " << ep.config.address << " failed while "
-                                                           << stage << " (" << ec.message()
-                                                           << "); retrying on a fresh connection");
+    SLUICE_LOG(kDebug, "upstream",
+               "reused connection to " << ep.config.address << " failed while " << stage << " ("
+                                       << ec.message() << "); retrying on a fresh connection");
     return connect_upstream();
   }
-  errors[static_cast<std::size_t>(ec == beast::error::timeout ? UpstreamError::kTimeout
-                                                             : UpstreamError::kBeforeResponse)] += 1;
+  errors[static_cast<std::size_t>(
+      ec == beast::error::timeout ? UpstreamError::kTimeout : UpstreamError::kBeforeResponse)] += 1;
   release_dispatch();
-  SLUICE_LOG(kWarn, "upstream", "endpoint " << ep.config.address << " failed while " << stage << ": "
-                                            << ec.message());
+  SLUICE_LOG(kWarn, "upstream",
+             "endpoint " << ep.config.address << " failed while " << stage << ": " << ec.message());
   flowcontrol::ErrorAnswer a;
   if (ec == beast::error::timeout) {
     a = client_error(504, "upstream-timeout", "model server did not answer in time");
@@ -673,8 +685,10 @@ void HttpSession::build_client_head() {
   } else if (framing_ == Framing::kNone && !bodyless) {
     h += "Content-Length: 0\r\n";
   }
-  if (!keep_alive_) h += "Connection: close\r\n";
-  else if (request_.version < 11) h += "Connection: keep-alive\r\n";
+  if (!keep_alive_)
+    h += "Connection: close\r\n";
+  else if (request_.version < 11)
+    h += "Connection: keep-alive\r\n";
   h += "\r\n";
   client_head_sent_ = false;
 }
@@ -707,8 +721,8 @@ void HttpSession::write_to_client() {
 void HttpSession::on_relay_written(error_code ec, std::size_t) {
   if (state_ == State::kClosed) return;  // the client left meanwhile
   if (ec) {
-    SLUICE_LOG(kDebug, "session", "client write failed (" << ec.message()
-                                                          << "); closing upstream connection");
+    SLUICE_LOG(kDebug, "session",
+               "client write failed (" << ec.message() << "); closing upstream connection");
     upstream_.reset();  // generation stops when the endpoint sees the close
     release_dispatch();
     return close();
@@ -722,21 +736,25 @@ void HttpSession::on_relay_written(error_code ec, std::size_t) {
 
 void HttpSession::upstream_failed_mid_response(error_code ec) {
   worker_.stats.endpoint(static_cast<std::size_t>(endpoint_))
-      .errors[static_cast<std::size_t>(ec == beast::error::timeout ? UpstreamError::kTimeout
-                                                                   : UpstreamError::kMidResponse)] += 1;
-  end_request(response_.status, ec == beast::error::timeout ? "upstream-timeout" : "upstream-error");
-  SLUICE_LOG(kWarn, "upstream", "endpoint " << ctx_.endpoints.at(endpoint_).config.address
-                                            << " failed mid-response: " << ec.message());
+      .errors[static_cast<std::size_t>(
+          ec == beast::error::timeout ? UpstreamError::kTimeout : UpstreamError::kMidResponse)] +=
+      1;
+  end_request(response_.status,
+              ec == beast::error::timeout ? "upstream-timeout" : "upstream-error");
+  SLUICE_LOG(kWarn, "upstream",
+             "endpoint " << ctx_.endpoints.at(endpoint_).config.address
+                         << " failed mid-response: " << ec.message());
   upstream_.reset();
   release_dispatch();
   keep_alive_ = false;
   if (!response_.is_sse || framing_ != Framing::kChunked) return close();
   // Tell an SSE client why its stream ends, then close without the final
   // chunk, so the transfer is visibly incomplete to any HTTP client.
-  std::string event = "data: " +
-                      flowcontrol::openai_error_body("model server failed mid-stream: " + ec.message(),
-                                                     "server_error", "upstream-error") +
-                      "\n\n";
+  std::string event =
+      "data: " +
+      flowcontrol::openai_error_body("model server failed mid-stream: " + ec.message(),
+                                     "server_error", "upstream-error") +
+      "\n\n";
   char prefix[24];
   int n = std::snprintf(prefix, sizeof prefix, "%zx\r\n", event.size());
   error_event_.clear();
@@ -777,15 +795,19 @@ void HttpSession::answer(const flowcontrol::ErrorAnswer& a) {
     // Refused before it was whole (malformed, too large): still a request.
     begin_request(/*head_read=*/false);
   }
-  end_request(a.status, !a.reason.empty() ? a.reason : !a.code.empty() ? a.code : std::string_view("error"));
+  end_request(a.status, !a.reason.empty() ? a.reason
+                        : !a.code.empty() ? a.code
+                                          : std::string_view("error"));
   state_ = State::kAnswering;
   if (a.close_connection) keep_alive_ = false;
-  answer_.emplace(static_cast<http::status>(a.status), request_.version >= 10 ? request_.version : 11);
+  answer_.emplace(static_cast<http::status>(a.status),
+                  request_.version >= 10 ? request_.version : 11);
   auto& res = *answer_;
   res.set(http::field::server, "sluice");
   res.set(http::field::content_type, "application/json");
   if (!a.reason.empty()) res.set("x-gateway-inference-dropped-reason", a.reason);
-  if (a.retry_after_seconds > 0) res.set(http::field::retry_after, std::to_string(a.retry_after_seconds));
+  if (a.retry_after_seconds > 0)
+    res.set(http::field::retry_after, std::to_string(a.retry_after_seconds));
   if (!request_id_.empty()) res.set("x-request-id", request_id_);
   if (a.status == 405) res.set(http::field::allow, is_inference(route_) ? "POST" : "GET");
   res.body() = a.body;
@@ -798,7 +820,8 @@ void HttpSession::answer(const flowcontrol::ErrorAnswer& a) {
 
 void HttpSession::on_answer_written(error_code ec, std::size_t) {
   const bool keep = !ec && answer_->keep_alive();
-  if (!ec && !keep && state_ == State::kAnswering && request_parser_ && !request_parser_->is_done()) {
+  if (!ec && !keep && state_ == State::kAnswering && request_parser_ &&
+      !request_parser_->is_done()) {
     // The client may still be sending a body we refused (413) or headers we
     // could not take (431). Closing with unread input would send a reset that
     // can destroy our answer before the client reads it, so stop sending and

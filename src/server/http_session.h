@@ -6,10 +6,9 @@
 // connection's strand). Kept alive by shared_from_this in every handler.
 #pragma once
 
+#include <array>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <array>
 #include <list>
 #include <memory>
 #include <optional>
@@ -51,7 +50,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_decision(const flowcontrol::Decision& d);
 
  private:
-
   // Request side.
   void wait_for_request();
   void read_client();

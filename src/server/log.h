@@ -18,11 +18,11 @@ void write(Level level, std::string_view component, const std::string& message);
 
 }  // namespace sluice::log
 
-#define SLUICE_LOG(level, component, expr)                                   \
-  do {                                                                       \
-    if (::sluice::log::enabled(::sluice::log::Level::level)) {               \
-      std::ostringstream sluice_log_os_;                                     \
-      sluice_log_os_ << expr;                                                \
+#define SLUICE_LOG(level, component, expr)                                                \
+  do {                                                                                    \
+    if (::sluice::log::enabled(::sluice::log::Level::level)) {                            \
+      std::ostringstream sluice_log_os_;                                                  \
+      sluice_log_os_ << expr;                                                             \
       ::sluice::log::write(::sluice::log::Level::level, component, sluice_log_os_.str()); \
-    }                                                                        \
+    }                                                                                     \
   } while (0)

@@ -43,10 +43,14 @@ void MetricsText::labels(Labels l, std::string_view extra_key, std::string_view 
     out_ += k;
     out_ += "=\"";
     for (char c : v) {
-      if (c == '\\') out_ += "\\\\";
-      else if (c == '"') out_ += "\\\"";
-      else if (c == '\n') out_ += "\\n";
-      else out_ += c;
+      if (c == '\\')
+        out_ += "\\\\";
+      else if (c == '"')
+        out_ += "\\\"";
+      else if (c == '\n')
+        out_ += "\\n";
+      else
+        out_ += c;
     }
     out_ += '"';
   };

@@ -27,7 +27,8 @@ using simdjson::dom::element_type;
 // Counts prompt text in a value that is a string, an array of strings, an
 // array of token ids, an array of arrays of token ids, or content parts /
 // input items ({"type":"text","text":...}, {"role":...,"content":...}).
-void count_prompt(element v, OpenAIRequest& r, std::string* text, std::size_t limit, int depth = 0) {
+void count_prompt(element v, OpenAIRequest& r, std::string* text, std::size_t limit,
+                  int depth = 0) {
   if (depth > 8) return;
   switch (v.type()) {
     case element_type::STRING: {
@@ -53,7 +54,8 @@ void count_prompt(element v, OpenAIRequest& r, std::string* text, std::size_t li
     case element_type::OBJECT: {
       simdjson::dom::object obj = v.get_object().value_unsafe();
       for (auto [key, value] : obj) {
-        if (key == "text" || key == "content" || key == "input_text") count_prompt(value, r, text, limit, depth + 1);
+        if (key == "text" || key == "content" || key == "input_text")
+          count_prompt(value, r, text, limit, depth + 1);
       }
       break;
     }
@@ -71,7 +73,8 @@ ParseResult fail(std::string code, std::string message) {
 
 }  // namespace
 
-ParseResult parse_openai_request(std::string& body, std::string* prompt_text, std::size_t prompt_text_limit) {
+ParseResult parse_openai_request(std::string& body, std::string* prompt_text,
+                                 std::size_t prompt_text_limit) {
   // One parser per I/O thread: its buffers are reused across requests.
   thread_local simdjson::dom::parser parser;
   if (body.capacity() < body.size() + simdjson::SIMDJSON_PADDING)
@@ -100,8 +103,10 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text, st
       r.stream = b;
     } else if (key == "stream_options") {
       bool b = false;
-      if (v.is_object() && v["include_usage"].get_bool().get(b) == simdjson::SUCCESS) r.include_usage = b;
-    } else if (key == "max_tokens" || key == "max_completion_tokens" || key == "max_output_tokens") {
+      if (v.is_object() && v["include_usage"].get_bool().get(b) == simdjson::SUCCESS)
+        r.include_usage = b;
+    } else if (key == "max_tokens" || key == "max_completion_tokens" ||
+               key == "max_output_tokens") {
       if (v.is_null()) continue;
       std::int64_t n = 0;
       if (v.get_int64().get(n))
@@ -115,15 +120,18 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text, st
       if (v.get_array().get(messages))
         return fail("invalid-field", "'messages' must be an array of message objects");
       for (element m : messages) {
-        if (!m.is_object()) return fail("invalid-field", "'messages' must be an array of message objects");
+        if (!m.is_object())
+          return fail("invalid-field", "'messages' must be an array of message objects");
         r.message_count += 1;
         element content;
-        if (m["content"].get(content) == simdjson::SUCCESS) count_prompt(content, r, prompt_text, prompt_text_limit);
+        if (m["content"].get(content) == simdjson::SUCCESS)
+          count_prompt(content, r, prompt_text, prompt_text_limit);
       }
     }
     // Any other field is forwarded untouched and not inspected.
   }
-  if (!has_model || r.model.empty()) return fail("missing-model", "request body must name a 'model'");
+  if (!has_model || r.model.empty())
+    return fail("missing-model", "request body must name a 'model'");
   r.estimated_input_tokens = (r.prompt_chars + 3) / 4 + r.prompt_token_ids + 3ull * r.message_count;
   return out;
 }

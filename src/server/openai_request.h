@@ -14,10 +14,10 @@ namespace sluice::server {
 struct OpenAIRequest {
   std::string model;
   bool stream = false;
-  bool include_usage = false;            // stream_options.include_usage
+  bool include_usage = false;              // stream_options.include_usage
   std::optional<std::int64_t> max_tokens;  // max_tokens or max_completion_tokens
-  std::uint64_t prompt_chars = 0;        // characters of prompt text seen
-  std::uint64_t prompt_token_ids = 0;    // tokens given directly as integer ids
+  std::uint64_t prompt_chars = 0;          // characters of prompt text seen
+  std::uint64_t prompt_token_ids = 0;      // tokens given directly as integer ids
   std::uint32_t message_count = 0;
   // Estimate of input tokens: ~4 characters per token for text, one per
   // given token id, plus a small per-message overhead for chat templates.

@@ -35,7 +35,8 @@ void OutputTokenCounter::feed(std::string_view data) {
     while (i < s.size() && s[i] == ' ') ++i;
     std::uint64_t v = 0;
     std::size_t digits = 0;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') v = v * 10 + static_cast<std::uint64_t>(s[i++] - '0'), ++digits;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9')
+      v = v * 10 + static_cast<std::uint64_t>(s[i++] - '0'), ++digits;
     if (digits == 0 || i >= s.size()) continue;  // incomplete: next time
     usage_ = std::max(usage_, v);
     usage_seen_ = true;

@@ -25,7 +25,8 @@ bool is_hop_or_framing(http::field f) {
   }
 }
 
-void append_field(std::string& out, boost::beast::string_view name, boost::beast::string_view value) {
+void append_field(std::string& out, boost::beast::string_view name,
+                  boost::beast::string_view value) {
   out.append(name.data(), name.size());
   out.append(": ", 2);
   out.append(value.data(), value.size());
@@ -79,14 +80,21 @@ void ProxyRequestParser::on_field_impl(http::field name, string_view name_string
       // Steering headers and the request id (which sluice sets itself).
       if (name_string.size() > 2 && (name_string[0] == 'x' || name_string[0] == 'X')) {
         std::string* capture = nullptr;
-        if (iequals(name_string, "x-request-id")) capture = &head_.request_id;
-        else if (iequals(name_string, "x-gateway-inference-fairness-id")) capture = &head_.fairness_id;
-        else if (iequals(name_string, "x-gateway-inference-objective")) capture = &head_.objective;
-        else if (iequals(name_string, "x-gateway-inference-ttl-ms")) capture = &head_.ttl_ms;
-        else if (iequals(name_string, "x-slo-ttft-ms")) capture = &head_.slo_ttft_ms;
-        else if (iequals(name_string, "x-session-token")) capture = &head_.session_token;
+        if (iequals(name_string, "x-request-id"))
+          capture = &head_.request_id;
+        else if (iequals(name_string, "x-gateway-inference-fairness-id"))
+          capture = &head_.fairness_id;
+        else if (iequals(name_string, "x-gateway-inference-objective"))
+          capture = &head_.objective;
+        else if (iequals(name_string, "x-gateway-inference-ttl-ms"))
+          capture = &head_.ttl_ms;
+        else if (iequals(name_string, "x-slo-ttft-ms"))
+          capture = &head_.slo_ttft_ms;
+        else if (iequals(name_string, "x-session-token"))
+          capture = &head_.session_token;
         // Set by the scheduler only (P/D): a client's copy is dropped.
-        else if (iequals(name_string, "x-prefiller-host-port")) return;
+        else if (iequals(name_string, "x-prefiller-host-port"))
+          return;
         if (capture) {
           capture->assign(value.data(), value.size());
           return;

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <boost/beast/http/basic_parser.hpp>
-
 #include <string>
 
 namespace sluice::server {
@@ -48,7 +47,8 @@ class ProxyRequestParser final : public boost::beast::http::basic_parser<true> {
   void on_field_impl(boost::beast::http::field name, string_view name_string, string_view value,
                      error_code& ec) override;
   void on_header_impl(error_code&) override {}
-  void on_body_init_impl(const boost::optional<std::uint64_t>& content_length, error_code&) override;
+  void on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
+                         error_code&) override;
   std::size_t on_body_impl(string_view body, error_code&) override;
   void on_chunk_header_impl(std::uint64_t, string_view, error_code&) override {}
   std::size_t on_chunk_body_impl(std::uint64_t, string_view body, error_code&) override;
@@ -77,7 +77,8 @@ class RelayResponseParser final : public boost::beast::http::basic_parser<false>
  private:
   using string_view = boost::beast::string_view;
   using error_code = boost::beast::error_code;
-  void on_request_impl(boost::beast::http::verb, string_view, string_view, int, error_code&) override {}
+  void on_request_impl(boost::beast::http::verb, string_view, string_view, int,
+                       error_code&) override {}
   void on_response_impl(int code, string_view reason, int version, error_code& ec) override;
   void on_field_impl(boost::beast::http::field name, string_view name_string, string_view value,
                      error_code& ec) override;

@@ -1,17 +1,16 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-
-#include <algorithm>
 #include <random>
 
 #include "config/units.h"
-#include "server/http_session.h"
 #include "flowcontrol/from_config.h"
 #include "flowcontrol/saturation_detectors.h"
 #include "scheduling/from_config.h"
+#include "server/http_session.h"
 #include "server/log.h"
 
 namespace sluice::server {
@@ -21,7 +20,8 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-std::shared_ptr<RequestPolicy> make_policy(const config::Config& c, const scheduling::RequestPreparation& prep) {
+std::shared_ptr<RequestPolicy> make_policy(const config::Config& c,
+                                           const scheduling::RequestPreparation& prep) {
   auto p = std::make_shared<RequestPolicy>(c);
   p->preparation = prep;
   return p;
@@ -58,7 +58,8 @@ bool ProxyContext::pool_saturated(const flowcontrol::SaturationDetector& detecto
     load.waiting = ep.waiting.load(std::memory_order_relaxed);
     load.running = ep.running.load(std::memory_order_relaxed);
     load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
-    load.in_flight = static_cast<std::uint32_t>(std::max(0, ep.in_flight.load(std::memory_order_relaxed)));
+    load.in_flight =
+        static_cast<std::uint32_t>(std::max(0, ep.in_flight.load(std::memory_order_relaxed)));
     if (ep.usable(now) && detector.has_room(load, now)) return false;
   }
   return true;
@@ -66,7 +67,8 @@ bool ProxyContext::pool_saturated(const flowcontrol::SaturationDetector& detecto
 
 std::size_t ProxyContext::in_flight() const {
   std::int64_t n = 0;
-  for (std::size_t i = 0; i < endpoints.size(); ++i) n += endpoints.at(i).in_flight.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < endpoints.size(); ++i)
+    n += endpoints.at(i).in_flight.load(std::memory_order_relaxed);
   return n > 0 ? static_cast<std::size_t>(n) : 0;
 }
 
@@ -134,7 +136,8 @@ std::string Server::bind(const std::string& listen) {
   so.timeout = ctx_.config.server.metrics_timeout;
   scraper_ = std::make_unique<datalayer::MetricsScraper>(
       std::move(targets), so, [this](std::size_t endpoint, const datalayer::EngineMetrics& m) {
-        ctx_.endpoints.at(endpoint).store_metrics(m.waiting, m.running, m.kv_cache_usage, datalayer::Clock::now());
+        ctx_.endpoints.at(endpoint).store_metrics(m.waiting, m.running, m.kv_cache_usage,
+                                                  datalayer::Clock::now());
         flowcontrol::EndpointMetrics em;
         em.waiting_queue_size = m.waiting;
         em.running_requests_size = m.running;
@@ -152,7 +155,8 @@ std::string Server::bind(const std::string& listen) {
   static_endpoints_ = ctx_.config.endpoints;
   if (!ctx_.config.server.endpoints_file.empty()) {
     watcher_ = std::make_unique<datalayer::EndpointsWatcher>(
-        scraper_->context(), ctx_.config.server.endpoints_file, ctx_.config.server.endpoints_file_poll_interval,
+        scraper_->context(), ctx_.config.server.endpoints_file,
+        ctx_.config.server.endpoints_file_poll_interval,
         [this](std::vector<config::EndpointConfig> file) { apply_endpoints_file(file); },
         [](const std::string& message) { SLUICE_LOG(kWarn, "endpoints", message); });
     apply_endpoints_file(watcher_->load_now());  // throws ConfigError: startup fails
@@ -185,13 +189,15 @@ void Server::reconcile_endpoints() {
       if (addresses.insert(c.address).second) wanted.push_back(&c);
   for (const auto* c : wanted) {
     const int existing = ctx_.endpoints.find(c->address);
-    if (existing >= 0 && !ctx_.endpoints.at(static_cast<std::size_t>(existing)).removed.load()) continue;
+    if (existing >= 0 && !ctx_.endpoints.at(static_cast<std::size_t>(existing)).removed.load())
+      continue;
     boost::system::error_code ec;
     tcp::resolver resolver(scraper_->context());
     auto results = resolver.resolve(c->host, std::to_string(c->port), ec);
     if (ec || results.empty()) {
       // Not added; the next change of the file or config tries again.
-      SLUICE_LOG(kWarn, "endpoints", "cannot resolve " << c->address << " (" << ec.message() << "); not added");
+      SLUICE_LOG(kWarn, "endpoints",
+                 "cannot resolve " << c->address << " (" << ec.message() << "); not added");
       continue;
     }
     const int slot = ctx_.endpoints.add(*c, results.begin()->endpoint());
@@ -200,7 +206,8 @@ void Server::reconcile_endpoints() {
       continue;
     }
     const auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(slot));
-    scraper_->add(static_cast<std::size_t>(slot), {ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
+    scraper_->add(static_cast<std::size_t>(slot),
+                  {ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
     SLUICE_LOG(kInfo, "endpoints", "added " << c->address << " (slot " << slot << ")");
   }
   for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
@@ -208,7 +215,8 @@ void Server::reconcile_endpoints() {
     if (ep.removed.load() || addresses.count(ep.config.address)) continue;
     ctx_.endpoints.remove(i);
     scraper_->remove(i);
-    SLUICE_LOG(kInfo, "endpoints", "removed " << ep.config.address << "; requests in flight on it finish");
+    SLUICE_LOG(kInfo, "endpoints",
+               "removed " << ep.config.address << "; requests in flight on it finish");
   }
   publish_endpoints();
 }
@@ -226,7 +234,8 @@ void Server::reload(std::function<void(ReloadResult)> done) {
   } catch (const std::exception& e) {
     res.error = std::string("cannot read ") + running_.source + ": " + e.what();
   }
-  const bool new_scheduling = res.error.empty() && next.scheduling_fingerprint != running_.scheduling_fingerprint;
+  const bool new_scheduling =
+      res.error.empty() && next.scheduling_fingerprint != running_.scheduling_fingerprint;
   auto reload = std::make_shared<flowcontrol::ControllerReload>();
   if (res.error.empty()) {
     try {
@@ -239,7 +248,9 @@ void Server::reload(std::function<void(ReloadResult)> done) {
     }
   }
   if (!res.error.empty()) {
-    SLUICE_LOG(kWarn, "reload", "config " << running_.source << " not applied; the running config stays: " << res.error);
+    SLUICE_LOG(
+        kWarn, "reload",
+        "config " << running_.source << " not applied; the running config stays: " << res.error);
     return done(std::move(res));
   }
 
@@ -263,7 +274,8 @@ void Server::reload(std::function<void(ReloadResult)> done) {
     compare.log_level = live.log_level;
     if (!(compare == live)) res.restart_needed.push_back("server");
   }
-  if (next.flow_control.enabled != ctx_.gated) res.restart_needed.push_back("featureGates.flowControl");
+  if (next.flow_control.enabled != ctx_.gated)
+    res.restart_needed.push_back("featureGates.flowControl");
   for (const auto& e : next.endpoints) {
     const int slot = ctx_.endpoints.find(e.address);
     if (slot < 0) continue;
@@ -274,7 +286,8 @@ void Server::reload(std::function<void(ReloadResult)> done) {
   std::string metrics_path = "/metrics";
   for (const auto& p : next.plugins) {
     if (p.type != "metrics-data-source" || !p.parameters || !p.parameters.IsMap()) continue;
-    if (auto path = p.parameters["path"]; path && path.IsScalar() && !path.Scalar().empty()) metrics_path = path.Scalar();
+    if (auto path = p.parameters["path"]; path && path.IsScalar() && !path.Scalar().empty())
+      metrics_path = path.Scalar();
   }
   if (metrics_path != ctx_.metrics_path) res.restart_needed.push_back("metrics-data-source.path");
 
@@ -282,13 +295,15 @@ void Server::reload(std::function<void(ReloadResult)> done) {
   if (!(next.flow_control == running_.flow_control)) res.applied.push_back("flowControl");
   if (!(next.flows == running_.flows)) res.applied.push_back("flows");
   if (!(next.objectives == running_.objectives)) res.applied.push_back("objectives");
-  if (!(next.saturation_detector == running_.saturation_detector)) res.applied.push_back("saturationDetector");
+  if (!(next.saturation_detector == running_.saturation_detector))
+    res.applied.push_back("saturationDetector");
   if (new_scheduling) res.applied.push_back("plugins/schedulingProfiles");
   if (!(next.endpoints == running_.endpoints)) res.applied.push_back("endpoints");
 
   // The gate does not change without a restart: not gated, the controller
   // stays a pass-through (no limits, no TTL).
-  reload->config = ctx_.gated ? flowcontrol::controller_config(next) : flowcontrol::ControllerConfig{};
+  reload->config =
+      ctx_.gated ? flowcontrol::controller_config(next) : flowcontrol::ControllerConfig{};
   for (const auto& f : next.flows) reload->weights[f.id] = f.weight;
   reload->staleness = next.saturation_detector.metrics_staleness_threshold;
   auto gated_config = next;
@@ -298,9 +313,10 @@ void Server::reload(std::function<void(ReloadResult)> done) {
                                                   : running_policy_->preparation);
   running_policy_ = policy;
   running_ = next;
-  SLUICE_LOG(kInfo, "reload", "config " << running_.source << " applying: " << res.applied.size()
-                                        << " section(s) changed"
-                                        << (res.restart_needed.empty() ? "" : "; some changes need a restart"));
+  SLUICE_LOG(kInfo, "reload",
+             "config " << running_.source << " applying: " << res.applied.size()
+                       << " section(s) changed"
+                       << (res.restart_needed.empty() ? "" : "; some changes need a restart"));
   for (const auto& r : res.restart_needed)
     SLUICE_LOG(kWarn, "reload", r << " changed; it applies only after a restart");
 
@@ -315,7 +331,9 @@ void Server::reload(std::function<void(ReloadResult)> done) {
     reconcile_endpoints();
     ctx_.flow_control->reconfigure(
         *data_producer_,
-        [reload](flowcontrol::Controller& c) { c.apply(std::move(*reload), flowcontrol::Clock::now()); },
+        [reload](flowcontrol::Controller& c) {
+          c.apply(std::move(*reload), flowcontrol::Clock::now());
+        },
         [this, policy, res = std::move(res), done = std::move(done)]() mutable {
           auto left = std::make_shared<std::atomic<std::size_t>>(workers_.size());
           auto shared_done = std::make_shared<std::function<void(ReloadResult)>>(std::move(done));
@@ -360,11 +378,12 @@ void Server::publish_endpoints() {
   for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
     const auto& ep = ctx_.endpoints.at(i);
     ids.push_back({ep.config.address, ep.config.engine,
-                   scheduling::Labels(ep.config.labels.begin(), ep.config.labels.end()), ep.removed.load()});
+                   scheduling::Labels(ep.config.labels.begin(), ep.config.labels.end()),
+                   ep.removed.load()});
   }
-  ctx_.flow_control->reconfigure(*data_producer_, [ids = std::move(ids)](flowcontrol::Controller& c) {
-    c.set_endpoints(ids);
-  });
+  ctx_.flow_control->reconfigure(
+      *data_producer_,
+      [ids = std::move(ids)](flowcontrol::Controller& c) { c.set_endpoints(ids); });
 }
 
 void Server::start() {
@@ -386,24 +405,26 @@ void Server::start() {
 
 void Server::do_accept() {
   Worker* target = workers_[next_worker_++ % workers_.size()].get();
-  acceptor_->async_accept(target->ioc.get_executor(), [this, target](boost::system::error_code ec, Socket s) {
-    if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
-    if (ec) {
-      // Out of descriptors and the like: back off briefly instead of spinning.
-      SLUICE_LOG(kWarn, "listener", "accept failed: " << ec.message());
-      auto timer = std::make_shared<net::steady_timer>(workers_[0]->ioc, std::chrono::milliseconds(50));
-      timer->async_wait([this, timer](boost::system::error_code) {
-        if (acceptor_->is_open()) do_accept();
+  acceptor_->async_accept(
+      target->ioc.get_executor(), [this, target](boost::system::error_code ec, Socket s) {
+        if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
+        if (ec) {
+          // Out of descriptors and the like: back off briefly instead of spinning.
+          SLUICE_LOG(kWarn, "listener", "accept failed: " << ec.message());
+          auto timer =
+              std::make_shared<net::steady_timer>(workers_[0]->ioc, std::chrono::milliseconds(50));
+          timer->async_wait([this, timer](boost::system::error_code) {
+            if (acceptor_->is_open()) do_accept();
+          });
+          return;
+        }
+        boost::system::error_code ignored;
+        s.set_option(tcp::no_delay(true), ignored);
+        net::post(target->ioc, [this, target, s = std::move(s)]() mutable {
+          std::make_shared<HttpSession>(std::move(s), *target, ctx_)->start();
+        });
+        do_accept();
       });
-      return;
-    }
-    boost::system::error_code ignored;
-    s.set_option(tcp::no_delay(true), ignored);
-    net::post(target->ioc, [this, target, s = std::move(s)]() mutable {
-      std::make_shared<HttpSession>(std::move(s), *target, ctx_)->start();
-    });
-    do_accept();
-  });
 }
 
 void Server::shutdown() {
@@ -411,11 +432,12 @@ void Server::shutdown() {
   const auto start = std::chrono::steady_clock::now();
   const auto grace = ctx_.config.server.shutdown_grace_period;
   const auto queue_deadline = std::min(ctx_.config.server.shutdown_queue_deadline, grace);
-  SLUICE_LOG(kInfo, "server", "shutting down: no longer accepting; queued requests have "
-                                  << std::chrono::duration_cast<std::chrono::milliseconds>(queue_deadline).count()
-                                  << " ms to be dispatched, in-flight ones "
-                                  << std::chrono::duration_cast<std::chrono::milliseconds>(grace).count()
-                                  << " ms to finish");
+  SLUICE_LOG(kInfo, "server",
+             "shutting down: no longer accepting; queued requests have "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(queue_deadline).count()
+                 << " ms to be dispatched, in-flight ones "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(grace).count()
+                 << " ms to finish");
   ctx_.shutting_down.store(true);
   ctx_.draining.store(true);
   net::post(workers_[0]->ioc, [this] {
@@ -432,11 +454,13 @@ void Server::shutdown() {
   }
   // Queued requests keep being dispatched (metrics still scraped) until the
   // queue is empty or its deadline passes; a shutdown poll, not a hot path.
-  while (ctx_.flow_control->queued() > 0 && std::chrono::steady_clock::now() - start < queue_deadline)
+  while (ctx_.flow_control->queued() > 0 &&
+         std::chrono::steady_clock::now() - start < queue_deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const std::size_t left = ctx_.flow_control->queued();
   if (left > 0)
-    SLUICE_LOG(kWarn, "server", left << " queued request(s) not dispatched by the deadline end as evicted-other");
+    SLUICE_LOG(kWarn, "server",
+               left << " queued request(s) not dispatched by the deadline end as evicted-other");
   // What is still queued ends now (EvictedOther, 503); their sessions answer
   // on their own threads, which still run.
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });

@@ -3,10 +3,9 @@
 // mutex), graceful shutdown with a deadline.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-
-#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <list>
@@ -56,7 +55,7 @@ struct ProxyContext {
   // The startup config. Its server: section is what runs (a reload cannot
   // change it); the rest is replaced by reloads (see Server::reload).
   config::Config config;
-  datalayer::EndpointSet endpoints;  // grows at runtime (endpoints file, reload)
+  datalayer::EndpointSet endpoints;             // grows at runtime (endpoints file, reload)
   std::shared_ptr<const RequestPolicy> policy;  // the startup one; workers hold theirs
   // The dispatcher: flow control (featureGates: [flowControl]) and the
   // scheduler; without the gate it only schedules, dispatching at once.
@@ -79,9 +78,9 @@ struct ProxyContext {
 // What a reload did.
 struct ReloadResult {
   bool ok = false;
-  std::string error;                       // !ok: why nothing changed
-  std::vector<std::string> applied;        // sections applied in place
-  std::vector<std::string> restart_needed; // changed, but only a restart applies them
+  std::string error;                        // !ok: why nothing changed
+  std::vector<std::string> applied;         // sections applied in place
+  std::vector<std::string> restart_needed;  // changed, but only a restart applies them
 };
 
 // One I/O thread: everything here is touched only by that thread.
@@ -101,16 +100,16 @@ struct Worker {
   // themselves from this list when the io_context destroys those handlers.
   std::list<HttpSession*> sessions;
   boost::asio::io_context ioc;
-  UpstreamPool pool;  // after ioc: its sockets must go before their io_context
-  std::uint32_t rotation = 0;      // tie-break for the endpoint picker
-  std::uint64_t request_seq = 0;   // for generated request ids
+  UpstreamPool pool;              // after ioc: its sockets must go before their io_context
+  std::uint32_t rotation = 0;     // tie-break for the endpoint picker
+  std::uint64_t request_seq = 0;  // for generated request ids
   std::uint64_t id_prefix = 0;
   std::unique_ptr<flowcontrol::ControllerShell::Producer> producer;  // this thread's queue token
   std::uint64_t cookie_seq = 0;
   flowcontrol::ControllerShell* shell = nullptr;
   std::shared_ptr<const RequestPolicy> policy;  // replaced on this thread by reloads
-  WorkerStats stats;        // this thread's requests, for /metrics
-  std::string log_scratch;  // the access-log line being formatted
+  WorkerStats stats;                            // this thread's requests, for /metrics
+  std::string log_scratch;                      // the access-log line being formatted
 
   // Wakes the dispatcher once for everything this thread pushed during the
   // current pass of its event loop (the flush runs after the handlers that

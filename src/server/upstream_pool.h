@@ -9,7 +9,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/core.hpp>
-
 #include <cstddef>
 #include <memory>
 #include <vector>

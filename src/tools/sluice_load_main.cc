@@ -37,13 +37,20 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) usage_error(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--scenario") scenario_path = value();
-    else if (a == "--target") target = value();
-    else if (a == "--json") json_path = value();
-    else if (a == "--html") html_path = value();
-    else if (a == "--duration") duration = value();
-    else if (a == "--max-requests") max_requests = value();
-    else if (a == "--quiet") quiet = true;
+    if (a == "--scenario")
+      scenario_path = value();
+    else if (a == "--target")
+      target = value();
+    else if (a == "--json")
+      json_path = value();
+    else if (a == "--html")
+      html_path = value();
+    else if (a == "--duration")
+      duration = value();
+    else if (a == "--max-requests")
+      max_requests = value();
+    else if (a == "--quiet")
+      quiet = true;
     else if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
@@ -61,7 +68,8 @@ int main(int argc, char** argv) {
   }
   if (!duration.empty()) {
     auto d = sluice::config::parse_duration(duration);
-    if (!d || *d <= sluice::load::Duration::zero()) usage_error("--duration must be a duration like 30s");
+    if (!d || *d <= sluice::load::Duration::zero())
+      usage_error("--duration must be a duration like 30s");
     s.duration = *d;
     if (s.warmup >= s.duration) s.warmup = {};
   }
@@ -72,7 +80,8 @@ int main(int argc, char** argv) {
     s.max_requests = n;
   }
   if (target.empty()) target = s.target;
-  if (target.empty()) usage_error("no target: give --target http://HOST:PORT or target: in the scenario");
+  if (target.empty())
+    usage_error("no target: give --target http://HOST:PORT or target: in the scenario");
   if (target.rfind("http://", 0) != 0) usage_error("--target must start with http://");
   std::string hostport = target.substr(7);
   if (auto slash = hostport.find('/'); slash != std::string::npos) hostport.resize(slash);
@@ -101,9 +110,10 @@ int main(int argc, char** argv) {
   // The measured window ends when arrivals did (earlier than the duration
   // if the request cap stopped them): rates are per second of offered load.
   double window_end = std::chrono::duration<double>(s.duration).count();
-  if (run.arrivals_end > window_start && run.arrivals_end < window_end) window_end = run.arrivals_end;
-  auto stats = sluice::load::compute_stats(run.records, names, weights, groups, run.active, run.not_sent, window_start,
-                                           window_end, run.end);
+  if (run.arrivals_end > window_start && run.arrivals_end < window_end)
+    window_end = run.arrivals_end;
+  auto stats = sluice::load::compute_stats(run.records, names, weights, groups, run.active,
+                                           run.not_sent, window_start, window_end, run.end);
   if (!quiet) std::cout << sluice::load::terminal_report(s, stats);
   if (!json_path.empty()) {
     std::ofstream out(json_path);

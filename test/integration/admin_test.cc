@@ -1,12 +1,12 @@
 // The admin plane with real processes: health, readiness, flows, bands,
 // endpoints, the bearer token, and bad input that changes nothing.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "flow_control_harness.h"
@@ -58,7 +58,8 @@ TEST(Admin, FlowsListAndOverridesWithValidation) {
   HttpClient client(kHost, sluice->port());
   HttpClient admin(kHost, sluice->admin_port());
   for (const char* f : {"tenant-a", "tenant-b", "tenant-a"}) {
-    auto r = client.post_json("/v1/completions", completion_body(1), {{"x-gateway-inference-fairness-id", f}});
+    auto r = client.post_json("/v1/completions", completion_body(1),
+                              {{"x-gateway-inference-fairness-id", f}});
     ASSERT_EQ(r.status, 200);
   }
   auto flows = json::parse(admin.request("GET", "/admin/v1/flows").body);
@@ -68,7 +69,8 @@ TEST(Admin, FlowsListAndOverridesWithValidation) {
   EXPECT_EQ(dispatched["tenant-b"], 1u);
 
   auto put = [&](const std::string& id, const std::string& body) {
-    return admin.request("PUT", "/admin/v1/flows/" + id, body, {{"Content-Type", "application/json"}});
+    return admin.request("PUT", "/admin/v1/flows/" + id, body,
+                         {{"Content-Type", "application/json"}});
   };
   auto r = put("tenant-a", R"({"weight": 3, "maxQueued": 10})");
   ASSERT_EQ(r.status, 200) << r.body;
@@ -125,7 +127,10 @@ TEST(Admin, MutationsNeedTheBearerToken) {
   TempFile cfg(admin_config(mock->address()));
   auto sluice = start_sluice(cfg, {"--admin-token-file", token.path()});
   HttpClient client(kHost, sluice->port());
-  ASSERT_EQ(client.post_json("/v1/completions", completion_body(1), {{"x-gateway-inference-fairness-id", "t"}}).status,
+  ASSERT_EQ(client
+                .post_json("/v1/completions", completion_body(1),
+                           {{"x-gateway-inference-fairness-id", "t"}})
+                .status,
             200);
   HttpClient admin(kHost, sluice->admin_port());
   EXPECT_EQ(admin.request("GET", "/admin/v1/flows").status, 200);  // reads are open
@@ -136,7 +141,8 @@ TEST(Admin, MutationsNeedTheBearerToken) {
   Headers wrong = json_ct;
   wrong.emplace_back("Authorization", "Bearer s3cret-tokeN");
   EXPECT_EQ(admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", wrong).status, 401);
-  EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/flows/t").body)["override"], json::object());
+  EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/flows/t").body)["override"],
+            json::object());
   Headers right = json_ct;
   right.emplace_back("Authorization", "Bearer s3cret-token");
   EXPECT_EQ(admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", right).status, 200);
@@ -180,30 +186,44 @@ TEST(Admin, MetricsPassPromtoolUnderLoad) {
       }
     });
   HttpClient admin(kHost, sluice->admin_port());
-  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), "mock_requests_total") >= 20; }));
+  ASSERT_TRUE(
+      eventually([&] { return scrape_metric(kHost, mock->port(), "mock_requests_total") >= 20; }));
   // One error with a known model: an invalid TTL header.
   HttpClient bad(kHost, sluice->port());
-  EXPECT_EQ(bad.post_json("/v1/completions", completion_body(1), {{"x-gateway-inference-ttl-ms", "soon"}}).status, 400);
+  EXPECT_EQ(
+      bad.post_json("/v1/completions", completion_body(1), {{"x-gateway-inference-ttl-ms", "soon"}})
+          .status,
+      400);
   auto r = admin.request("GET", "/metrics");
   stop = true;
   for (auto& t : load) t.join();
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.header("content-type"), "text/plain; version=0.0.4");
-  for (const char* name :
-       {"inference_extension_flow_control_queue_size", "inference_extension_flow_control_queue_bytes",
-        "inference_extension_flow_control_pool_saturation", "inference_pool_average_kv_cache_utilization",
-        "inference_pool_average_queue_size", "inference_pool_ready_pods",
-        "inference_extension_scheduler_e2e_duration_seconds_bucket",
-        "inference_extension_plugin_duration_seconds_bucket", "sluice_dispatcher_wakeups_total",
-        "sluice_endpoint_in_flight", "inference_objective_request_total{model_name=\"mock-model\"",
-        "inference_objective_request_error_total{model_name=\"mock-model\",target_model_name=\"mock-model\","
-        "error_code=\"invalid-ttl\"} 1",
-        "inference_objective_request_duration_seconds_bucket", "inference_objective_input_tokens_bucket",
-        "inference_objective_output_tokens_bucket", "inference_objective_running_requests",
-        "inference_extension_flow_control_request_queue_duration_seconds_bucket{fairness_id=\"t0\",priority=\"0\","
-        "outcome=\"Dispatched\"",
-        "sluice_requests_total{outcome=\"served\"}", "sluice_upstream_connections_total",
-        "sluice_upstream_errors_total", "sluice_dispatcher_events_total"})
+  for (const char* name : {"inference_extension_flow_control_queue_size",
+                           "inference_extension_flow_control_queue_bytes",
+                           "inference_extension_flow_control_pool_saturation",
+                           "inference_pool_average_kv_cache_utilization",
+                           "inference_pool_average_queue_size",
+                           "inference_pool_ready_pods",
+                           "inference_extension_scheduler_e2e_duration_seconds_bucket",
+                           "inference_extension_plugin_duration_seconds_bucket",
+                           "sluice_dispatcher_wakeups_total",
+                           "sluice_endpoint_in_flight",
+                           "inference_objective_request_total{model_name=\"mock-model\"",
+                           "inference_objective_request_error_total{model_name=\"mock-model\","
+                           "target_model_name=\"mock-model\","
+                           "error_code=\"invalid-ttl\"} 1",
+                           "inference_objective_request_duration_seconds_bucket",
+                           "inference_objective_input_tokens_bucket",
+                           "inference_objective_output_tokens_bucket",
+                           "inference_objective_running_requests",
+                           "inference_extension_flow_control_request_queue_duration_seconds_bucket{"
+                           "fairness_id=\"t0\",priority=\"0\","
+                           "outcome=\"Dispatched\"",
+                           "sluice_requests_total{outcome=\"served\"}",
+                           "sluice_upstream_connections_total",
+                           "sluice_upstream_errors_total",
+                           "sluice_dispatcher_events_total"})
     EXPECT_NE(r.body.find(name), std::string::npos) << name;
   TempFile scrape(r.body, "metrics.txt");
   const std::string cmd = "promtool check metrics < " + scrape.path() + " 2>&1";
@@ -225,10 +245,12 @@ TEST(Admin, MetricsPassPromtoolUnderLoad) {
     auto at = after.find("\n" + series + " ");
     return at == std::string::npos ? -1.0 : std::stod(after.substr(at + series.size() + 2));
   };
-  EXPECT_EQ(value("inference_objective_request_total{model_name=\"mock-model\",target_model_name=\"mock-model\"}"),
+  EXPECT_EQ(value("inference_objective_request_total{model_name=\"mock-model\",target_model_name="
+                  "\"mock-model\"}"),
             sent + 1);
   EXPECT_EQ(value("sluice_requests_total{outcome=\"served\"}"), statuses[200]);
-  EXPECT_EQ(value("inference_objective_request_duration_seconds_count{model_name=\"mock-model\",target_model_name=\"mock-model\"}"),
+  EXPECT_EQ(value("inference_objective_request_duration_seconds_count{model_name=\"mock-model\","
+                  "target_model_name=\"mock-model\"}"),
             statuses[200]);
   EXPECT_EQ(value("inference_objective_running_requests{model_name=\"mock-model\"}"), 0);
 }
@@ -311,8 +333,10 @@ TEST(Admin, BandsChangeAtRuntimeWithValidation) {
   HttpClient admin(kHost, sluice->admin_port());
   const Headers ct = {{"Content-Type", "application/json"}};
   EXPECT_EQ(admin.request("GET", "/admin/v1/bands/50").status, 404);
-  auto r = admin.request("PUT", "/admin/v1/bands/50",
-                         R"({"maxRequests": 7, "fairnessPolicy": "vtc-fairness-policy", "antiStarvationShare": 0.2})", ct);
+  auto r = admin.request(
+      "PUT", "/admin/v1/bands/50",
+      R"({"maxRequests": 7, "fairnessPolicy": "vtc-fairness-policy", "antiStarvationShare": 0.2})",
+      ct);
   ASSERT_EQ(r.status, 200) << r.body;
   auto b = json::parse(admin.request("GET", "/admin/v1/bands/50").body);
   EXPECT_EQ(b["maxRequests"], 7);
@@ -347,4 +371,3 @@ TEST(Admin, BandsChangeAtRuntimeWithValidation) {
 
 }  // namespace
 }  // namespace sluice::test
-

@@ -20,11 +20,13 @@ TEST(Cli, InvalidConfigExitsTwoNamingFieldAndLine) {
   TempFile bad("server:\n  listen: 127.0.0.1:0\n  maxBodyBytes: lots\n");
   std::string err;
   EXPECT_EQ(run_sluice({"--config", bad.path()}, &err), 2);
-  EXPECT_NE(err.find("config.yaml:3: server.maxBodyBytes: expected a size"), std::string::npos) << err;
+  EXPECT_NE(err.find("config.yaml:3: server.maxBodyBytes: expected a size"), std::string::npos)
+      << err;
 
   TempFile unknown("endpoints:\n  - address: 127.0.0.1:1\n    enigne: vllm\n");
   EXPECT_EQ(run_sluice({"--config", unknown.path()}, &err), 2);
-  EXPECT_NE(err.find("config.yaml:3: endpoints[0].enigne: unknown field"), std::string::npos) << err;
+  EXPECT_NE(err.find("config.yaml:3: endpoints[0].enigne: unknown field"), std::string::npos)
+      << err;
 }
 
 TEST(Cli, UsageErrorsExitTwo) {

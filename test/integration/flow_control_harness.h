@@ -3,7 +3,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <thread>
 
 #include "harness.h"
@@ -12,21 +11,29 @@ namespace sluice::test {
 
 inline const std::string kHost = "127.0.0.1";
 
-inline std::string fc_config(const std::string& endpoint, int max_concurrency, const std::string& fairness,
-                      const std::string& flow_control_extra = "") {
+inline std::string fc_config(const std::string& endpoint, int max_concurrency,
+                             const std::string& fairness,
+                             const std::string& flow_control_extra = "") {
   return "server:\n  listen: 127.0.0.1:0\n  threads: 2\n"
-         "endpoints:\n  - address: " + endpoint + "\n"
+         "endpoints:\n  - address: " +
+         endpoint +
+         "\n"
          "featureGates: [flowControl]\n"
          "plugins:\n"
          "  - type: concurrency-detector\n"
-         "    parameters: {maxConcurrency: " + std::to_string(max_concurrency) + "}\n"
-         "  - type: " + fairness + "\n"
+         "    parameters: {maxConcurrency: " +
+         std::to_string(max_concurrency) +
+         "}\n"
+         "  - type: " +
+         fairness +
+         "\n"
          "saturationDetector: {pluginRef: concurrency-detector}\n"
          "objectives:\n"
          "  - {name: interactive, priority: 100}\n"
          "  - {name: best-effort, priority: -10}\n"
          "flowControl:\n"
-         "  defaultPriorityBand: {fairnessPolicyRef: " + fairness + "}\n" + flow_control_extra;
+         "  defaultPriorityBand: {fairnessPolicyRef: " +
+         fairness + "}\n" + flow_control_extra;
 }
 
 // `config` (from fc_config) with extra `server:` lines.
@@ -42,7 +49,8 @@ inline Headers flow(const std::string& id, const std::string& objective = "") {
   return h;
 }
 
-inline void expect_outcome(const Response& r, int status, const std::string& reason, bool retry_after) {
+inline void expect_outcome(const Response& r, int status, const std::string& reason,
+                           bool retry_after) {
   EXPECT_EQ(r.status, status) << r.error << r.body;
   EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), reason);
   EXPECT_EQ(!r.header("retry-after").empty(), retry_after);
@@ -68,7 +76,8 @@ inline Response post_until_queued(std::uint16_t port, const Headers& headers) {
   Response r;
   for (int attempt = 0; attempt < 500; ++attempt) {
     r = c.post_json("/v1/completions", completion_body(2), headers);
-    if (!(r.status == 429 && r.header("x-gateway-inference-dropped-reason") == "rejected-capacity")) break;
+    if (!(r.status == 429 && r.header("x-gateway-inference-dropped-reason") == "rejected-capacity"))
+      break;
   }
   return r;
 }

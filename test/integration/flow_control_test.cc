@@ -1,10 +1,9 @@
 // Flow control end to end: real sluice with featureGates: [flowControl] in
 // front of real sluice-mock processes. The concurrency detector gates on
 // sluice's own in-flight count, so no metrics scraping is involved.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "flow_control_harness.h"
@@ -25,8 +24,10 @@ TEST(FlowControl, ClientsLeavingWhileQueuedNeverReachTheEndpoint) {
     for (int i = 0; i < 5; ++i) {
       RawConnection raw(kHost, sluice->port());
       std::string body = completion_body(5);
-      raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+      raw.send(
+          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body);
     }  // each connection closes here, while its request waits
   }
   // The occupier finished; one more request goes through.
@@ -69,12 +70,14 @@ TEST(FlowControl, CapacityRejectionAndDisplacementOnTheWire) {
   Occupier busy(sluice->port(), *mock);
   // One best-effort request waits in the only queue slot.
   Response displaced;
-  std::thread low([&] { displaced = post_until_queued(sluice->port(), flow("bulk", "best-effort")); });
+  std::thread low(
+      [&] { displaced = post_until_queued(sluice->port(), flow("bulk", "best-effort")); });
   EXPECT_TRUE(eventually([&] { return queue_full(sluice->port(), flow("bulk2", "best-effort")); }));
   {
     HttpClient probe(kHost, sluice->port());
-    expect_outcome(probe.post_json("/v1/completions", completion_body(2), flow("bulk3", "best-effort")),
-                   429, "rejected-capacity", true);
+    expect_outcome(
+        probe.post_json("/v1/completions", completion_body(2), flow("bulk3", "best-effort")), 429,
+        "rejected-capacity", true);
   }
   // An interactive request displaces it and is served.
   HttpClient c(kHost, sluice->port(), 30000ms);
@@ -95,7 +98,8 @@ TEST(FlowControl, UnknownObjectiveIsPriorityZero) {
   auto sluice = start_sluice(cfg);
   Occupier busy(sluice->port(), *mock);
   Response queued;
-  std::thread t([&] { queued = post_until_queued(sluice->port(), flow("x", "no-such-objective")); });
+  std::thread t(
+      [&] { queued = post_until_queued(sluice->port(), flow("x", "no-such-objective")); });
   EXPECT_TRUE(eventually([&] { return queue_full(sluice->port(), flow("y")); }));
   t.join();
   EXPECT_EQ(queued.status, 200);
@@ -106,8 +110,9 @@ TEST(FlowControl, UnknownObjectiveIsPriorityZero) {
 TEST(FlowControl, ShutdownAnswersQueuedRequestsEvictedOther) {
   auto mock = start_mock({"--decode-ms-per-token", "10"});
   // No time to dispatch what is queued: it ends at once.
-  TempFile cfg(with_server(fc_config(mock->address(), 1, "round-robin-fairness-policy", "  maxRequests: 1\n"),
-                           "  shutdownQueueDeadline: 1ms\n"));
+  TempFile cfg(with_server(
+      fc_config(mock->address(), 1, "round-robin-fairness-policy", "  maxRequests: 1\n"),
+      "  shutdownQueueDeadline: 1ms\n"));
   auto sluice = start_sluice(cfg);
   Occupier busy(sluice->port(), *mock);
   Response queued;
@@ -128,12 +133,15 @@ namespace {
 
 std::string utilization_config(const std::string& endpoint, const std::string& extra = "") {
   return "server:\n  listen: 127.0.0.1:0\n  threads: 2\n"
-         "endpoints:\n  - address: " + endpoint + "\n"
+         "endpoints:\n  - address: " +
+         endpoint +
+         "\n"
          "featureGates: [flowControl]\n"
          "plugins:\n"
          "  - type: round-robin-fairness-policy\n"
          "flowControl:\n"
-         "  defaultPriorityBand: {fairnessPolicyRef: round-robin-fairness-policy}\n" + extra;
+         "  defaultPriorityBand: {fairnessPolicyRef: round-robin-fairness-policy}\n" +
+         extra;
 }
 
 // GIE's default detector: sluice scrapes the mock's vLLM metrics and

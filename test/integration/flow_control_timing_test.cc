@@ -78,7 +78,8 @@ TEST(FlowControl, HighPriorityLatencyHoldsUnderALowPriorityFlood) {
     flood.emplace_back([&] {
       HttpClient c(kHost, sluice->port(), 60000ms);
       while (!stop) {
-        if (c.post_json("/v1/completions", completion_body(10), flow("batch", "best-effort")).status == 200)
+        if (c.post_json("/v1/completions", completion_body(10), flow("batch", "best-effort"))
+                .status == 200)
           ++flood_done;
       }
     });
@@ -87,7 +88,8 @@ TEST(FlowControl, HighPriorityLatencyHoldsUnderALowPriorityFlood) {
   double flooded = measure();
   stop = true;
   for (auto& t : flood) t.join();
-  std::printf("interactive median latency: %.1f ms alone, %.1f ms under the flood\n", alone, flooded);
+  std::printf("interactive median latency: %.1f ms alone, %.1f ms under the flood\n", alone,
+              flooded);
   EXPECT_LT(flooded, 1.2 * alone);
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
@@ -106,8 +108,10 @@ TEST(FlowControl, WeightChangeUnderFloodMovesTheShares) {
     HttpClient c(kHost, sluice->port(), 30000ms);
     while (!stop) {
       auto r = c.post_json("/v1/completions", completion_body(8), flow(id));
-      if (r.status == 200) ++done;
-      else ++errors;
+      if (r.status == 200)
+        ++done;
+      else
+        ++errors;
     }
   };
   std::vector<std::thread> threads;
@@ -121,7 +125,8 @@ TEST(FlowControl, WeightChangeUnderFloodMovesTheShares) {
   ASSERT_TRUE(eventually([&] { return done_a + done_b > 40; }, 20000ms));
   auto [a1, b1] = window();
   HttpClient admin(kHost, sluice->admin_port());
-  auto put = admin.request("PUT", "/admin/v1/flows/a", R"({"weight": 3})", {{"Content-Type", "application/json"}});
+  auto put = admin.request("PUT", "/admin/v1/flows/a", R"({"weight": 3})",
+                           {{"Content-Type", "application/json"}});
   ASSERT_EQ(put.status, 200) << put.body;
   std::this_thread::sleep_for(1000ms);  // the change settles (VTC counters converge)
   auto [a2, b2] = window();
@@ -129,8 +134,8 @@ TEST(FlowControl, WeightChangeUnderFloodMovesTheShares) {
   for (auto& t : threads) t.join();
   const double before = static_cast<double>(a1) / (a1 + b1);
   const double after = static_cast<double>(a2) / (a2 + b2);
-  std::printf("share of flow a: %.3f before (weights 1:1), %.3f after (3:1); served %d, %d\n", before, after,
-              a1 + b1, a2 + b2);
+  std::printf("share of flow a: %.3f before (weights 1:1), %.3f after (3:1); served %d, %d\n",
+              before, after, a1 + b1, a2 + b2);
   EXPECT_EQ(errors.load(), 0);
   ASSERT_GT(a1 + b1, 60);
   ASSERT_GT(a2 + b2, 60);

@@ -3,16 +3,16 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/wait.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -44,7 +44,8 @@ inline std::string make_config(const std::vector<std::string>& endpoints,
   return c;
 }
 
-inline std::unique_ptr<Process> start_sluice(const TempFile& config, std::vector<std::string> args = {},
+inline std::unique_ptr<Process> start_sluice(const TempFile& config,
+                                             std::vector<std::string> args = {},
                                              bool capture_stderr = false) {
   std::vector<std::string> argv = {SLUICE_BIN, "--config", config.path()};
   // Tests run in parallel: the admin plane on a free port too, unless the
@@ -81,7 +82,9 @@ inline bool eventually(const std::function<bool()>& condition,
 inline int run_shell(const std::string& cmd) {
   pid_t pid = -1;
   const char* argv[] = {"sh", "-c", cmd.c_str(), nullptr};
-  if (::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) return -1;
+  if (::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) !=
+      0)
+    return -1;
   int status = -1;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

@@ -1,13 +1,12 @@
 // sluice-load against a real sluice: the JSON report's counts reconcile with
 // sluice's own /metrics — every request sent is accounted for exactly once.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
 
 #include <cerrno>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "flow_control_harness.h"
 
@@ -39,11 +38,13 @@ flows:
     fairnessId: closed-tenant
     arrival: {type: closed, clients: 3}
     maxTokens: {type: uniform, min: 2, max: 6}
-)", "scenario.yaml");
+)",
+                    "scenario.yaml");
   TempFile out("", "report.json");
   TempFile html("", "report.html");
-  const std::string cmd = std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() + " --target http://" +
-                          sluice->address() + " --json " + out.path() + " --html " + html.path() + " --quiet";
+  const std::string cmd = std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() +
+                          " --target http://" + sluice->address() + " --json " + out.path() +
+                          " --html " + html.path() + " --quiet";
   ASSERT_EQ(run_shell(cmd), 0);
   std::ifstream in(out.path());
   json report = json::parse(in, nullptr, false);
@@ -66,7 +67,8 @@ flows:
     flow_sent += f["sent"].get<int>();
     for (auto it = f["outcomes"].begin(); it != f["outcomes"].end(); ++it) {
       const std::string k = it.key();
-      if (k.rfind("429 ", 0) == 0 || k.rfind("503 ", 0) == 0) reasons[k.substr(4)] += it.value().get<int>();
+      if (k.rfind("429 ", 0) == 0 || k.rfind("503 ", 0) == 0)
+        reasons[k.substr(4)] += it.value().get<int>();
     }
   }
   EXPECT_EQ(flow_sent, sent);
@@ -83,14 +85,15 @@ flows:
   std::ifstream h(html.path());
   const std::string page((std::istreambuf_iterator<char>(h)), {});
   EXPECT_NE(page.find("<svg"), std::string::npos);
-  EXPECT_EQ(page.find("http://www.w3.org/2000/svg' width"), page.find("http://www.w3.org/2000/svg"));  // inline only
+  EXPECT_EQ(page.find("http://www.w3.org/2000/svg' width"),
+            page.find("http://www.w3.org/2000/svg"));  // inline only
   EXPECT_EQ(page.find("<script src"), std::string::npos);
   EXPECT_EQ(page.find("<link"), std::string::npos);
 
   // A bad scenario: exit 2, the field named.
   TempFile broken("flows:\n  - name: a\n    arrival: {type: poisson, rate: -1}\n", "bad.yaml");
-  EXPECT_EQ(run_shell(std::string(SLUICE_LOAD_BIN) + " --scenario " + broken.path() + " --target http://" +
-                sluice->address() + " 2>/dev/null"),
+  EXPECT_EQ(run_shell(std::string(SLUICE_LOAD_BIN) + " --scenario " + broken.path() +
+                      " --target http://" + sluice->address() + " 2>/dev/null"),
             2);
   EXPECT_EQ(sluice->stop(), 0);
 }
@@ -109,10 +112,11 @@ flows:
     promptTokens: {type: normal, mean: 40, stddev: 10, min: 5}
     maxTokens: 5
     stream: true
-)", "chat.yaml");
+)",
+                    "chat.yaml");
   TempFile out("", "chat.json");
-  ASSERT_EQ(run_shell(std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() + " --target http://" +
-                mock->address() + " --json " + out.path() + " --quiet"),
+  ASSERT_EQ(run_shell(std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() +
+                      " --target http://" + mock->address() + " --json " + out.path() + " --quiet"),
             0);
   std::ifstream in(out.path());
   json report = json::parse(in, nullptr, false);

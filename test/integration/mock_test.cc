@@ -1,7 +1,6 @@
 // sluice-mock on its own: the OpenAI surface, metrics names, batching,
 // determinism.
 #include <nlohmann/json.hpp>
-
 #include <thread>
 
 #include "harness.h"
@@ -29,7 +28,8 @@ TEST(Mock, VllmMetricsAndHealth) {
 TEST(Mock, SglangMetricNames) {
   auto mock = start_mock({"--engine", "sglang"});
   auto body = HttpClient(kHost, mock->port()).request("GET", "/metrics").body;
-  for (const char* name : {"sglang:num_queue_reqs{", "sglang:num_running_reqs{", "sglang:token_usage{"})
+  for (const char* name :
+       {"sglang:num_queue_reqs{", "sglang:num_running_reqs{", "sglang:token_usage{"})
     EXPECT_NE(body.find(name), std::string::npos) << name;
   EXPECT_EQ(body.find("vllm:"), std::string::npos);
   EXPECT_EQ(mock->stop(), 0);
@@ -40,9 +40,13 @@ TEST(Mock, BatchIsBoundedAndTheRestWaits) {
   const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
   const std::string waiting = "vllm:num_requests_waiting{model_name=\"mock-model\"}";
   Response first, second;
-  std::thread t1([&] { first = HttpClient(kHost, mock->port()).post_json("/v1/completions", completion_body(40)); });
+  std::thread t1([&] {
+    first = HttpClient(kHost, mock->port()).post_json("/v1/completions", completion_body(40));
+  });
   ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 1; }));
-  std::thread t2([&] { second = HttpClient(kHost, mock->port()).post_json("/v1/completions", completion_body(5)); });
+  std::thread t2([&] {
+    second = HttpClient(kHost, mock->port()).post_json("/v1/completions", completion_body(5));
+  });
   EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), waiting) == 1; }));
   EXPECT_EQ(scrape_metric(kHost, mock->port(), running), 1);
   t1.join();

@@ -2,16 +2,15 @@
 // (POST /admin/v1/reload and SIGHUP, valid and invalid, under load), drain,
 // graceful shutdown of queued requests, the access log and sluice-ctl.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <atomic>
-#include <cstdlib>
-#include <fstream>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "flow_control_harness.h"
@@ -36,15 +35,17 @@ class Load {
  public:
   Load(std::uint16_t port, int threads, std::vector<Headers> headers) {
     for (int t = 0; t < threads; ++t)
-      threads_.emplace_back([this, port, h = headers[static_cast<std::size_t>(t) % headers.size()]] {
-        HttpClient c(kHost, port, 20000ms);
-        for (int i = 0; i < 5000 && !stop_; ++i) {
-          auto r = c.post_json("/v1/completions", completion_body(2), h);
-          std::lock_guard lock(mu_);
-          statuses_[r.status] += 1;
-          if (r.status != 200 && errors_.size() < 5) errors_.push_back(std::to_string(r.status) + " " + r.error + r.body);
-        }
-      });
+      threads_.emplace_back(
+          [this, port, h = headers[static_cast<std::size_t>(t) % headers.size()]] {
+            HttpClient c(kHost, port, 20000ms);
+            for (int i = 0; i < 5000 && !stop_; ++i) {
+              auto r = c.post_json("/v1/completions", completion_body(2), h);
+              std::lock_guard lock(mu_);
+              statuses_[r.status] += 1;
+              if (r.status != 200 && errors_.size() < 5)
+                errors_.push_back(std::to_string(r.status) + " " + r.error + r.body);
+            }
+          });
   }
   ~Load() { stop(); }
   void stop() {
@@ -103,7 +104,8 @@ bool has_band(HttpClient& admin, int priority) {
 
 int live_endpoints(HttpClient& admin) {
   int n = 0;
-  for (const auto& e : get_json(admin, "/admin/v1/endpoints")) n += e["removed"].get<bool>() ? 0 : 1;
+  for (const auto& e : get_json(admin, "/admin/v1/endpoints"))
+    n += e["removed"].get<bool>() ? 0 : 1;
   return n;
 }
 
@@ -116,30 +118,35 @@ TEST(Operator, ReloadValidAndInvalidUnderLoadLosesNothing) {
   TempFile cfg(reload_config({mock_a->address()}, ""));
   auto sluice = start_sluice(cfg, {}, /*capture_stderr=*/true);
   HttpClient admin(kHost, sluice->admin_port());
-  Load load(sluice->port(), 4, {flow("tenant-a"), flow("tenant-b", "batch"), flow("tenant-c", "premium")});
+  Load load(sluice->port(), 4,
+            {flow("tenant-a"), flow("tenant-b", "batch"), flow("tenant-c", "premium")});
   ASSERT_TRUE(eventually([&] { return load.total() >= 50; }, 10000ms));
 
   // Valid: a premium objective in its own band, tenant-a weighted 3, a
   // second endpoint, and a scheduling profile with the queue scorer.
-  rewrite(cfg, "server:\n  listen: 127.0.0.1:0\n  threads: 2\nendpoints:\n  - address: " + mock_a->address() +
-                   "\n  - address: " + mock_b->address() +
-                   "\nfeatureGates: [flowControl]\n"
-                   "plugins:\n"
-                   "  - type: concurrency-detector\n"
-                   "    parameters: {maxConcurrency: 4}\n"
-                   "  - type: queue-scorer\n"
-                   "  - type: max-score-picker\n"
-                   "schedulingProfiles:\n  - name: default\n    plugins:\n      - pluginRef: queue-scorer\n"
-                   "      - pluginRef: max-score-picker\n"
-                   "saturationDetector: {pluginRef: concurrency-detector}\n"
-                   "objectives:\n  - {name: batch, priority: -1}\n  - {name: premium, priority: 10}\n"
-                   "flows:\n  - {id: tenant-a, weight: 3}\n"
-                   "flowControl:\n  priorityBands:\n    - {priority: 10, maxRequests: 50}\n");
+  rewrite(
+      cfg,
+      "server:\n  listen: 127.0.0.1:0\n  threads: 2\nendpoints:\n  - address: " +
+          mock_a->address() + "\n  - address: " + mock_b->address() +
+          "\nfeatureGates: [flowControl]\n"
+          "plugins:\n"
+          "  - type: concurrency-detector\n"
+          "    parameters: {maxConcurrency: 4}\n"
+          "  - type: queue-scorer\n"
+          "  - type: max-score-picker\n"
+          "schedulingProfiles:\n  - name: default\n    plugins:\n      - pluginRef: queue-scorer\n"
+          "      - pluginRef: max-score-picker\n"
+          "saturationDetector: {pluginRef: concurrency-detector}\n"
+          "objectives:\n  - {name: batch, priority: -1}\n  - {name: premium, priority: 10}\n"
+          "flows:\n  - {id: tenant-a, weight: 3}\n"
+          "flowControl:\n  priorityBands:\n    - {priority: 10, maxRequests: 50}\n");
   auto r = admin.request("POST", "/admin/v1/reload");
   ASSERT_EQ(r.status, 200) << r.body;
   auto applied = json::parse(r.body)["applied"];
-  for (const char* section : {"flowControl", "flows", "objectives", "plugins/schedulingProfiles", "endpoints"})
-    EXPECT_NE(std::find(applied.begin(), applied.end(), section), applied.end()) << section << " in " << r.body;
+  for (const char* section :
+       {"flowControl", "flows", "objectives", "plugins/schedulingProfiles", "endpoints"})
+    EXPECT_NE(std::find(applied.begin(), applied.end(), section), applied.end())
+        << section << " in " << r.body;
   EXPECT_TRUE(json::parse(r.body)["restartRequired"].empty()) << r.body;
   // Applied once the reply came: the band, the endpoint, the weight.
   EXPECT_TRUE(has_band(admin, 10));
@@ -149,13 +156,16 @@ TEST(Operator, ReloadValidAndInvalidUnderLoadLosesNothing) {
   for (const auto& f : tenant_a["flows"]) weighted = f["weight"] == 3.0;
   EXPECT_TRUE(weighted);
   // New requests of the premium objective go to band 10; the new endpoint serves.
-  EXPECT_TRUE(eventually([&] {
-    const json tenant_c = get_json(admin, "/admin/v1/flows/tenant-c");
-    for (const auto& f : tenant_c["flows"])
-      if (f["band"] == 10 && f["dispatched"].get<int>() > 0) return true;
-    return false;
-  }, 10000ms));
-  EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock_b->port(), "mock_requests_total") >= 5; }, 10000ms));
+  EXPECT_TRUE(eventually(
+      [&] {
+        const json tenant_c = get_json(admin, "/admin/v1/flows/tenant-c");
+        for (const auto& f : tenant_c["flows"])
+          if (f["band"] == 10 && f["dispatched"].get<int>() > 0) return true;
+        return false;
+      },
+      10000ms));
+  EXPECT_TRUE(eventually(
+      [&] { return scrape_metric(kHost, mock_b->port(), "mock_requests_total") >= 5; }, 10000ms));
 
   // Invalid (an unknown field): 400 with the file's line, nothing changes.
   const std::string valid_text = [&] {
@@ -168,7 +178,8 @@ TEST(Operator, ReloadValidAndInvalidUnderLoadLosesNothing) {
   auto err = json::parse(r.body, nullptr, false);
   ASSERT_FALSE(err.is_discarded());
   EXPECT_EQ(err["error"]["code"], "invalid-config");
-  EXPECT_NE(err["error"]["message"].get<std::string>().find("flowControll"), std::string::npos) << r.body;
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("flowControll"), std::string::npos)
+      << r.body;
   EXPECT_TRUE(has_band(admin, 10));
   EXPECT_EQ(live_endpoints(admin), 2);
   // A plugin that cannot be built is invalid too.
@@ -184,7 +195,8 @@ TEST(Operator, ReloadValidAndInvalidUnderLoadLosesNothing) {
   EXPECT_TRUE(eventually([&] {
     const auto& log = sluice->stderr_now();
     return log.find("SIGHUP") != std::string::npos &&
-           log.find("not applied; the running config stays", log.find("SIGHUP")) != std::string::npos;
+           log.find("not applied; the running config stays", log.find("SIGHUP")) !=
+               std::string::npos;
   }));
   EXPECT_TRUE(sluice->running());
   EXPECT_TRUE(has_band(admin, 10));
@@ -197,8 +209,8 @@ TEST(Operator, ReloadValidAndInvalidUnderLoadLosesNothing) {
   ASSERT_TRUE(eventually([&] { return load.total() >= before + 50; }, 10000ms));
   load.stop();
   auto statuses = load.statuses();
-  EXPECT_EQ(statuses.size(), 1u) << "statuses seen: " << json(statuses).dump() << " first errors: "
-                                 << json(load.errors()).dump();
+  EXPECT_EQ(statuses.size(), 1u) << "statuses seen: " << json(statuses).dump()
+                                 << " first errors: " << json(load.errors()).dump();
   EXPECT_GT(statuses[200], 100);
   EXPECT_EQ(sluice->stop(), 0) << sluice->stderr_text();
 }
@@ -220,13 +232,16 @@ TEST(Operator, DrainFinishesEverythingQueuedAndInFlight) {
     clients.emplace_back([&, i] {
       HttpClient c(kHost, sluice->port(), 30000ms);
       statuses[static_cast<std::size_t>(i)] =
-          c.post_json("/v1/completions", completion_body(10), flow("t" + std::to_string(i % 3))).status;
+          c.post_json("/v1/completions", completion_body(10), flow("t" + std::to_string(i % 3)))
+              .status;
     });
   // All in: two in flight, the rest queued.
-  ASSERT_TRUE(eventually([&] {
-    auto d = json::parse(admin.request("GET", "/admin/v1/drain").body);
-    return d["queued"].get<int>() + d["inFlight"].get<int>() == kRequests;
-  }, 10000ms));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto d = json::parse(admin.request("GET", "/admin/v1/drain").body);
+        return d["queued"].get<int>() + d["inFlight"].get<int>() == kRequests;
+      },
+      10000ms));
   auto r = admin.request("POST", "/admin/v1/drain");
   ASSERT_EQ(r.status, 202) << r.body;
   auto d = json::parse(r.body);
@@ -237,9 +252,11 @@ TEST(Operator, DrainFinishesEverythingQueuedAndInFlight) {
   auto refused = late.post_json("/v1/completions", completion_body(1), flow("late"));
   expect_outcome(refused, 503, "draining", true);
   EXPECT_EQ(admin.request("GET", "/readyz").status, 503);
-  ASSERT_TRUE(eventually([&] {
-    return json::parse(admin.request("GET", "/admin/v1/drain").body)["state"] == "drained";
-  }, 20000ms));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return json::parse(admin.request("GET", "/admin/v1/drain").body)["state"] == "drained";
+      },
+      20000ms));
   for (auto& t : clients) t.join();
   for (int s : statuses) EXPECT_EQ(s, 200);
   // Accounted for: the model served exactly the ones admitted.
@@ -272,7 +289,10 @@ TEST(Operator, AccessLogHasOneJsonLinePerRequest) {
   Headers h = flow("tenant-a", "interactive");
   h.emplace_back("x-request-id", "req-\"quoted\"");
   EXPECT_EQ(c.post_json("/v1/completions", completion_body(3), h).status, 200);
-  EXPECT_EQ(c.post_json("/v1/completions", completion_body(3), {{"x-gateway-inference-ttl-ms", "x"}}).status, 400);
+  EXPECT_EQ(
+      c.post_json("/v1/completions", completion_body(3), {{"x-gateway-inference-ttl-ms", "x"}})
+          .status,
+      400);
   EXPECT_EQ(c.request("GET", "/nope").status, 404);
   ASSERT_TRUE(eventually([&] { return read_lines(log.path()).size() >= 3; }));
   auto lines = read_lines(log.path());
@@ -303,7 +323,8 @@ TEST(Operator, AccessLogHasOneJsonLinePerRequest) {
 
   // Text format; and nothing per request on stderr at info level without it.
   TempFile text_log("", "access.txt");
-  auto plain = start_sluice(cfg, {"--access-log", text_log.path(), "--access-log-format", "text"}, true);
+  auto plain =
+      start_sluice(cfg, {"--access-log", text_log.path(), "--access-log-format", "text"}, true);
   HttpClient c2(kHost, plain->port());
   EXPECT_EQ(c2.post_json("/v1/completions", completion_body(2), flow("tenant b")).status, 200);
   ASSERT_TRUE(eventually([&] { return read_lines(text_log.path()).size() >= 1; }));
@@ -325,7 +346,8 @@ struct CtlResult {
 CtlResult ctl(const std::string& args, const std::string& env = "") {
   TempFile out("", "ctl.out");
   TempFile err("", "ctl.err");
-  const std::string cmd = env + " exec " SLUICE_CTL_BIN " " + args + " > " + out.path() + " 2> " + err.path();
+  const std::string cmd =
+      env + " exec " SLUICE_CTL_BIN " " + args + " > " + out.path() + " 2> " + err.path();
   // Not std::system(): it changes the whole process's SIGINT/SIGQUIT
   // dispositions while the load threads run.
   CtlResult r;
@@ -376,7 +398,9 @@ TEST(Operator, SluiceCtlDrivesTheAdminPlane) {
   // Validation: the server's message, exit 1.
   r = ctl(auth + " flow set tenant-a --weight 0");
   EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.err.find("400 invalid-field: weight must be a number greater than 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("400 invalid-field: weight must be a number greater than 0"),
+            std::string::npos)
+      << r.err;
   r = ctl(auth + " flow set nobody --weight 2");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("404 unknown-flow"), std::string::npos) << r.err;

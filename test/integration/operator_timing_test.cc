@@ -2,8 +2,8 @@
 // dispatched until shutdownQueueDeadline; the rest end evicted-other (503).
 // Every request gets an answer. Measures time: in integration_timing.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "flow_control_harness.h"
@@ -27,12 +27,15 @@ TEST(Shutdown, QueuedRequestsGetUntilTheDeadlineThenEvictedOther) {
   for (int i = 0; i < kRequests; ++i)
     clients.emplace_back([&, i] {
       HttpClient c(kHost, sluice->port(), 30000ms);
-      responses[static_cast<std::size_t>(i)] = c.post_json("/v1/completions", completion_body(10), flow("t"));
+      responses[static_cast<std::size_t>(i)] =
+          c.post_json("/v1/completions", completion_body(10), flow("t"));
     });
-  ASSERT_TRUE(eventually([&] {
-    auto d = json::parse(admin.request("GET", "/admin/v1/drain").body);
-    return d["queued"].get<int>() >= kRequests - 2;
-  }, 10000ms));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto d = json::parse(admin.request("GET", "/admin/v1/drain").body);
+        return d["queued"].get<int>() >= kRequests - 2;
+      },
+      10000ms));
   const double served_before = scrape_metric(kHost, mock->port(), "mock_requests_total");
   ASSERT_EQ(::kill(sluice->pid(), SIGTERM), 0);
   EXPECT_EQ(sluice->wait(20000ms), 0);

@@ -1,10 +1,9 @@
 // The data plane end to end: real sluice in front of real sluice-mock
 // processes on loopback.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "harness.h"
@@ -60,9 +59,10 @@ TEST(Proxy, StreamCarriesUsageAndDone) {
   TempFile cfg(make_config({mock->address()}));
   auto sluice = start_sluice(cfg);
   HttpClient client(kHost, sluice->port());
-  auto r = client.stream("/v1/chat/completions",
-                         R"({"model":"mock-model","messages":[{"role":"user","content":"hi"}],)"
-                         R"("max_tokens":4,"stream":true,"stream_options":{"include_usage":true}})");
+  auto r =
+      client.stream("/v1/chat/completions",
+                    R"({"model":"mock-model","messages":[{"role":"user","content":"hi"}],)"
+                    R"("max_tokens":4,"stream":true,"stream_options":{"include_usage":true}})");
   ASSERT_TRUE(r.complete) << r.error;
   EXPECT_EQ(r.head.status, 200);
   EXPECT_EQ(r.head.header("content-type"), "text/event-stream");
@@ -114,8 +114,10 @@ TEST(Proxy, BadInputsAreAnsweredAndNothingLeaks) {
     EXPECT_TRUE(b["error"]["message"].is_string());
     EXPECT_EQ(b["error"]["type"], "invalid_request_error");
   };
-  expect_error(client.post_json("/v1/completions", R"({"model":"m","prompt":)"), 400, "invalid-json");
-  expect_error(client.post_json("/v1/chat/completions", R"({"messages":[]})"), 400, "missing-model");
+  expect_error(client.post_json("/v1/completions", R"({"model":"m","prompt":)"), 400,
+               "invalid-json");
+  expect_error(client.post_json("/v1/chat/completions", R"({"messages":[]})"), 400,
+               "missing-model");
   expect_error(client.request("POST", "/v1/completions", completion_body(1),
                               {{"Content-Type", "text/plain"}}),
                400, "unsupported-content-type");
@@ -133,8 +135,8 @@ TEST(Proxy, BadInputsAreAnsweredAndNothingLeaks) {
   EXPECT_EQ(too_big.header("connection"), "close");
 
   HttpClient c2(kHost, sluice->port());
-  auto huge_header = c2.post_json("/v1/completions", completion_body(1),
-                                  {{"x-padding", std::string(3000, 'h')}});
+  auto huge_header =
+      c2.post_json("/v1/completions", completion_body(1), {{"x-padding", std::string(3000, 'h')}});
   expect_error(huge_header, 431, "headers-too-large");
 
   // A chunked body over the limit is caught while it streams in.
@@ -142,8 +144,10 @@ TEST(Proxy, BadInputsAreAnsweredAndNothingLeaks) {
   std::string chunk(5000, 'x');
   char len[16];
   std::snprintf(len, sizeof len, "%zx", chunk.size());
-  raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-           "Transfer-Encoding: chunked\r\n\r\n" + std::string(len) + "\r\n" + chunk + "\r\n0\r\n\r\n");
+  raw.send(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n" +
+      std::string(len) + "\r\n" + chunk + "\r\n0\r\n\r\n");
   bool closed = false;
   auto raw_answer = raw.read_until_close(5000ms, &closed);
   EXPECT_EQ(raw_answer.rfind("HTTP/1.1 413", 0), 0u) << raw_answer;
@@ -186,8 +190,10 @@ TEST(Proxy, IdleKeepAliveConnectionIsClosedAtItsTimeout) {
   auto sluice = start_sluice(cfg);
   RawConnection raw(kHost, sluice->port());
   std::string body = completion_body(1);
-  ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_TRUE(
+      raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Content-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body));
   auto start = Clock::now();
   bool closed = false;
   auto got = raw.read_until_close(10000ms, &closed);
@@ -246,13 +252,18 @@ TEST(Proxy, SlowClientBackpressuresInsteadOfBuffering) {
   long before = rss_kib(sluice->pid());
   RawConnection raw(kHost, sluice->port());
   std::string body = completion_body(kTokens, true);
-  ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_TRUE(
+      raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Content-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body));
   // Generation finishes on the mock (its own queue holds the output); sluice
   // holds at most its read buffer plus what the socket buffers take.
-  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 0 &&
-                                      scrape_metric(kHost, mock->port(), "mock_requests_total") == 1; },
-                         30000ms));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return scrape_metric(kHost, mock->port(), running) == 0 &&
+               scrape_metric(kHost, mock->port(), "mock_requests_total") == 1;
+      },
+      30000ms));
   long during = rss_kib(sluice->pid());
   std::printf("sluice RSS: %ld KiB before, %ld KiB with ~15 MB pending for a stalled client\n",
               before, during);
@@ -271,7 +282,8 @@ TEST(Proxy, SlowClientBackpressuresInsteadOfBuffering) {
     return all.size() > 64 && all.ends_with("0\r\n\r\n") &&
            all.find("data: [DONE]", all.size() - 64) != std::string::npos;
   };
-  while (!closed && !finished() && Clock::now() < deadline) all += raw.read_until_close(100ms, &closed);
+  while (!closed && !finished() && Clock::now() < deadline)
+    all += raw.read_until_close(100ms, &closed);
   EXPECT_TRUE(finished());
   // De-chunk (sluice re-frames at its own read boundaries, which may split
   // an event across chunks), checking the framing on the way.
@@ -290,7 +302,8 @@ TEST(Proxy, SlowClientBackpressuresInsteadOfBuffering) {
     pos = eol + 2 + size + 2;
   }
   std::size_t events = 0;
-  for (std::size_t at = 0; (at = body_text.find("data: ", at)) != std::string::npos; at += 6) ++events;
+  for (std::size_t at = 0; (at = body_text.find("data: ", at)) != std::string::npos; at += 6)
+    ++events;
   EXPECT_EQ(events, static_cast<std::size_t>(kTokens + 1));
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
@@ -302,8 +315,8 @@ TEST(Proxy, SlowClientBackpressuresInsteadOfBuffering) {
 TEST(Proxy, LegacyAdmissionShedsSheddableRequestsWhileSaturated) {
   // Two sequences at a time: a probe forwarded before the next scrape runs
   // next to the long request instead of waiting behind it.
-  auto mock = start_mock({"--decode-ms-per-token", "5", "--max-running", "2", "--kv-capacity-tokens",
-                          "1100"});
+  auto mock = start_mock(
+      {"--decode-ms-per-token", "5", "--max-running", "2", "--kv-capacity-tokens", "1100"});
   TempFile cfg(make_config({mock->address()}) +
                "objectives:\n  - {name: best-effort, priority: -10}\n");
   auto sluice = start_sluice(cfg);
@@ -311,12 +324,14 @@ TEST(Proxy, LegacyAdmissionShedsSheddableRequestsWhileSaturated) {
   HttpClient client(kHost, sluice->port());
   // Served once the first scrape shows room (before it, metrics are missing,
   // which counts as saturated).
-  EXPECT_TRUE(eventually([&] { return client.post_json("/v1/completions", completion_body(1), shed).status == 200; }));
+  EXPECT_TRUE(eventually(
+      [&] { return client.post_json("/v1/completions", completion_body(1), shed).status == 200; }));
   // Saturate: a long request with a ~1000-token prompt, straight to the mock.
   Response long_one;
   std::thread t([&] {
     HttpClient direct(kHost, mock->port(), 30000ms);
-    long_one = direct.post_json("/v1/completions", completion_body(300, false, std::string(4000, 'k')));
+    long_one =
+        direct.post_json("/v1/completions", completion_body(300, false, std::string(4000, 'k')));
   });
   const std::string kv = "vllm:kv_cache_usage_perc{model_name=\"mock-model\"}";
   ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), kv) >= 0.8; }));
@@ -326,7 +341,8 @@ TEST(Proxy, LegacyAdmissionShedsSheddableRequestsWhileSaturated) {
     return shed_answer.status == 429;
   }));
   EXPECT_EQ(shed_answer.header("x-gateway-inference-dropped-reason"), "rejected-capacity");
-  EXPECT_EQ(json::parse(shed_answer.body)["error"]["message"], "system saturated, sheddable request dropped");
+  EXPECT_EQ(json::parse(shed_answer.body)["error"]["message"],
+            "system saturated, sheddable request dropped");
   // A request of priority 0 is not shed: it is forwarded (and waits at the mock).
   auto normal = client.post_json("/v1/completions", completion_body(1));
   EXPECT_EQ(normal.status, 200);

@@ -3,11 +3,11 @@
 // runs under the default profile and under least-in-flight routing, and the
 // cache hit rate and latency reported by the mocks are compared.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <atomic>
-#include <map>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kHost = "127.0.0.1";
 
 struct Outcome {
-  double hit_rate = 0;        // cached prompt tokens / prompt tokens
+  double hit_rate = 0;  // cached prompt tokens / prompt tokens
   double mean_latency_ms = 0;
   int ok = 0;
   std::map<std::string, int> served_by;
@@ -32,7 +32,8 @@ Outcome run_shared_prefix_workload(std::uint16_t port, int n, int clients) {
   std::vector<std::string> system(kPrompts);
   for (int k = 0; k < kPrompts; ++k) {
     std::string s = "System prompt " + std::to_string(k) + ": ";
-    while (s.size() < 4000) s += "you are assistant number " + std::to_string(k) + " and you answer briefly. ";
+    while (s.size() < 4000)
+      s += "you are assistant number " + std::to_string(k) + " and you answer briefly. ";
     system[k] = s;
   }
   std::atomic<int> next{0};
@@ -75,8 +76,9 @@ Outcome measure(const std::string& scheduling_section) {
   std::vector<std::unique_ptr<Process>> mocks;
   std::vector<std::string> addrs;
   for (int i = 0; i < 3; ++i) {
-    mocks.push_back(start_mock({"--kv-capacity-tokens", "2600", "--max-running", "2", "--prefill-us-per-token",
-                                "100", "--decode-ms-per-token", "2", "--seed", std::to_string(i + 1)}));
+    mocks.push_back(
+        start_mock({"--kv-capacity-tokens", "2600", "--max-running", "2", "--prefill-us-per-token",
+                    "100", "--decode-ms-per-token", "2", "--seed", std::to_string(i + 1)}));
     addrs.push_back(mocks.back()->address());
   }
   TempFile cfg(make_config(addrs) + scheduling_section);
@@ -95,9 +97,9 @@ schedulingProfiles:
 )");
   ASSERT_EQ(affinity.ok, 90);
   ASSERT_EQ(baseline.ok, 90);
-  std::cout << "prefix-affinity: hit rate " << affinity.hit_rate << ", mean " << affinity.mean_latency_ms
-            << " ms; least-in-flight: hit rate " << baseline.hit_rate << ", mean " << baseline.mean_latency_ms
-            << " ms\n";
+  std::cout << "prefix-affinity: hit rate " << affinity.hit_rate << ", mean "
+            << affinity.mean_latency_ms << " ms; least-in-flight: hit rate " << baseline.hit_rate
+            << ", mean " << baseline.mean_latency_ms << " ms\n";
   // Clearly higher: by at least 25 points of the prompt tokens.
   EXPECT_GE(affinity.hit_rate, baseline.hit_rate + 0.25);
   // And faster: prefill of uncached prompts dominates a 2-token answer.
@@ -135,11 +137,13 @@ TEST(Scheduling, PrefillDecodePairAndHeader) {
   for (int i = 0; i < 12; ++i) {
     // ~500 tokens, each prompt new: nothing cached, so prefill runs.
     std::string prompt = "Request " + std::to_string(i) + ": ";
-    while (prompt.size() < 2000) prompt += "long context for disaggregated prefill " + std::to_string(i) + " ";
+    while (prompt.size() < 2000)
+      prompt += "long context for disaggregated prefill " + std::to_string(i) + " ";
     auto r = client.post_json("/v1/completions", completion_body(2, false, prompt));
     ASSERT_EQ(r.status, 200) << r.body;
-    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), d1->address());  // decode is primary
-    EXPECT_EQ(r.header("x-mock-prefiller-host-port"), p2->address());           // same rack as d1
+    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"),
+              d1->address());                                          // decode is primary
+    EXPECT_EQ(r.header("x-mock-prefiller-host-port"), p2->address());  // same rack as d1
   }
   // A short prompt (under nonCachedTokens: 16) decodes without prefill, and
   // a client cannot choose the prefiller itself: its header is dropped.
@@ -158,7 +162,8 @@ TEST(Scheduling, NoDecodeWorkerIsATypedRejection) {
   std::stringstream pd;
   pd << in.rdbuf();
   auto p1 = start_mock();
-  TempFile config(pd.str() + "server:\n  listen: 127.0.0.1:0\n  threads: 1\nendpoints:\n  - address: " +
+  TempFile config(pd.str() +
+                  "server:\n  listen: 127.0.0.1:0\n  threads: 1\nendpoints:\n  - address: " +
                   p1->address() + "\n    labels: {llm-d.ai/role: prefill}\n");
   auto sluice = start_sluice(config);
   HttpClient client(kHost, sluice->port());
@@ -194,8 +199,8 @@ TEST(Scheduling, EndpointsFileChangesThePoolWithoutDroppingRequests) {
   auto a = start_mock({"--decode-ms-per-token", "20"});
   auto b = start_mock();
   TempFile endpoints("endpoints:\n  - address: " + a->address() + "\n", "endpoints.yaml");
-  TempFile config("server:\n  listen: 127.0.0.1:0\n  threads: 1\n  endpointsFile: " + endpoints.path() +
-                  "\n  endpointsFilePollInterval: 50ms\n");
+  TempFile config("server:\n  listen: 127.0.0.1:0\n  threads: 1\n  endpointsFile: " +
+                  endpoints.path() + "\n  endpointsFilePollInterval: 50ms\n");
   auto sluice = start_sluice(config);
   HttpClient client(kHost, sluice->port());
   for (int i = 0; i < 3; ++i) {
@@ -209,7 +214,8 @@ TEST(Scheduling, EndpointsFileChangesThePoolWithoutDroppingRequests) {
     HttpClient c(kHost, sluice->port());
     stream = c.stream("/v1/completions", completion_body(40, true));
   });
-  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, a->port(), "vllm:num_requests_running") >= 1; }));
+  ASSERT_TRUE(eventually(
+      [&] { return scrape_metric(kHost, a->port(), "vllm:num_requests_running") >= 1; }));
   write_file_atomically(endpoints.path(), "endpoints:\n  - address: " + b->address() + "\n");
   EXPECT_TRUE(eventually([&] {
     auto r = client.post_json("/v1/completions", completion_body(1));
@@ -252,9 +258,10 @@ TEST(Scheduling, ScrapeTimeoutMarksTheEndpointStale) {
   ::getsockname(hole, reinterpret_cast<sockaddr*>(&addr), &len);
   const std::string hole_address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
   auto good = start_mock();
-  TempFile config("server:\n  listen: 127.0.0.1:0\n  threads: 1\n  metricsTimeout: 100ms\n"
-                  "featureGates: [flowControl]\nendpoints:\n  - address: " +
-                  hole_address + "\n  - address: " + good->address() + "\n");
+  TempFile config(
+      "server:\n  listen: 127.0.0.1:0\n  threads: 1\n  metricsTimeout: 100ms\n"
+      "featureGates: [flowControl]\nendpoints:\n  - address: " +
+      hole_address + "\n  - address: " + good->address() + "\n");
   auto sluice = start_sluice(config);
   HttpClient client(kHost, sluice->port());
   for (int i = 0; i < 10; ++i) {

@@ -44,9 +44,10 @@ TEST(StreamingTiming, EventsArriveAsTheyAreProduced) {
   std::sort(delays.begin(), delays.end());
   double median = delays[delays.size() / 2];
   double p90 = delays[delays.size() * 9 / 10];
-  std::printf("streaming: extra delay through sluice per event: median %.2f ms, p90 %.2f ms, "
-              "max %.2f ms; first-to-last spread %.1f ms\n",
-              median, p90, delays.back(), spread);
+  std::printf(
+      "streaming: extra delay through sluice per event: median %.2f ms, p90 %.2f ms, "
+      "max %.2f ms; first-to-last spread %.1f ms\n",
+      median, p90, delays.back(), spread);
   // Tokens are produced 20 ms apart: events batched by the proxy would show a
   // spread far below 19 steps x 20 ms.
   EXPECT_GT(spread, 0.8 * (kTokens - 1) * 20);

@@ -15,7 +15,8 @@ PoolModel full_pool() {
   return p;
 }
 
-ControllerConfig limits(std::uint64_t max_requests, std::uint64_t max_bytes, bool displacement = true) {
+ControllerConfig limits(std::uint64_t max_requests, std::uint64_t max_bytes,
+                        bool displacement = true) {
   ControllerConfig c = config_with("round-robin-fairness-policy");
   c.registry.max_requests = max_requests;
   c.registry.max_bytes = max_bytes;
@@ -23,7 +24,9 @@ ControllerConfig limits(std::uint64_t max_requests, std::uint64_t max_bytes, boo
   return c;
 }
 
-std::optional<QueueOutcome> outcome(const Sim& sim, std::size_t id) { return sim.records()[id].outcome; }
+std::optional<QueueOutcome> outcome(const Sim& sim, std::size_t id) {
+  return sim.records()[id].outcome;
+}
 
 TEST(Capacity, RequestLimitRejectsExactlyAtTheBoundary) {
   Sim sim(limits(3, 0), full_pool());
@@ -108,7 +111,8 @@ TEST(Capacity, FairAdmissionIsOffWithoutDisplacement) {
   sim.run_until(T0);
   auto a1 = sim.arrive({"flood", 5});
   auto a2 = sim.arrive({"flood", 5});
-  EXPECT_EQ(outcome(sim, sim.arrive({"b", 5})), QueueOutcome::kRejectedCapacity);  // GIE: reject the newcomer
+  EXPECT_EQ(outcome(sim, sim.arrive({"b", 5})),
+            QueueOutcome::kRejectedCapacity);  // GIE: reject the newcomer
   EXPECT_FALSE(outcome(sim, a1).has_value());
   EXPECT_FALSE(outcome(sim, a2).has_value());
 }
@@ -165,7 +169,8 @@ TEST(Displacement, ByteLimitFreesEnoughOrNothing) {
 TEST(Displacement, AFaultyPolicyCannotEvictEqualPriority) {
   struct Greedy final : DisplacementPolicy {
     std::string_view type() const override { return "greedy"; }
-    std::vector<std::uint64_t> choose(const DisplacementView&, int, std::uint64_t, std::uint64_t) override {
+    std::vector<std::uint64_t> choose(const DisplacementView&, int, std::uint64_t,
+                                      std::uint64_t) override {
       return all;
     }
     std::vector<std::uint64_t> all;

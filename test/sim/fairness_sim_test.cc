@@ -32,7 +32,8 @@ double token_service(const Sim& sim, const std::string& flow, Window w) {
   for (const auto& r : sim.records())
     if (r.request.flow == flow && r.outcome == QueueOutcome::kDispatched && r.decided >= w.from &&
         r.decided < w.to)
-      s += static_cast<double>(r.request.input_tokens) + 2.0 * static_cast<double>(r.request.output_tokens);
+      s += static_cast<double>(r.request.input_tokens) +
+           2.0 * static_cast<double>(r.request.output_tokens);
   return s;
 }
 
@@ -101,7 +102,8 @@ TEST_P(MaxMin, UnequalDemandsGetTheirMaxMinShare) {
   auto oracle = max_min_fair(capacity, demand);
   for (std::size_t i = 0; i < flows.size(); ++i) {
     EXPECT_NEAR(got[i], oracle[i], 0.01 * oracle[i])
-        << flows[i] << ": got " << got[i] << ", max-min share " << oracle[i] << ", demand " << demand[i];
+        << flows[i] << ": got " << got[i] << ", max-min share " << oracle[i] << ", demand "
+        << demand[i];
   }
 }
 

@@ -24,7 +24,8 @@ double mean_latency_ms(const Sim& sim, const std::string& flow, TimePoint from) 
 double mean_wait_ms(const Sim& sim, const std::string& flow, TimePoint from) {
   double sum = 0, n = 0;
   for (const auto& r : sim.records()) {
-    if (r.request.flow != flow || r.arrived < from || r.outcome != QueueOutcome::kDispatched) continue;
+    if (r.request.flow != flow || r.arrived < from || r.outcome != QueueOutcome::kDispatched)
+      continue;
     sum += std::chrono::duration<double, std::milli>(r.decided - r.arrived).count();
     n += 1;
   }
@@ -56,9 +57,10 @@ TEST(Priority, LowPriorityFloodLeavesHighBandLatencyUnchanged) {
   };
   auto [wait_alone, alone] = run(false);
   auto [wait_flooded, flooded] = run(true);
-  std::printf("interactive: queue wait %.2f ms alone, %.2f ms under a 10x flood; "
-              "latency %.1f ms alone, %.1f ms under the flood\n",
-              wait_alone, wait_flooded, alone, flooded);
+  std::printf(
+      "interactive: queue wait %.2f ms alone, %.2f ms under a 10x flood; "
+      "latency %.1f ms alone, %.1f ms under the flood\n",
+      wait_alone, wait_flooded, alone, flooded);
   ASSERT_GT(alone, 0);
   EXPECT_LT(wait_flooded, 10.0);
   EXPECT_LT(flooded, 1.2 * alone);

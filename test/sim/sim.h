@@ -120,7 +120,8 @@ class Sim {
   }
 
   // Poisson arrivals of `r` at `rate` per second in [start, stop).
-  void poisson(const SimRequest& r, double rate, TimePoint start, TimePoint stop, std::uint64_t seed) {
+  void poisson(const SimRequest& r, double rate, TimePoint start, TimePoint stop,
+               std::uint64_t seed) {
     auto rng = std::make_shared<std::mt19937_64>(seed);
     schedule_poisson(r, rate, start, stop, rng);
   }
@@ -167,7 +168,8 @@ class Sim {
       return;
     }
     rec.endpoint = d.endpoint;
-    Duration service = pool_.fixed + pool_.per_input_token * static_cast<long>(rec.request.input_tokens) +
+    Duration service = pool_.fixed +
+                       pool_.per_input_token * static_cast<long>(rec.request.input_tokens) +
                        pool_.per_output_token * static_cast<long>(rec.request.output_tokens);
     const std::uint64_t ticket = d.ticket;
     const std::size_t id = d.cookie;
@@ -200,7 +202,8 @@ class Sim {
   std::map<std::size_t, TimePoint> closed_loop_;
 };
 
-inline ControllerConfig config_with(std::string fairness, std::vector<registry::BandConfig> bands = {}) {
+inline ControllerConfig config_with(std::string fairness,
+                                    std::vector<registry::BandConfig> bands = {}) {
   ControllerConfig c;
   c.registry.default_band.fairness = std::move(fairness);
   for (auto& b : bands) c.registry.bands.push_back(b);

@@ -116,9 +116,9 @@ Response HttpClient::request(const std::string& method, const std::string& targe
   return out;
 }
 
-StreamResult HttpClient::stream(const std::string& target, const std::string& body,
-                                const Headers& headers,
-                                const std::function<bool(const Response& head, const SseEvent&)>& on_event) {
+StreamResult HttpClient::stream(
+    const std::string& target, const std::string& body, const Headers& headers,
+    const std::function<bool(const Response& head, const SseEvent&)>& on_event) {
   StreamResult out;
   if (!ensure_connected(out.error)) return out;
   Headers h = headers;
@@ -204,7 +204,8 @@ std::string RawConnection::read_until_close(std::chrono::milliseconds timeout, b
   auto deadline = Clock::now() + timeout;
   *closed = false;
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return out;
     pollfd pfd{fd_, POLLIN, 0};
     if (poll(&pfd, 1, static_cast<int>(left)) <= 0) return out;

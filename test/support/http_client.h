@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct Response {
-  int status = 0;  // 0: no response (transport error, see `error`)
+  int status = 0;                              // 0: no response (transport error, see `error`)
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   std::string error;
@@ -46,9 +46,10 @@ class HttpClient {
              std::chrono::milliseconds timeout = std::chrono::milliseconds(15000));
   ~HttpClient();
 
-  Response request(const std::string& method, const std::string& target, const std::string& body = {},
-                   const Headers& headers = {});
-  Response post_json(const std::string& target, const std::string& body, const Headers& headers = {}) {
+  Response request(const std::string& method, const std::string& target,
+                   const std::string& body = {}, const Headers& headers = {});
+  Response post_json(const std::string& target, const std::string& body,
+                     const Headers& headers = {}) {
     Headers h = headers;
     h.emplace_back("Content-Type", "application/json");
     return request("POST", target, body, h);
@@ -56,8 +57,9 @@ class HttpClient {
   // Streams a response, recording each SSE `data:` event as it arrives.
   // `on_event` returning false closes the connection at once (a client that
   // goes away mid-stream).
-  StreamResult stream(const std::string& target, const std::string& body, const Headers& headers = {},
-                      const std::function<bool(const Response& head, const SseEvent&)>& on_event = {});
+  StreamResult stream(
+      const std::string& target, const std::string& body, const Headers& headers = {},
+      const std::function<bool(const Response& head, const SseEvent&)>& on_event = {});
 
   int connections_opened() const { return connections_; }
   void close();

@@ -3,9 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -19,7 +19,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int remaining_ms(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(left);
 }
 
@@ -31,8 +32,8 @@ int decode_status(int status) {
 
 }  // namespace
 
-std::unique_ptr<Process> Process::start(const std::vector<std::string>& argv, const Options& options,
-                                        std::string* error) {
+std::unique_ptr<Process> Process::start(const std::vector<std::string>& argv,
+                                        const Options& options, std::string* error) {
   int out_pipe[2];
   int err_pipe[2] = {-1, -1};
   if (pipe2(out_pipe, O_CLOEXEC) != 0) return nullptr;
@@ -74,7 +75,8 @@ std::unique_ptr<Process> Process::start(const std::vector<std::string>& argv, co
     auto eol = pos == std::string::npos ? std::string::npos : out.find('\n', pos);
     if (eol != std::string::npos) {
       p->address_ = out.substr(pos + 13, eol - pos - 13);
-      p->port_ = static_cast<std::uint16_t>(std::atoi(p->address_.substr(p->address_.rfind(':') + 1).c_str()));
+      p->port_ = static_cast<std::uint16_t>(
+          std::atoi(p->address_.substr(p->address_.rfind(':') + 1).c_str()));
       auto apos = out.find("admin listening on ");
       auto aeol = apos == std::string::npos ? std::string::npos : out.find('\n', apos);
       if (aeol != std::string::npos) {
@@ -93,7 +95,9 @@ std::unique_ptr<Process> Process::start(const std::vector<std::string>& argv, co
     char buf[512];
     ssize_t n = read(p->stdout_fd_, buf, sizeof buf);
     if (n <= 0) {
-      if (error) *error = argv[0] + " exited before listening (status " + std::to_string(p->wait(std::chrono::milliseconds(5000))) + ")";
+      if (error)
+        *error = argv[0] + " exited before listening (status " +
+                 std::to_string(p->wait(std::chrono::milliseconds(5000))) + ")";
       return nullptr;
     }
     out.append(buf, static_cast<std::size_t>(n));

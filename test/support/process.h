@@ -22,8 +22,8 @@ class Process {
 
   // Returns null (and a message in `error`) if the process cannot start or
   // never prints its address.
-  static std::unique_ptr<Process> start(const std::vector<std::string>& argv, const Options& options,
-                                        std::string* error = nullptr);
+  static std::unique_ptr<Process> start(const std::vector<std::string>& argv,
+                                        const Options& options, std::string* error = nullptr);
   static std::unique_ptr<Process> start(const std::vector<std::string>& argv) {
     return start(argv, Options{});
   }

@@ -20,14 +20,22 @@ enum class QueueOutcome {
 // `code`) for an outcome; empty for Dispatched.
 constexpr std::string_view dropped_reason(QueueOutcome o) {
   switch (o) {
-    case QueueOutcome::kDispatched: return "";
-    case QueueOutcome::kRejectedCapacity: return "rejected-capacity";
-    case QueueOutcome::kRejectedNoEndpoints: return "rejected-no-endpoints";
-    case QueueOutcome::kRejectedOther: return "rejected-other";
-    case QueueOutcome::kEvictedTTL: return "evicted-ttl";
-    case QueueOutcome::kEvictedContextCancelled: return "evicted-context-cancelled";
-    case QueueOutcome::kEvictedDisplaced: return "evicted-displaced";
-    case QueueOutcome::kEvictedOther: return "evicted-other";
+    case QueueOutcome::kDispatched:
+      return "";
+    case QueueOutcome::kRejectedCapacity:
+      return "rejected-capacity";
+    case QueueOutcome::kRejectedNoEndpoints:
+      return "rejected-no-endpoints";
+    case QueueOutcome::kRejectedOther:
+      return "rejected-other";
+    case QueueOutcome::kEvictedTTL:
+      return "evicted-ttl";
+    case QueueOutcome::kEvictedContextCancelled:
+      return "evicted-context-cancelled";
+    case QueueOutcome::kEvictedDisplaced:
+      return "evicted-displaced";
+    case QueueOutcome::kEvictedOther:
+      return "evicted-other";
   }
   return "";
 }

@@ -89,7 +89,8 @@ class DisplacementPolicy {
   // `priority` and together they free enough; otherwise it evicts nothing
   // and rejects the newcomer.
   virtual std::vector<std::uint64_t> choose(const DisplacementView& view, int priority,
-                                            std::uint64_t need_requests, std::uint64_t need_bytes) = 0;
+                                            std::uint64_t need_requests,
+                                            std::uint64_t need_bytes) = 0;
 };
 
 // Per-endpoint load as the saturation detector sees it: the last scraped
@@ -97,12 +98,12 @@ class DisplacementPolicy {
 struct EndpointLoad {
   bool has_metrics = false;
   TimePoint metrics_time;
-  double waiting = 0;          // queued on the model server
+  double waiting = 0;  // queued on the model server
   double running = 0;
-  double kv_cache_usage = 0;   // 0..1
-  std::uint32_t in_flight = 0;             // sluice's requests on it now
+  double kv_cache_usage = 0;    // 0..1
+  std::uint32_t in_flight = 0;  // sluice's requests on it now
   std::uint32_t dispatched_since_scrape = 0;
-  std::uint64_t in_flight_tokens = 0;      // input + max output of those
+  std::uint64_t in_flight_tokens = 0;  // input + max output of those
 };
 
 class SaturationDetector {

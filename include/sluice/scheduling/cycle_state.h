@@ -40,7 +40,9 @@ class CycleState {
   CycleState() = default;
   CycleState(const CycleState&) = delete;
   CycleState& operator=(const CycleState&) = delete;
-  CycleState(CycleState&& o) noexcept : slots_(std::move(o.slots_)), used_(o.used_) { o.used_ = false; }
+  CycleState(CycleState&& o) noexcept : slots_(std::move(o.slots_)), used_(o.used_) {
+    o.used_ = false;
+  }
   CycleState& operator=(CycleState&& o) noexcept {
     if (this != &o) {
       clear();

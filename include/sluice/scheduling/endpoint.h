@@ -20,9 +20,9 @@ using Labels = std::map<std::string, std::string, std::less<>>;
 // names (DESIGN.md §3.4). Fields the engine does not expose stay at their
 // defaults.
 struct Metrics {
-  double waiting_queue_size = 0;     // requests queued on the server
-  double running_requests_size = 0;  // requests in its running batch
-  double kv_cache_usage = 0;         // 0..1
+  double waiting_queue_size = 0;            // requests queued on the server
+  double running_requests_size = 0;         // requests in its running batch
+  double kv_cache_usage = 0;                // 0..1
   std::vector<std::string> active_models;   // LoRA adapters loaded and running
   std::vector<std::string> waiting_models;  // LoRA adapters requested, not yet loaded
   int max_active_models = 0;                // max LoRA adapters at once; 0: unknown

@@ -115,8 +115,8 @@ class RequestLifecycle {
   // as now cached on the chosen endpoint). May add headers to `result`.
   virtual void pre_request(CycleState& cycle, const Request& request, SchedulingResult& result) {}
   // The response ended (any way) on endpoint slot `endpoint_index`.
-  virtual void response_complete(CycleState& cycle, const Request& request, std::uint32_t endpoint_index,
-                                 std::uint64_t output_tokens) {}
+  virtual void response_complete(CycleState& cycle, const Request& request,
+                                 std::uint32_t endpoint_index, std::uint64_t output_tokens) {}
 };
 
 }  // namespace sluice::scheduling

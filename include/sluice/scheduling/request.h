@@ -11,8 +11,8 @@ namespace sluice::scheduling {
 
 struct Request {
   std::string request_id;
-  std::string model;          // the body's "model" (a base model or a LoRA adapter)
-  std::string session_token;  // x-session-token, for session affinity
+  std::string model;               // the body's "model" (a base model or a LoRA adapter)
+  std::string session_token;       // x-session-token, for session affinity
   std::uint64_t input_tokens = 0;  // estimate
   // approx-prefix-cache-producer: the chained hashes of the prompt's full
   // blocks, first block first, at most maxPrefixBlocksToMatch of them.

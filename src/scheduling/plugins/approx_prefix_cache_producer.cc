@@ -6,8 +6,14 @@ namespace sluice::scheduling {
 
 void PrefixIndex::unlink(Lru& l, std::uint32_t n) {
   Node& x = l.nodes[n];
-  if (x.prev != kNone) l.nodes[x.prev].next = x.next; else l.head = x.next;
-  if (x.next != kNone) l.nodes[x.next].prev = x.prev; else l.tail = x.prev;
+  if (x.prev != kNone)
+    l.nodes[x.prev].next = x.next;
+  else
+    l.head = x.next;
+  if (x.next != kNone)
+    l.nodes[x.next].prev = x.prev;
+  else
+    l.tail = x.prev;
   x.prev = x.next = kNone;
 }
 
@@ -99,25 +105,30 @@ void PrefixIndex::insert(std::uint32_t slot, std::span<const std::uint64_t> hash
 void PrefixIndex::forget(std::uint32_t slot) {
   if (slot >= lrus_.size()) return;
   Lru& l = lrus_[slot];
-  for (std::uint32_t n = l.head; n != kNone; n = l.nodes[n].next) drop_holder(l.nodes[n].hash, slot);
+  for (std::uint32_t n = l.head; n != kNone; n = l.nodes[n].next)
+    drop_holder(l.nodes[n].hash, slot);
   l = Lru{};
 }
 
-void ApproxPrefixCacheProducer::pre_request(CycleState&, const Request& request, SchedulingResult& result) {
+void ApproxPrefixCacheProducer::pre_request(CycleState&, const Request& request,
+                                            SchedulingResult& result) {
   if (request.prefix_hashes.empty()) return;
   for (const Endpoint* e : result.serving) index_.insert(e->index, request.prefix_hashes);
 }
 
 PrefixParams read_prefix_params(PluginParams& p) {
   PrefixParams out;
-  if (auto v = p.integer("blockSizeTokens", 1, 1 << 20)) out.block_size_tokens = static_cast<std::uint32_t>(*v);
+  if (auto v = p.integer("blockSizeTokens", 1, 1 << 20))
+    out.block_size_tokens = static_cast<std::uint32_t>(*v);
   // GIE's older parameter: the block size in characters (4 per token).
-  if (auto v = p.integer("blockSize", 4, 4 << 20)) out.block_size_tokens = static_cast<std::uint32_t>(*v / 4);
+  if (auto v = p.integer("blockSize", 4, 4 << 20))
+    out.block_size_tokens = static_cast<std::uint32_t>(*v / 4);
   if (auto v = p.integer("maxPrefixBlocksToMatch", 1, 1 << 20))
     out.max_prefix_blocks_to_match = static_cast<std::uint32_t>(*v);
   if (auto v = p.integer("lruCapacityPerServer", 1, 1 << 26))
     out.lru_capacity_per_server = static_cast<std::uint32_t>(*v);
-  p.boolean("autoTune");  // GIE: size the LRU from the engine's cache info; sluice uses the capacity given
+  p.boolean("autoTune");  // GIE: size the LRU from the engine's cache info; sluice uses the
+                          // capacity given
   return out;
 }
 

@@ -28,7 +28,7 @@ struct PrefixParams {
 // The match of one request against the index: consecutive leading blocks
 // cached per endpoint slot (only slots with at least one).
 struct PrefixMatch {
-  std::size_t total_blocks = 0;  // hashed blocks of the request
+  std::size_t total_blocks = 0;                                  // hashed blocks of the request
   std::vector<std::pair<std::uint32_t, std::uint32_t>> matched;  // (endpoint slot, blocks)
   std::uint32_t blocks_on(std::uint32_t slot) const {
     for (const auto& [s, b] : matched)
@@ -84,7 +84,8 @@ class PrefixIndex {
 class ApproxPrefixCacheProducer final : public Plugin, public RequestLifecycle {
  public:
   static constexpr std::string_view kType = "approx-prefix-cache-producer";
-  explicit ApproxPrefixCacheProducer(PrefixParams p) : params_(p), index_(p.lru_capacity_per_server) {}
+  explicit ApproxPrefixCacheProducer(PrefixParams p)
+      : params_(p), index_(p.lru_capacity_per_server) {}
   std::string_view type() const override { return kType; }
 
   const PrefixParams& params() const { return params_; }

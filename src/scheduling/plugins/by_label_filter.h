@@ -22,21 +22,27 @@ class ByLabelFilter final : public Plugin, public Filter {
  public:
   ByLabelFilter(std::string_view type, std::string label, std::set<std::string, std::less<>> valid,
                 bool allows_no_label)
-      : type_(type), label_(std::move(label)), valid_(std::move(valid)), allows_no_label_(allows_no_label) {}
+      : type_(type),
+        label_(std::move(label)),
+        valid_(std::move(valid)),
+        allows_no_label_(allows_no_label) {}
   std::string_view type() const override { return type_; }
-  void filter(CycleState& cycle, const Request& request, std::vector<const Endpoint*>& candidates) override;
+  void filter(CycleState& cycle, const Request& request,
+              std::vector<const Endpoint*>& candidates) override;
 
   static std::unique_ptr<ByLabelFilter> prefill() {
-    return std::make_unique<ByLabelFilter>("prefill-filter", std::string(kRoleLabel),
-                                           std::set<std::string, std::less<>>{"prefill", "encode-prefill", "prefill-decode", "both",
-                                                                              "encode-prefill-decode"},
-                                           false);
+    return std::make_unique<ByLabelFilter>(
+        "prefill-filter", std::string(kRoleLabel),
+        std::set<std::string, std::less<>>{"prefill", "encode-prefill", "prefill-decode", "both",
+                                           "encode-prefill-decode"},
+        false);
   }
   static std::unique_ptr<ByLabelFilter> decode() {
-    return std::make_unique<ByLabelFilter>("decode-filter", std::string(kRoleLabel),
-                                           std::set<std::string, std::less<>>{"decode", "prefill-decode", "both",
-                                                                              "encode-prefill-decode"},
-                                           true);
+    return std::make_unique<ByLabelFilter>(
+        "decode-filter", std::string(kRoleLabel),
+        std::set<std::string, std::less<>>{"decode", "prefill-decode", "both",
+                                           "encode-prefill-decode"},
+        true);
   }
 
  private:

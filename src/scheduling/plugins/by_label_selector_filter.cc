@@ -20,7 +20,8 @@ bool LabelRequirement::matches(const Labels& labels) const {
   return false;
 }
 
-void ByLabelSelectorFilter::filter(CycleState&, const Request&, std::vector<const Endpoint*>& candidates) {
+void ByLabelSelectorFilter::filter(CycleState&, const Request&,
+                                   std::vector<const Endpoint*>& candidates) {
   std::erase_if(candidates, [&](const Endpoint* e) {
     for (const auto& r : requirements_)
       if (!r.matches(e->labels)) return true;
@@ -43,13 +44,20 @@ std::vector<LabelRequirement> read_label_selector(PluginParams& params) {
       if (!key || key->empty()) params.fail(idx + ".key", "is required");
       r.key = *key;
       const std::string op = e.string("operator").value_or("");
-      if (op == "In") r.op = LabelRequirement::Op::kIn;
-      else if (op == "NotIn") r.op = LabelRequirement::Op::kNotIn;
-      else if (op == "Exists") r.op = LabelRequirement::Op::kExists;
-      else if (op == "DoesNotExist") r.op = LabelRequirement::Op::kDoesNotExist;
-      else params.fail(idx + ".operator", "expected In, NotIn, Exists or DoesNotExist, got '" + op + "'");
+      if (op == "In")
+        r.op = LabelRequirement::Op::kIn;
+      else if (op == "NotIn")
+        r.op = LabelRequirement::Op::kNotIn;
+      else if (op == "Exists")
+        r.op = LabelRequirement::Op::kExists;
+      else if (op == "DoesNotExist")
+        r.op = LabelRequirement::Op::kDoesNotExist;
+      else
+        params.fail(idx + ".operator",
+                    "expected In, NotIn, Exists or DoesNotExist, got '" + op + "'");
       r.values = e.string_list("values").value_or(std::vector<std::string>{});
-      if ((r.op == LabelRequirement::Op::kIn || r.op == LabelRequirement::Op::kNotIn) && r.values.empty())
+      if ((r.op == LabelRequirement::Op::kIn || r.op == LabelRequirement::Op::kNotIn) &&
+          r.values.empty())
         params.fail(idx + ".values", "must not be empty for " + op);
       e.finish();
       out.push_back(std::move(r));

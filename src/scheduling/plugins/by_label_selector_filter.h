@@ -25,7 +25,8 @@ class ByLabelSelectorFilter final : public Plugin, public Filter {
   ByLabelSelectorFilter(std::string_view type, std::vector<LabelRequirement> requirements)
       : type_(type), requirements_(std::move(requirements)) {}
   std::string_view type() const override { return type_; }
-  void filter(CycleState& cycle, const Request& request, std::vector<const Endpoint*>& candidates) override;
+  void filter(CycleState& cycle, const Request& request,
+              std::vector<const Endpoint*>& candidates) override;
 
  private:
   std::string_view type_;

@@ -26,8 +26,10 @@ int DisaggProfileHandler::shared_levels(const Endpoint& a, const Endpoint& b) co
   return n;
 }
 
-void DisaggProfileHandler::pick(CycleState& cycle, const Request& request, std::span<const Profile> profiles,
-                                std::span<const ProfileResult> results, std::vector<const Profile*>& next) {
+void DisaggProfileHandler::pick(CycleState& cycle, const Request& request,
+                                std::span<const Profile> profiles,
+                                std::span<const ProfileResult> results,
+                                std::vector<const Profile*>& next) {
   auto profile = [&](const std::string& name) -> const Profile* {
     for (const auto& p : profiles)
       if (p.name == name) return &p;
@@ -50,7 +52,8 @@ SchedulingResult DisaggProfileHandler::process_results(CycleState&, const Reques
   r.primary_profile = decode_;
   const ProfileResult* decode = find(results, decode_);
   if (!decode || !decode->ok) {
-    r.error = "failed to find available decode workers" + (decode ? ": " + decode->error : std::string());
+    r.error =
+        "failed to find available decode workers" + (decode ? ": " + decode->error : std::string());
     return r;
   }
   r.ok = true;
@@ -73,7 +76,8 @@ SchedulingResult DisaggProfileHandler::process_results(CycleState&, const Reques
       double bs = -1;
       for (const auto& ds : decode->scored)
         for (const auto& ps : prefill->scored) {
-          if (ds.endpoint == ps.endpoint || shared_levels(*ds.endpoint, *ps.endpoint) < want) continue;
+          if (ds.endpoint == ps.endpoint || shared_levels(*ds.endpoint, *ps.endpoint) < want)
+            continue;
           const double s = (ds.score + ps.score) / 2;
           if (s > bs) {
             bs = s;

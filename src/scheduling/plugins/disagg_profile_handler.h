@@ -28,7 +28,8 @@ namespace sluice::scheduling {
 inline constexpr std::string_view kPrefillerHeader = "x-prefiller-host-port";
 
 struct TopologyParams {
-  std::vector<std::string> labels = {"topology.kubernetes.io/zone", "block", "rack"};  // outermost first
+  std::vector<std::string> labels = {"topology.kubernetes.io/zone", "block",
+                                     "rack"};  // outermost first
   double margin = 0.1;
   bool enabled = true;
 };

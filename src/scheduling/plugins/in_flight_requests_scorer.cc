@@ -4,9 +4,11 @@
 
 namespace sluice::scheduling {
 
-void InFlightRequestsScorer::score(CycleState&, const Request&, std::span<const Endpoint* const> candidates,
+void InFlightRequestsScorer::score(CycleState&, const Request&,
+                                   std::span<const Endpoint* const> candidates,
                                    std::span<double> scores) {
-  score_lower_is_better(candidates, scores, [](const Endpoint& e) { return static_cast<double>(e.in_flight); });
+  score_lower_is_better(candidates, scores,
+                        [](const Endpoint& e) { return static_cast<double>(e.in_flight); });
 }
 
 }  // namespace sluice::scheduling

@@ -24,8 +24,9 @@ void MaxScorePicker::pick(CycleState&, const Request&, std::span<ScoredEndpoint>
   }
   std::shuffle(scored.begin(), scored.end(), rng_);
   const std::size_t k = std::min<std::size_t>(max_, scored.size());
-  std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end(),
-                    [](const ScoredEndpoint& a, const ScoredEndpoint& b) { return a.score > b.score; });
+  std::partial_sort(
+      scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k), scored.end(),
+      [](const ScoredEndpoint& a, const ScoredEndpoint& b) { return a.score > b.score; });
   for (std::size_t i = 0; i < k; ++i) targets.push_back(scored[i].endpoint);
 }
 

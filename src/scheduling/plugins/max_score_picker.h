@@ -13,7 +13,8 @@ namespace sluice::scheduling {
 class MaxScorePicker final : public Plugin, public Picker {
  public:
   static constexpr std::string_view kType = "max-score-picker";
-  MaxScorePicker(std::uint32_t max_endpoints, std::uint64_t seed) : max_(max_endpoints), rng_(seed) {}
+  MaxScorePicker(std::uint32_t max_endpoints, std::uint64_t seed)
+      : max_(max_endpoints), rng_(seed) {}
   std::string_view type() const override { return kType; }
   void pick(CycleState& cycle, const Request& request, std::span<ScoredEndpoint> scored,
             std::vector<const Endpoint*>& targets) override;

@@ -2,7 +2,8 @@
 
 namespace sluice::scheduling {
 
-bool PrefixBasedPdDecider::disaggregate(CycleState& cycle, const Request& request, const Endpoint& decode) {
+bool PrefixBasedPdDecider::disaggregate(CycleState& cycle, const Request& request,
+                                        const Endpoint& decode) {
   if (non_cached_tokens_ == 0) return false;
   const std::uint64_t input = request.input_tokens;
   if (input < non_cached_tokens_) return false;

@@ -3,7 +3,8 @@
 namespace sluice::scheduling {
 
 void PrefixCacheScorer::score(CycleState& cycle, const Request& request,
-                              std::span<const Endpoint* const> candidates, std::span<double> scores) {
+                              std::span<const Endpoint* const> candidates,
+                              std::span<double> scores) {
   PrefixMatch* m = cycle.get(producer_->match_key());
   if (!m) {
     m = &cycle.put(producer_->match_key());

@@ -15,7 +15,8 @@ flowcontrol::EndpointLoad load_of(const Endpoint& e) {
   return l;
 }
 
-void SaturationFilter::filter(CycleState&, const Request&, std::vector<const Endpoint*>& candidates) {
+void SaturationFilter::filter(CycleState&, const Request&,
+                              std::vector<const Endpoint*>& candidates) {
   const auto now = Clock::now();
   kept_.clear();
   for (const Endpoint* e : candidates)

@@ -19,7 +19,8 @@ class SaturationFilter final : public Plugin, public Filter {
   SaturationFilter(std::unique_ptr<flowcontrol::SaturationDetector> detector, bool fail_open)
       : detector_(std::move(detector)), fail_open_(fail_open) {}
   std::string_view type() const override { return detector_->type(); }
-  void filter(CycleState& cycle, const Request& request, std::vector<const Endpoint*>& candidates) override;
+  void filter(CycleState& cycle, const Request& request,
+              std::vector<const Endpoint*>& candidates) override;
 
  private:
   std::unique_ptr<flowcontrol::SaturationDetector> detector_;

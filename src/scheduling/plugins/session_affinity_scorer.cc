@@ -19,7 +19,8 @@ std::string base64_encode(std::string_view in) {
   out.reserve((in.size() + 2) / 3 * 4);
   std::size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
-    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
+    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) |
+                       (static_cast<unsigned char>(in[i + 1]) << 8) |
                        static_cast<unsigned char>(in[i + 2]);
     out += kAlphabet[(v >> 18) & 63];
     out += kAlphabet[(v >> 12) & 63];
@@ -56,8 +57,10 @@ std::string base64_decode(std::string_view in) {
 }
 
 void SessionAffinityScorer::score(CycleState&, const Request& request,
-                                  std::span<const Endpoint* const> candidates, std::span<double> scores) {
-  const std::string address = request.session_token.empty() ? std::string() : base64_decode(request.session_token);
+                                  std::span<const Endpoint* const> candidates,
+                                  std::span<double> scores) {
+  const std::string address =
+      request.session_token.empty() ? std::string() : base64_decode(request.session_token);
   for (std::size_t i = 0; i < candidates.size(); ++i)
     scores[i] = !address.empty() && candidates[i]->address == address ? 1.0 : 0.0;
 }

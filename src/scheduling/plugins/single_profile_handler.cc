@@ -3,7 +3,8 @@
 namespace sluice::scheduling {
 
 void SingleProfileHandler::pick(CycleState&, const Request&, std::span<const Profile> profiles,
-                                std::span<const ProfileResult> results, std::vector<const Profile*>& next) {
+                                std::span<const ProfileResult> results,
+                                std::vector<const Profile*>& next) {
   if (results.empty() && !profiles.empty()) next.push_back(&profiles.front());
 }
 

@@ -15,7 +15,8 @@ namespace sluice::scheduling {
 class WeightedRandomPicker final : public Plugin, public Picker {
  public:
   static constexpr std::string_view kType = "weighted-random-picker";
-  WeightedRandomPicker(std::uint32_t max_endpoints, std::uint64_t seed) : max_(max_endpoints), rng_(seed) {}
+  WeightedRandomPicker(std::uint32_t max_endpoints, std::uint64_t seed)
+      : max_(max_endpoints), rng_(seed) {}
   std::string_view type() const override { return kType; }
   void pick(CycleState& cycle, const Request& request, std::span<ScoredEndpoint> scored,
             std::vector<const Endpoint*>& targets) override;

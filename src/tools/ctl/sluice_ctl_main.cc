@@ -7,8 +7,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -26,7 +25,8 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kUsage = R"(usage: sluice-ctl [--admin HOST:PORT] [--token-file FILE] [--json] COMMAND
+constexpr const char* kUsage =
+    R"(usage: sluice-ctl [--admin HOST:PORT] [--token-file FILE] [--json] COMMAND
 
 commands:
   flows                                 every flow: priority, band, weight, queue, outcomes
@@ -66,7 +66,8 @@ struct Client {
 
   // One request over a fresh connection (Connection: close); exits 3 if
   // the admin plane cannot be reached or does not answer.
-  Reply call(const std::string& method, const std::string& path, const std::string& body = "") const {
+  Reply call(const std::string& method, const std::string& path,
+             const std::string& body = "") const {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -115,7 +116,8 @@ struct Client {
     close(fd);
     Reply r;
     const auto head_end = raw.find("\r\n\r\n");
-    if (raw.compare(0, 9, "HTTP/1.1 ") != 0 || head_end == std::string::npos) unreachable("not an HTTP answer");
+    if (raw.compare(0, 9, "HTTP/1.1 ") != 0 || head_end == std::string::npos)
+      unreachable("not an HTTP answer");
     r.status = std::atoi(raw.c_str() + 9);
     r.body = raw.substr(head_end + 4);
     // The admin plane answers with Content-Length; chunked is not used.
@@ -123,7 +125,8 @@ struct Client {
   }
 
   [[noreturn]] void unreachable(const std::string& why) const {
-    std::cerr << "sluice-ctl: cannot reach the admin plane at " << host << ":" << port << ": " << why << "\n";
+    std::cerr << "sluice-ctl: cannot reach the admin plane at " << host << ":" << port << ": "
+              << why << "\n";
     std::exit(3);
   }
 };
@@ -137,8 +140,10 @@ struct Client {
     message = j["error"].value("message", r.body);
     code = j["error"].value("code", "");
   }
-  std::cerr << "sluice-ctl: " << r.status << (code.empty() ? "" : " " + code) << ": " << message << "\n";
-  if (r.status == 401) std::cerr << "sluice-ctl: give the admin token with --token-file FILE or SLUICE_ADMIN_TOKEN\n";
+  std::cerr << "sluice-ctl: " << r.status << (code.empty() ? "" : " " + code) << ": " << message
+            << "\n";
+  if (r.status == 401)
+    std::cerr << "sluice-ctl: give the admin token with --token-file FILE or SLUICE_ADMIN_TOKEN\n";
   std::exit(1);
 }
 
@@ -153,11 +158,13 @@ json expect_json(const Reply& r, std::initializer_list<int> ok = {200}) {
 }
 
 // Left-aligned columns sized to their widest cell.
-void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
   for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (std::size_t c = 0; c < cells.size(); ++c) {
@@ -197,12 +204,13 @@ void print_flows(const json& flows) {
   for (const auto& f : flows) {
     char age[32];
     std::snprintf(age, sizeof age, "%.1fs", f.value("lastActiveMsAgo", 0.0) / 1000.0);
-    rows.push_back({num(f["id"]), num(f["priority"]), num(f["band"]), num(f["weight"]), num(f["queued"]),
-                    num(f["queuedBytes"]), num(f["inFlight"]), num(f["dispatched"]), outcomes_cell(f["outcomes"]),
-                    num(f["tokensCharged"]), age});
+    rows.push_back({num(f["id"]), num(f["priority"]), num(f["band"]), num(f["weight"]),
+                    num(f["queued"]), num(f["queuedBytes"]), num(f["inFlight"]),
+                    num(f["dispatched"]), outcomes_cell(f["outcomes"]), num(f["tokensCharged"]),
+                    age});
   }
-  print_table({"ID", "PRIORITY", "BAND", "WEIGHT", "QUEUED", "BYTES", "IN-FLIGHT", "DISPATCHED", "REJECTED/EVICTED",
-               "TOKENS", "LAST-ACTIVE"},
+  print_table({"ID", "PRIORITY", "BAND", "WEIGHT", "QUEUED", "BYTES", "IN-FLIGHT", "DISPATCHED",
+               "REJECTED/EVICTED", "TOKENS", "LAST-ACTIVE"},
               rows);
 }
 
@@ -221,16 +229,19 @@ struct Options {
   }
 };
 
-Options parse_options(const std::vector<std::string>& args, std::size_t from, std::initializer_list<const char*> valued,
+Options parse_options(const std::vector<std::string>& args, std::size_t from,
+                      std::initializer_list<const char*> valued,
                       std::initializer_list<const char*> flags = {}) {
   Options o;
   for (std::size_t i = from; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (std::find_if(flags.begin(), flags.end(), [&](const char* f) { return a == f; }) != flags.end()) {
+    if (std::find_if(flags.begin(), flags.end(), [&](const char* f) { return a == f; }) !=
+        flags.end()) {
       o.values.emplace_back(a, "");
       continue;
     }
-    if (std::find_if(valued.begin(), valued.end(), [&](const char* f) { return a == f; }) == valued.end())
+    if (std::find_if(valued.begin(), valued.end(), [&](const char* f) { return a == f; }) ==
+        valued.end())
       usage_error("unexpected '" + a + "'");
     if (i + 1 >= args.size()) usage_error(a + " needs a value");
     o.values.emplace_back(a, args[++i]);
@@ -244,11 +255,13 @@ json number_option(const std::string& name, const std::string& text, bool intege
   errno = 0;
   if (integer) {
     long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno) usage_error(name + " must be a whole number, got '" + text + "'");
+    if (text.empty() || *end != '\0' || errno)
+      usage_error(name + " must be a whole number, got '" + text + "'");
     return v;
   }
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno) usage_error(name + " must be a number, got '" + text + "'");
+  if (text.empty() || *end != '\0' || errno)
+    usage_error(name + " must be a number, got '" + text + "'");
   return v;
 }
 
@@ -275,10 +288,12 @@ int main(int argc, char** argv) {
     if (a == "--admin") {
       std::string s = value();
       auto colon = s.rfind(':');
-      if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) usage_error("--admin must be HOST:PORT");
+      if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+        usage_error("--admin must be HOST:PORT");
       client.host = s.substr(0, colon);
       client.port = s.substr(colon + 1);
-      if (client.host.size() > 2 && client.host.front() == '[') client.host = client.host.substr(1, client.host.size() - 2);
+      if (client.host.size() > 2 && client.host.front() == '[')
+        client.host = client.host.substr(1, client.host.size() - 2);
     } else if (a == "--token-file") {
       token_file = value();
     } else if (a == "--json") {
@@ -294,7 +309,8 @@ int main(int argc, char** argv) {
     std::ifstream in(token_file);
     if (!in) usage_error("cannot read --token-file " + token_file);
     std::getline(in, client.token);
-    while (!client.token.empty() && (client.token.back() == '\r' || client.token.back() == ' ')) client.token.pop_back();
+    while (!client.token.empty() && (client.token.back() == '\r' || client.token.back() == ' '))
+      client.token.pop_back();
   } else if (const char* t = std::getenv("SLUICE_ADMIN_TOKEN"); t && *t) {
     client.token = t;
   }
@@ -309,8 +325,10 @@ int main(int argc, char** argv) {
   if (cmd == "flows") {
     parse_options(args, 1, {});
     auto j = expect_json(client.call("GET", "/admin/v1/flows"));
-    if (as_json) out_json(j);
-    else print_flows(j);
+    if (as_json)
+      out_json(j);
+    else
+      print_flows(j);
     return 0;
   }
   if (cmd == "flow") {
@@ -321,19 +339,24 @@ int main(int argc, char** argv) {
       json body = json::object();
       if (auto v = o.get("--weight")) body["weight"] = number_option("--weight", *v, false);
       if (auto v = o.get("--priority")) body["priority"] = number_option("--priority", *v, true);
-      if (auto v = o.get("--max-queued")) body["maxQueued"] = number_option("--max-queued", *v, true);
+      if (auto v = o.get("--max-queued"))
+        body["maxQueued"] = number_option("--max-queued", *v, true);
       if (body.empty()) usage_error("flow set needs --weight, --priority or --max-queued");
       auto j = expect_json(client.call("PUT", "/admin/v1/flows/" + id, body.dump()));
-      if (as_json) out_json(j);
-      else std::cout << "flow " << id << " override: " << j["override"].dump() << "\n";
+      if (as_json)
+        out_json(j);
+      else
+        std::cout << "flow " << id << " override: " << j["override"].dump() << "\n";
       return 0;
     }
     if (sub == "reset") {
       const std::string& id = arg(2, "a flow ID");
       parse_options(args, 3, {});
       auto j = expect_json(client.call("DELETE", "/admin/v1/flows/" + id));
-      if (as_json) out_json(j);
-      else std::cout << "flow " << id << ": overrides removed\n";
+      if (as_json)
+        out_json(j);
+      else
+        std::cout << "flow " << id << ": overrides removed\n";
       return 0;
     }
     parse_options(args, 2, {});
@@ -356,10 +379,11 @@ int main(int argc, char** argv) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& b : j)
       rows.push_back({num(b["priority"]), b["configured"].get<bool>() ? "configured" : "default",
-                      num(b["maxRequests"]), num(b["maxBytes"]), num(b["fairnessPolicy"]), num(b["orderingPolicy"]),
-                      num(b["antiStarvationShare"]), num(b["queued"]), num(b["queuedBytes"]), num(b["flows"])});
-    print_table({"PRIORITY", "SOURCE", "MAX-REQUESTS", "MAX-BYTES", "FAIRNESS", "ORDERING", "SHARE", "QUEUED",
-                 "BYTES", "FLOWS"},
+                      num(b["maxRequests"]), num(b["maxBytes"]), num(b["fairnessPolicy"]),
+                      num(b["orderingPolicy"]), num(b["antiStarvationShare"]), num(b["queued"]),
+                      num(b["queuedBytes"]), num(b["flows"])});
+    print_table({"PRIORITY", "SOURCE", "MAX-REQUESTS", "MAX-BYTES", "FAIRNESS", "ORDERING", "SHARE",
+                 "QUEUED", "BYTES", "FLOWS"},
                 rows);
     return 0;
   }
@@ -367,23 +391,30 @@ int main(int argc, char** argv) {
     const std::string& sub = arg(1, "set or delete");
     const std::string& priority = arg(2, "a PRIORITY");
     if (sub == "set") {
-      auto o = parse_options(args, 3, {"--max-requests", "--max-bytes", "--fairness", "--ordering", "--share"});
+      auto o = parse_options(
+          args, 3, {"--max-requests", "--max-bytes", "--fairness", "--ordering", "--share"});
       json body = json::object();
-      if (auto v = o.get("--max-requests")) body["maxRequests"] = number_option("--max-requests", *v, true);
+      if (auto v = o.get("--max-requests"))
+        body["maxRequests"] = number_option("--max-requests", *v, true);
       if (auto v = o.get("--max-bytes")) body["maxBytes"] = number_option("--max-bytes", *v, true);
       if (auto v = o.get("--fairness")) body["fairnessPolicy"] = *v;
       if (auto v = o.get("--ordering")) body["orderingPolicy"] = *v;
-      if (auto v = o.get("--share")) body["antiStarvationShare"] = number_option("--share", *v, false);
+      if (auto v = o.get("--share"))
+        body["antiStarvationShare"] = number_option("--share", *v, false);
       auto j = expect_json(client.call("PUT", "/admin/v1/bands/" + priority, body.dump()));
-      if (as_json) out_json(j);
-      else std::cout << "band " << priority << ": " << j.dump() << "\n";
+      if (as_json)
+        out_json(j);
+      else
+        std::cout << "band " << priority << ": " << j.dump() << "\n";
       return 0;
     }
     if (sub == "delete") {
       parse_options(args, 3, {});
       auto j = expect_json(client.call("DELETE", "/admin/v1/bands/" + priority));
-      if (as_json) out_json(j);
-      else std::cout << "band " << priority << ": reverted to the default band\n";
+      if (as_json)
+        out_json(j);
+      else
+        std::cout << "band " << priority << ": reverted to the default band\n";
       return 0;
     }
     usage_error("band takes set or delete");
@@ -403,12 +434,16 @@ int main(int argc, char** argv) {
       const auto& m = e["metrics"];
       char age[32] = "-";
       if (m.is_object()) std::snprintf(age, sizeof age, "%.0fms", m.value("ageMs", 0.0));
-      std::string health = e["removed"].get<bool>() ? "removed" : e["healthy"].get<bool>() ? "healthy" : "down";
-      rows.push_back({num(e["address"]), num(e["engine"]), health, m.is_object() ? num(m["waiting"]) : "-",
-                      m.is_object() ? num(m["running"]) : "-", m.is_object() ? num(m["kvCacheUsage"]) : "-", age,
-                      num(e["inFlight"]), labels.empty() ? "-" : labels});
+      std::string health = e["removed"].get<bool>()   ? "removed"
+                           : e["healthy"].get<bool>() ? "healthy"
+                                                      : "down";
+      rows.push_back(
+          {num(e["address"]), num(e["engine"]), health, m.is_object() ? num(m["waiting"]) : "-",
+           m.is_object() ? num(m["running"]) : "-", m.is_object() ? num(m["kvCacheUsage"]) : "-",
+           age, num(e["inFlight"]), labels.empty() ? "-" : labels});
     }
-    print_table({"ADDRESS", "ENGINE", "HEALTH", "WAITING", "RUNNING", "KV-CACHE", "METRICS-AGE", "IN-FLIGHT", "LABELS"},
+    print_table({"ADDRESS", "ENGINE", "HEALTH", "WAITING", "RUNNING", "KV-CACHE", "METRICS-AGE",
+                 "IN-FLIGHT", "LABELS"},
                 rows);
     return 0;
   }
@@ -420,8 +455,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::cout << "reloaded";
-    if (j["applied"].empty()) std::cout << "; nothing changed";
-    else std::cout << "; applied: " << j["applied"].dump();
+    if (j["applied"].empty())
+      std::cout << "; nothing changed";
+    else
+      std::cout << "; applied: " << j["applied"].dump();
     std::cout << "\n";
     if (!j["restartRequired"].empty())
       std::cout << "changed but needs a restart: " << j["restartRequired"].dump() << "\n";
@@ -431,8 +468,11 @@ int main(int argc, char** argv) {
     if (args.size() > 1 && (args[1] == "status" || args[1] == "cancel")) {
       parse_options(args, 2, {});
       auto j = expect_json(client.call(args[1] == "status" ? "GET" : "DELETE", "/admin/v1/drain"));
-      if (as_json) out_json(j);
-      else std::cout << num(j["state"]) << ": " << num(j["queued"]) << " queued, " << num(j["inFlight"]) << " in flight\n";
+      if (as_json)
+        out_json(j);
+      else
+        std::cout << num(j["state"]) << ": " << num(j["queued"]) << " queued, "
+                  << num(j["inFlight"]) << " in flight\n";
       return 0;
     }
     auto o = parse_options(args, 1, {"--timeout"}, {"--wait"});
@@ -442,15 +482,18 @@ int main(int argc, char** argv) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
     while (o.flag("--wait") && j["state"] != "drained") {
       if (std::chrono::steady_clock::now() >= deadline) {
-        std::cerr << "sluice-ctl: not drained after " << timeout << " s: " << num(j["queued"]) << " queued, "
-                  << num(j["inFlight"]) << " in flight\n";
+        std::cerr << "sluice-ctl: not drained after " << timeout << " s: " << num(j["queued"])
+                  << " queued, " << num(j["inFlight"]) << " in flight\n";
         return 1;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling a remote state
       j = expect_json(client.call("GET", "/admin/v1/drain"));
     }
-    if (as_json) out_json(j);
-    else std::cout << num(j["state"]) << ": " << num(j["queued"]) << " queued, " << num(j["inFlight"]) << " in flight\n";
+    if (as_json)
+      out_json(j);
+    else
+      std::cout << num(j["state"]) << ": " << num(j["queued"]) << " queued, " << num(j["inFlight"])
+                << " in flight\n";
     return 0;
   }
   if (cmd == "metrics") {

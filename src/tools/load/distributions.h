@@ -14,9 +14,10 @@ using Rng = std::mt19937_64;
 struct Distribution {
   enum class Kind { kConstant, kUniform, kNormal, kLogNormal, kExponential };
   Kind kind = Kind::kConstant;
-  double a = 0;  // constant: value; uniform: min; normal: mean; lognormal: median; exponential: mean
-  double b = 0;  // uniform: max; normal: stddev; lognormal: sigma (of the log)
-  double min = 0;             // samples are clamped to [min, max]
+  double a =
+      0;  // constant: value; uniform: min; normal: mean; lognormal: median; exponential: mean
+  double b = 0;    // uniform: max; normal: stddev; lognormal: sigma (of the log)
+  double min = 0;  // samples are clamped to [min, max]
   double max = 1e18;
 
   double sample(Rng& rng) const;

@@ -1,18 +1,17 @@
 #include "tools/load/driver.h"
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
-#include <atomic>
 #include <thread>
 
 namespace sluice::load {
@@ -25,8 +24,9 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 std::string make_prompt(Rng& rng, std::uint64_t tokens, int prefix, std::uint64_t prefix_tokens) {
-  static constexpr const char* kWords[] = {"the", "gate", "flow", "queue", "token", "model", "fair", "band",
-                                           "load", "time", "wait", "serve", "batch", "prio", "shed", "pool"};
+  static constexpr const char* kWords[] = {"the",   "gate", "flow", "queue", "token", "model",
+                                           "fair",  "band", "load", "time",  "wait",  "serve",
+                                           "batch", "prio", "shed", "pool"};
   std::string out;
   out.reserve(tokens * 5);
   std::uint64_t i = 0;
@@ -57,9 +57,11 @@ struct Connection {
 
 class Runner {
  public:
-  Runner(const Scenario& s, const DriverOptions& o) : s_(s), o_(o), end_timer_(ioc_), progress_timer_(ioc_) {
+  Runner(const Scenario& s, const DriverOptions& o)
+      : s_(s), o_(o), end_timer_(ioc_), progress_timer_(ioc_) {
     flows_.reserve(s.flows.size());
-    for (std::size_t i = 0; i < s.flows.size(); ++i) flows_.push_back(std::make_unique<FlowState>(ioc_, s.flows[i], i, s.seed));
+    for (std::size_t i = 0; i < s.flows.size(); ++i)
+      flows_.push_back(std::make_unique<FlowState>(ioc_, s.flows[i], i, s.seed));
     result_.active.resize(s.flows.size());
     result_.not_sent.assign(s.flows.size(), 0);
   }
@@ -71,12 +73,15 @@ class Runner {
     std::atomic<bool> finished{false};
     std::thread watchdog([this, bound, &finished] {
       const auto deadline = Clock::now() + bound;
-      while (!finished.load() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      while (!finished.load() && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (finished.load()) return;
       std::fprintf(stderr,
-                   "sluice-load: the run did not end within duration + drain + 15 s (sent %llu, outstanding %llu, "
+                   "sluice-load: the run did not end within duration + drain + 15 s (sent %llu, "
+                   "outstanding %llu, "
                    "ending %d); giving up\n",
-                   static_cast<unsigned long long>(sent_.load()), static_cast<unsigned long long>(outstanding_.load()),
+                   static_cast<unsigned long long>(sent_.load()),
+                   static_cast<unsigned long long>(outstanding_.load()),
                    static_cast<int>(ending_.load()));
       std::_Exit(1);
     });
@@ -100,7 +105,8 @@ class Runner {
     ioc_.run();
     // Whatever is still open was cut by the drain's end.
     for (auto& r : result_.records)
-      if (r.done < 0 && r.status == 0 && r.error.empty()) r.error = "unfinished at the end of the drain";
+      if (r.done < 0 && r.status == 0 && r.error.empty())
+        r.error = "unfinished at the end of the drain";
     result_.end = std::max(now(), std::chrono::duration<double>(s_.duration).count());
     for (auto& iv : result_.active)
       for (auto& [a, b] : iv) b = std::min(b, std::chrono::duration<double>(s_.duration).count());
@@ -188,7 +194,8 @@ class Runner {
     const double gap = f.spec.arrival.kind == Arrival::Kind::kPoisson
                            ? std::exponential_distribution<double>(f.rate)(f.rng)
                            : mean_gap;
-    f.arrival_timer.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap)));
+    f.arrival_timer.expires_after(
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap)));
     f.arrival_timer.async_wait([this, &f, generation](beast::error_code ec) {
       if (ec || !f.active || generation != f.generation) return;
       launch(f, false);
@@ -260,12 +267,15 @@ class Runner {
     const std::uint64_t prompt_tokens = spec.prompt_tokens.sample_count(f.rng);
     const std::uint64_t max_tokens = spec.max_tokens.sample_count(f.rng);
     int prefix = -1;
-    if (spec.shared_prefix_share > 0 && std::uniform_real_distribution<double>(0, 1)(f.rng) < spec.shared_prefix_share)
+    if (spec.shared_prefix_share > 0 &&
+        std::uniform_real_distribution<double>(0, 1)(f.rng) < spec.shared_prefix_share)
       prefix = static_cast<int>(f.rng() % static_cast<std::uint64_t>(s_.shared_prefix_count));
     const std::string prompt = make_prompt(f.rng, prompt_tokens, prefix, s_.shared_prefix_tokens);
     json body = {{"model", s_.model}, {"max_tokens", max_tokens}};
-    if (s_.path == "/v1/chat/completions") body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
-    else body["prompt"] = prompt;
+    if (s_.path == "/v1/chat/completions")
+      body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+    else
+      body["prompt"] = prompt;
     if (spec.stream) {
       body["stream"] = true;
       body["stream_options"] = {{"include_usage", true}};
@@ -311,17 +321,18 @@ class Runner {
     std::optional<http::response_parser<http::string_body>> parser;
     std::size_t scanned = 0;  // body bytes already scanned for SSE events
     double retry_after = 0;   // the answer's Retry-After, seconds
-    bool reused = false;   // from the keep-alive pool
-    bool retried = false;  // once, on a fresh connection
+    bool reused = false;      // from the keep-alive pool
+    bool retried = false;     // once, on a fresh connection
   };
 
   void send(const std::shared_ptr<Call>& call) {
-    http::async_write(call->conn->stream, call->req, [this, call](beast::error_code ec, std::size_t) {
-      if (ec) return finish(call, ec, "write");
-      call->parser.emplace();
-      call->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
-      read(call);
-    });
+    http::async_write(call->conn->stream, call->req,
+                      [this, call](beast::error_code ec, std::size_t) {
+                        if (ec) return finish(call, ec, "write");
+                        call->parser.emplace();
+                        call->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+                        read(call);
+                      });
   }
 
   void read(const std::shared_ptr<Call>& call) {
@@ -375,7 +386,8 @@ class Runner {
   }
 
   static void read_usage(const json& u, RequestRecord& r) {
-    if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_unsigned()) r.input_tokens = u["prompt_tokens"];
+    if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_unsigned())
+      r.input_tokens = u["prompt_tokens"];
     if (u.contains("completion_tokens") && u["completion_tokens"].is_number_unsigned())
       r.output_tokens = u["completion_tokens"];
   }
@@ -384,7 +396,8 @@ class Runner {
     auto& r = result_.records[call->record];
     // A pooled connection the server closed while it sat idle fails before
     // any response byte: send again once on a fresh one (as a proxy would).
-    if (ec && call->reused && !call->retried && r.first_byte < 0 && ec != beast::error::timeout && !ending_) {
+    if (ec && call->reused && !call->retried && r.first_byte < 0 && ec != beast::error::timeout &&
+        !ending_) {
       call->retried = true;
       beast::error_code ignored;
       call->conn->stream.socket().close(ignored);
@@ -397,14 +410,17 @@ class Runner {
     r.done = now();
     bool keep = false;
     if (ec) {
-      if (r.status == 0) r.error = std::string(stage) + ": " + ec.message();
-      else if (r.status / 100 == 2) r.status = 0, r.error = std::string("cut mid-response: ") + ec.message();
+      if (r.status == 0)
+        r.error = std::string(stage) + ": " + ec.message();
+      else if (r.status / 100 == 2)
+        r.status = 0, r.error = std::string("cut mid-response: ") + ec.message();
     } else {
       const auto& res = call->parser->get();
       keep = call->parser->keep_alive();
       if (r.status / 100 == 2 && !call->flow->spec.stream) {
         auto j = json::parse(res.body(), nullptr, false);
-        if (!j.is_discarded() && j.contains("usage") && j["usage"].is_object()) read_usage(j["usage"], r);
+        if (!j.is_discarded() && j.contains("usage") && j["usage"].is_object())
+          read_usage(j["usage"], r);
       }
       if (r.status / 100 == 2 && r.output_tokens == 0) r.output_tokens = r.token_events;
     }
@@ -424,8 +440,9 @@ class Runner {
         // does, as a well-behaved client would; at most 10 s.
         Duration pause = f.spec.arrival.think;
         if (r.status / 100 != 2 && call->retry_after > 0)
-          pause = std::max(pause, std::chrono::duration_cast<Duration>(
-                                      std::chrono::duration<double>(std::min(call->retry_after, 10.0))));
+          pause = std::max(pause,
+                           std::chrono::duration_cast<Duration>(
+                               std::chrono::duration<double>(std::min(call->retry_after, 10.0))));
         if (pause > Duration::zero()) {
           auto t = std::make_shared<net::steady_timer>(ioc_, pause);
           t->async_wait([this, &f, t](beast::error_code e) {
@@ -452,11 +469,14 @@ class Runner {
       std::uint64_t ok = 0, other = 0;
       for (const auto& r : result_.records) {
         if (r.done < 0) continue;
-        if (r.status / 100 == 2) ++ok;
-        else ++other;
+        if (r.status / 100 == 2)
+          ++ok;
+        else
+          ++other;
       }
-      std::fprintf(stderr, "\r[%5.1fs / %.0fs] sent %llu  ok %llu  not ok %llu  in flight %llu   ", now(),
-                   std::chrono::duration<double>(s_.duration).count(), static_cast<unsigned long long>(sent_.load()),
+      std::fprintf(stderr, "\r[%5.1fs / %.0fs] sent %llu  ok %llu  not ok %llu  in flight %llu   ",
+                   now(), std::chrono::duration<double>(s_.duration).count(),
+                   static_cast<unsigned long long>(sent_.load()),
                    static_cast<unsigned long long>(ok), static_cast<unsigned long long>(other),
                    static_cast<unsigned long long>(outstanding_.load()));
       std::fflush(stderr);

@@ -17,8 +17,8 @@ namespace sluice::load {
 struct RunResult {
   std::vector<RequestRecord> records;
   std::vector<std::vector<std::pair<double, double>>> active;  // per flow
-  std::vector<std::uint64_t> not_sent;                          // per flow
-  double end = 0;  // seconds: when the last answer came (or the drain ended)
+  std::vector<std::uint64_t> not_sent;                         // per flow
+  double end = 0;           // seconds: when the last answer came (or the drain ended)
   double arrivals_end = 0;  // when arrivals stopped: the duration, or earlier at the request cap
 };
 

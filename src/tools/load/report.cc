@@ -19,7 +19,8 @@ std::string fmt(const char* f, double v) {
 
 std::string ms(double seconds) { return fmt("%.0f", seconds * 1000); }
 
-void table(std::ostringstream& os, const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+void table(std::ostringstream& os, const std::vector<std::string>& header,
+           const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> w(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) w[c] = header[c].size();
   for (const auto& r : rows)
@@ -36,18 +37,28 @@ void table(std::ostringstream& os, const std::vector<std::string>& header, const
 }
 
 json latency_json(const LatencySummary& l) {
-  return {{"count", l.count}, {"p50", l.p50}, {"p90", l.p90}, {"p99", l.p99}, {"max", l.max}, {"mean", l.mean}};
+  return {{"count", l.count}, {"p50", l.p50}, {"p90", l.p90},
+          {"p99", l.p99},     {"max", l.max}, {"mean", l.mean}};
 }
 
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -59,10 +70,11 @@ constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "
 // A line chart: x in [0, xmax], y in [0, ymax], one polyline per series.
 // `fixed_ymax` > 0: the y axis ends there (a CDF: 1). `marks`: dashed
 // vertical lines with a label (the measured window).
-std::string line_chart(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                       const std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>& series,
-                       bool step = false, double fixed_ymax = 0,
-                       const std::vector<std::pair<double, std::string>>& marks = {}) {
+std::string line_chart(
+    const std::string& title, const std::string& xlabel, const std::string& ylabel,
+    const std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>>& series,
+    bool step = false, double fixed_ymax = 0,
+    const std::vector<std::pair<double, std::string>>& marks = {}) {
   const double W = 640, H = 300, L = 60, R = 150, T = 30, B = 40;
   double xmax = 1e-9, ymax = 1e-9;
   for (const auto& [name, pts] : series)
@@ -75,23 +87,33 @@ std::string line_chart(const std::string& title, const std::string& xlabel, cons
   auto X = [&](double x) { return L + (W - L - R) * x / xmax; };
   auto Y = [&](double y) { return H - B - (H - T - B) * y / ymax; };
   std::ostringstream os;
-  os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' font-family='sans-serif' font-size='11'>";
-  os << "<text x='" << L << "' y='18' font-size='13' font-weight='bold'>" << esc(title) << "</text>";
-  os << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B << "' stroke='#333'/>";
-  os << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B << "' stroke='#333'/>";
+  os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+     << "' font-family='sans-serif' font-size='11'>";
+  os << "<text x='" << L << "' y='18' font-size='13' font-weight='bold'>" << esc(title)
+     << "</text>";
+  os << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B
+     << "' stroke='#333'/>";
+  os << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B
+     << "' stroke='#333'/>";
   for (int i = 0; i <= 4; ++i) {
     const double yv = ymax * i / 4, xv = xmax * i / 4;
-    os << "<text x='" << L - 5 << "' y='" << Y(yv) + 4 << "' text-anchor='end'>" << fmt(ymax < 10 ? "%.2f" : "%.0f", yv) << "</text>";
-    os << "<line x1='" << L << "' y1='" << Y(yv) << "' x2='" << W - R << "' y2='" << Y(yv) << "' stroke='#eee'/>";
-    os << "<text x='" << X(xv) << "' y='" << H - B + 15 << "' text-anchor='middle'>" << fmt(xmax < 10 ? "%.2f" : "%.0f", xv) << "</text>";
+    os << "<text x='" << L - 5 << "' y='" << Y(yv) + 4 << "' text-anchor='end'>"
+       << fmt(ymax < 10 ? "%.2f" : "%.0f", yv) << "</text>";
+    os << "<line x1='" << L << "' y1='" << Y(yv) << "' x2='" << W - R << "' y2='" << Y(yv)
+       << "' stroke='#eee'/>";
+    os << "<text x='" << X(xv) << "' y='" << H - B + 15 << "' text-anchor='middle'>"
+       << fmt(xmax < 10 ? "%.2f" : "%.0f", xv) << "</text>";
   }
-  os << "<text x='" << (L + W - R) / 2 << "' y='" << H - 5 << "' text-anchor='middle'>" << esc(xlabel) << "</text>";
+  os << "<text x='" << (L + W - R) / 2 << "' y='" << H - 5 << "' text-anchor='middle'>"
+     << esc(xlabel) << "</text>";
   for (const auto& [x, label] : marks) {
     os << "<line x1='" << X(x) << "' y1='" << T << "' x2='" << X(x) << "' y2='" << H - B
        << "' stroke='#999' stroke-dasharray='4 3'/>";
-    os << "<text x='" << X(x) + 3 << "' y='" << T + 10 << "' fill='#777'>" << esc(label) << "</text>";
+    os << "<text x='" << X(x) + 3 << "' y='" << T + 10 << "' fill='#777'>" << esc(label)
+       << "</text>";
   }
-  os << "<text x='12' y='" << (T + H - B) / 2 << "' transform='rotate(-90 12 " << (T + H - B) / 2 << ")' text-anchor='middle'>" << esc(ylabel) << "</text>";
+  os << "<text x='12' y='" << (T + H - B) / 2 << "' transform='rotate(-90 12 " << (T + H - B) / 2
+     << ")' text-anchor='middle'>" << esc(ylabel) << "</text>";
   for (std::size_t i = 0; i < series.size(); ++i) {
     const auto& [name, pts] = series[i];
     const char* color = kColors[i % 10];
@@ -105,7 +127,8 @@ std::string line_chart(const std::string& title, const std::string& xlabel, cons
       first = false;
     }
     os << "'/>";
-    os << "<rect x='" << W - R + 10 << "' y='" << T + 16 * i << "' width='10' height='10' fill='" << color << "'/>";
+    os << "<rect x='" << W - R + 10 << "' y='" << T + 16 * i << "' width='10' height='10' fill='"
+       << color << "'/>";
     os << "<text x='" << W - R + 25 << "' y='" << T + 16 * i + 9 << "'>" << esc(name) << "</text>";
   }
   os << "</svg>";
@@ -119,24 +142,31 @@ std::string outcome_bars(const RunStats& st) {
   std::uint64_t maxn = 1;
   for (const auto& f : st.flows) maxn = std::max<std::uint64_t>(maxn, f.sent + f.not_sent);
   std::ostringstream os;
-  os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' font-family='sans-serif' font-size='11'>";
-  os << "<text x='" << L << "' y='18' font-size='13' font-weight='bold'>Outcomes per flow (requests)</text>";
+  os << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+     << "' font-family='sans-serif' font-size='11'>";
+  os << "<text x='" << L
+     << "' y='18' font-size='13' font-weight='bold'>Outcomes per flow (requests)</text>";
   const struct {
     const char* name;
     const char* color;
-  } parts[] = {{"served (2xx)", "#2ca02c"}, {"shed, typed reason", "#ff7f0e"}, {"error, no reason", "#d62728"},
-               {"no answer", "#000000"}, {"not sent", "#bbbbbb"}};
+  } parts[] = {{"served (2xx)", "#2ca02c"},
+               {"shed, typed reason", "#ff7f0e"},
+               {"error, no reason", "#d62728"},
+               {"no answer", "#000000"},
+               {"not sent", "#bbbbbb"}};
   for (std::size_t i = 0; i < st.flows.size(); ++i) {
     const auto& f = st.flows[i];
     const std::uint64_t v[] = {f.ok, f.shed, f.errors, f.lost, f.not_sent};
     double x = L;
     const double y = 30 + rowh * static_cast<double>(i);
-    os << "<text x='" << L - 5 << "' y='" << y + 15 << "' text-anchor='end'>" << esc(f.name) << "</text>";
+    os << "<text x='" << L - 5 << "' y='" << y + 15 << "' text-anchor='end'>" << esc(f.name)
+       << "</text>";
     for (int k = 0; k < 5; ++k) {
       const double w = (W - L - R) * static_cast<double>(v[k]) / static_cast<double>(maxn);
       if (w <= 0) continue;
-      os << "<rect x='" << x << "' y='" << y << "' width='" << w << "' height='" << rowh - 6 << "' fill='" << parts[k].color
-         << "'><title>" << parts[k].name << ": " << v[k] << "</title></rect>";
+      os << "<rect x='" << x << "' y='" << y << "' width='" << w << "' height='" << rowh - 6
+         << "' fill='" << parts[k].color << "'><title>" << parts[k].name << ": " << v[k]
+         << "</title></rect>";
       x += w;
     }
     os << "<text x='" << x + 4 << "' y='" << y + 15 << "'>" << f.sent << "</text>";
@@ -144,7 +174,8 @@ std::string outcome_bars(const RunStats& st) {
   double lx = L;
   const double ly = H - 15;
   for (const auto& p : parts) {
-    os << "<rect x='" << lx << "' y='" << ly - 9 << "' width='10' height='10' fill='" << p.color << "'/>";
+    os << "<rect x='" << lx << "' y='" << ly - 9 << "' width='10' height='10' fill='" << p.color
+       << "'/>";
     os << "<text x='" << lx + 14 << "' y='" << ly << "'>" << p.name << "</text>";
     lx += 14 + 5.6 * static_cast<double>(std::string(p.name).size()) + 12;
   }
@@ -162,13 +193,15 @@ std::string terminal_report(const Scenario& s, const RunStats& st) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& f : st.flows) {
     rows.push_back({f.name, fmt("%.1f", f.offered_rate), fmt("%.1f", f.completed_rate),
-                    fmt("%.0f", f.input_tokens_per_s + f.output_tokens_per_s), fmt("%.1f%%", f.token_share * 100),
-                    ms(f.e2e.p50), ms(f.e2e.p90), ms(f.e2e.p99), ms(f.e2e.max),
-                    f.ttft.count ? ms(f.ttft.p99) : "-", std::to_string(f.ok), std::to_string(f.shed),
-                    std::to_string(f.errors), std::to_string(f.lost), f.backlogged ? "yes" : "no"});
+                    fmt("%.0f", f.input_tokens_per_s + f.output_tokens_per_s),
+                    fmt("%.1f%%", f.token_share * 100), ms(f.e2e.p50), ms(f.e2e.p90), ms(f.e2e.p99),
+                    ms(f.e2e.max), f.ttft.count ? ms(f.ttft.p99) : "-", std::to_string(f.ok),
+                    std::to_string(f.shed), std::to_string(f.errors), std::to_string(f.lost),
+                    f.backlogged ? "yes" : "no"});
   }
-  table(os, {"FLOW", "SENT/s", "OK/s", "TOK/s", "SHARE", "P50ms", "P90ms", "P99ms", "MAXms", "TTFT-P99", "OK", "SHED",
-             "ERR", "LOST", "BACKLOGGED"},
+  table(os,
+        {"FLOW", "SENT/s", "OK/s", "TOK/s", "SHARE", "P50ms", "P90ms", "P99ms", "MAXms", "TTFT-P99",
+         "OK", "SHED", "ERR", "LOST", "BACKLOGGED"},
         rows);
   os << "\nOutcomes:\n";
   for (const auto& f : st.flows) {
@@ -184,15 +217,17 @@ std::string terminal_report(const Scenario& s, const RunStats& st) {
     os << "\n";
   }
   for (const auto& g : st.groups) {
-    os << "\nJain's fairness index, group '" << (g.group.empty() ? "(no objective)" : g.group) << "' (";
+    os << "\nJain's fairness index, group '" << (g.group.empty() ? "(no objective)" : g.group)
+       << "' (";
     for (std::size_t i = 0; i < g.flows.size(); ++i) os << (i ? ", " : "") << g.flows[i];
     os << "): " << fmt("%.3f", g.jain);
   }
   os << "\nJain's fairness index over all " << st.backlogged_flows
-     << " backlogged flow(s), across groups (priorities are meant to differ): " << fmt("%.3f", st.jain_backlogged)
-     << "\n";
-  os << "Requests: " << st.total_sent << " sent, " << st.total_ok << " served, " << st.total_shed << " shed with a reason, "
-     << st.total_errors << " errors without one, " << st.total_lost << " without any answer\n";
+     << " backlogged flow(s), across groups (priorities are meant to differ): "
+     << fmt("%.3f", st.jain_backlogged) << "\n";
+  os << "Requests: " << st.total_sent << " sent, " << st.total_ok << " served, " << st.total_shed
+     << " shed with a reason, " << st.total_errors << " errors without one, " << st.total_lost
+     << " without any answer\n";
   return os.str();
 }
 
@@ -225,47 +260,59 @@ json json_report(const Scenario& s, const RunStats& st, const std::string& targe
           {"target", target},
           {"window", {{"start", st.window_start}, {"end", st.window_end}}},
           {"jainIndexBacklogged", st.jain_backlogged},
-          {"groups", [&] {
+          {"groups",
+           [&] {
              json g = json::array();
-             for (const auto& x : st.groups) g.push_back({{"group", x.group}, {"flows", x.flows}, {"jainIndex", x.jain}});
+             for (const auto& x : st.groups)
+               g.push_back({{"group", x.group}, {"flows", x.flows}, {"jainIndex", x.jain}});
              return g;
            }()},
           {"backloggedFlows", st.backlogged_flows},
           {"totals",
-           {{"sent", st.total_sent}, {"ok", st.total_ok}, {"shed", st.total_shed}, {"errors", st.total_errors},
+           {{"sent", st.total_sent},
+            {"ok", st.total_ok},
+            {"shed", st.total_shed},
+            {"errors", st.total_errors},
             {"lost", st.total_lost}}},
           {"flows", flows}};
 }
 
 std::string html_report(const Scenario& s, const RunStats& st, const std::string& target) {
   std::ostringstream os;
-  os << "<!DOCTYPE html><html><head><meta charset='utf-8'><title>sluice-load: " << esc(s.name) << "</title>"
+  os << "<!DOCTYPE html><html><head><meta charset='utf-8'><title>sluice-load: " << esc(s.name)
+     << "</title>"
      << "<style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
-        "td:first-child{text-align:left}.charts svg{margin:8px 16px 8px 0;border:1px solid #eee}</style></head><body>";
+        "td:first-child{text-align:left}.charts svg{margin:8px 16px 8px 0;border:1px solid "
+        "#eee}</style></head><body>";
   os << "<h1>" << esc(s.name) << "</h1>";
   if (!s.description.empty()) os << "<p>" << esc(s.description) << "</p>";
   os << "<p>Target " << esc(target) << "; " << fmt("%.0f", st.window_end - st.window_start)
-     << " s measured. Jain's fairness index over the backlogged flows' token throughput (per weight): <b>"
+     << " s measured. Jain's fairness index over the backlogged flows' token throughput (per "
+        "weight): <b>"
      << fmt("%.3f", st.jain_backlogged) << "</b> (" << st.backlogged_flows << " flows; 1 = equal)";
   for (const auto& g : st.groups) {
     os << "; within group <i>" << esc(g.group.empty() ? "(no objective)" : g.group) << "</i> (";
     for (std::size_t i = 0; i < g.flows.size(); ++i) os << (i ? ", " : "") << esc(g.flows[i]);
     os << "): <b>" << fmt("%.3f", g.jain) << "</b>";
   }
-  os << ". Requests: "
-     << st.total_sent << " sent, " << st.total_ok << " served, " << st.total_shed << " shed with a typed reason, "
-     << st.total_errors << " errors without one, " << st.total_lost << " without any answer.</p>";
-  os << "<table><tr><th>flow</th><th>sent/s</th><th>ok/s</th><th>tokens/s</th><th>share</th><th>p50 ms</th>"
-        "<th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>TTFT p99 ms</th><th>served</th><th>shed</th>"
+  os << ". Requests: " << st.total_sent << " sent, " << st.total_ok << " served, " << st.total_shed
+     << " shed with a typed reason, " << st.total_errors << " errors without one, " << st.total_lost
+     << " without any answer.</p>";
+  os << "<table><tr><th>flow</th><th>sent/s</th><th>ok/s</th><th>tokens/s</th><th>share</"
+        "th><th>p50 ms</th>"
+        "<th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>TTFT p99 "
+        "ms</th><th>served</th><th>shed</th>"
         "<th>errors</th><th>no answer</th><th>backlogged</th></tr>";
   for (const auto& f : st.flows) {
     os << "<tr><td>" << esc(f.name) << "</td><td>" << fmt("%.1f", f.offered_rate) << "</td><td>"
-       << fmt("%.1f", f.completed_rate) << "</td><td>" << fmt("%.0f", f.input_tokens_per_s + f.output_tokens_per_s)
-       << "</td><td>" << fmt("%.1f%%", f.token_share * 100) << "</td><td>" << ms(f.e2e.p50) << "</td><td>"
-       << ms(f.e2e.p90) << "</td><td>" << ms(f.e2e.p99) << "</td><td>" << ms(f.e2e.max) << "</td><td>"
-       << (f.ttft.count ? ms(f.ttft.p99) : "-") << "</td><td>" << f.ok << "</td><td>" << f.shed << "</td><td>"
-       << f.errors << "</td><td>" << f.lost << "</td><td>" << (f.backlogged ? "yes" : "no") << "</td></tr>";
+       << fmt("%.1f", f.completed_rate) << "</td><td>"
+       << fmt("%.0f", f.input_tokens_per_s + f.output_tokens_per_s) << "</td><td>"
+       << fmt("%.1f%%", f.token_share * 100) << "</td><td>" << ms(f.e2e.p50) << "</td><td>"
+       << ms(f.e2e.p90) << "</td><td>" << ms(f.e2e.p99) << "</td><td>" << ms(f.e2e.max)
+       << "</td><td>" << (f.ttft.count ? ms(f.ttft.p99) : "-") << "</td><td>" << f.ok << "</td><td>"
+       << f.shed << "</td><td>" << f.errors << "</td><td>" << f.lost << "</td><td>"
+       << (f.backlogged ? "yes" : "no") << "</td></tr>";
   }
   os << "</table><div class='charts'>";
   std::vector<std::pair<std::string, std::vector<std::pair<double, double>>>> tput, cdf;
@@ -277,20 +324,24 @@ std::string html_report(const Scenario& s, const RunStats& st, const std::string
     std::vector<std::pair<double, double>> c;
     const auto& v = f.e2e.sorted;
     const std::size_t step = std::max<std::size_t>(1, v.size() / 200);
-    for (std::size_t i = 0; i < v.size(); i += step) c.push_back({v[i] * 1000, static_cast<double>(i + 1) / static_cast<double>(v.size())});
+    for (std::size_t i = 0; i < v.size(); i += step)
+      c.push_back({v[i] * 1000, static_cast<double>(i + 1) / static_cast<double>(v.size())});
     if (!v.empty()) c.push_back({v.back() * 1000, 1.0});
     cdf.push_back({f.name, c});
   }
   std::vector<std::pair<double, std::string>> marks;
   if (st.window_start > 0) marks.push_back({st.window_start, "measured from"});
   marks.push_back({st.window_end, "arrivals end"});
-  os << line_chart("Token throughput per flow over time", "seconds", "tokens/s", tput, false, 0, marks);
-  os << line_chart("End-to-end latency CDF (served requests)", "milliseconds", "fraction", cdf, true, 1.0);
+  os << line_chart("Token throughput per flow over time", "seconds", "tokens/s", tput, false, 0,
+                   marks);
+  os << line_chart("End-to-end latency CDF (served requests)", "milliseconds", "fraction", cdf,
+                   true, 1.0);
   os << outcome_bars(st);
   os << "</div><h2>Outcomes</h2><table><tr><th>flow</th><th>outcome</th><th>requests</th></tr>";
   for (const auto& f : st.flows)
     for (const auto& [k, v] : f.outcomes)
-      os << "<tr><td>" << esc(f.name) << "</td><td style='text-align:left'>" << esc(k) << "</td><td>" << v << "</td></tr>";
+      os << "<tr><td>" << esc(f.name) << "</td><td style='text-align:left'>" << esc(k)
+         << "</td><td>" << v << "</td></tr>";
   os << "</table><p style='color:#888'>Generated by sluice-load.</p></body></html>\n";
   return os.str();
 }

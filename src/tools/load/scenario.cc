@@ -26,13 +26,16 @@ class Fields {
  public:
   Fields(std::string source, YAML::Node node, std::string path)
       : source_(std::move(source)), node_(std::move(node)), path_(std::move(path)) {
-    if (!node_.IsMap()) fail(source_, node_, path_.empty() ? "(top level)" : path_, "expected a mapping");
+    if (!node_.IsMap())
+      fail(source_, node_, path_.empty() ? "(top level)" : path_, "expected a mapping");
   }
   YAML::Node take(const std::string& key) {
     taken_.insert(key);
     return node_[key];
   }
-  std::string child(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  std::string child(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
   void finish() const {
     for (const auto& kv : node_) {
       const auto key = kv.first.as<std::string>();
@@ -71,11 +74,13 @@ double positive(const Fields& f, const YAML::Node& n, const std::string& path) {
   return v;
 }
 
-std::int64_t integer(const Fields& f, const YAML::Node& n, const std::string& path, std::int64_t lo, std::int64_t hi) {
+std::int64_t integer(const Fields& f, const YAML::Node& n, const std::string& path, std::int64_t lo,
+                     std::int64_t hi) {
   double v = number(f, n, path);
   if (v != static_cast<double>(static_cast<std::int64_t>(v)) || v < static_cast<double>(lo) ||
       v > static_cast<double>(hi))
-    fail(f.source(), n, path, "must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    fail(f.source(), n, path,
+         "must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
   return static_cast<std::int64_t>(v);
 }
 
@@ -102,7 +107,9 @@ Distribution distribution(const Fields& parent, const YAML::Node& n, const std::
   }
   Fields f(parent.source(), n, path);
   auto type = f.take("type");
-  if (!type) fail(f.source(), n, f.child("type"), "is required (constant, uniform, normal, lognormal, exponential)");
+  if (!type)
+    fail(f.source(), n, f.child("type"),
+         "is required (constant, uniform, normal, lognormal, exponential)");
   const std::string t = scalar(f, type, f.child("type"));
   auto req = [&](const char* key) {
     auto v = f.take(key);
@@ -169,7 +176,8 @@ Arrival arrival(const Fields& parent, const YAML::Node& n, const std::string& pa
     a.clients = static_cast<int>(integer(f, c, f.child("clients"), 1, 10000));
     if (auto th = f.take("think")) a.think = duration(f, th, f.child("think"));
   } else {
-    fail(f.source(), type, f.child("type"), "unknown arrival '" + t + "' (poisson, constant, closed)");
+    fail(f.source(), type, f.child("type"),
+         "unknown arrival '" + t + "' (poisson, constant, closed)");
   }
   f.finish();
   return a;
@@ -198,7 +206,8 @@ FlowSpec flow(const Fields& parent, const YAML::Node& n, const std::string& path
   auto arr = f.take("arrival");
   if (!arr) fail(f.source(), n, f.child("arrival"), "is required");
   s.arrival = arrival(f, arr, f.child("arrival"));
-  if (auto v = f.take("promptTokens")) s.prompt_tokens = distribution(f, v, f.child("promptTokens"));
+  if (auto v = f.take("promptTokens"))
+    s.prompt_tokens = distribution(f, v, f.child("promptTokens"));
   if (auto v = f.take("maxTokens")) s.max_tokens = distribution(f, v, f.child("maxTokens"));
   if (auto v = f.take("sharedPrefixShare")) {
     s.shared_prefix_share = number(f, v, f.child("sharedPrefixShare"));
@@ -266,21 +275,28 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   if (auto v = f.take("model")) s.model = scalar(f, v, "model");
   if (auto v = f.take("duration")) s.duration = duration(f, v, "duration");
   if (s.duration <= Duration::zero()) fail(source, root, "duration", "must be greater than 0");
-  if (auto v = f.take("maxRequests")) s.max_requests = static_cast<std::uint64_t>(integer(f, v, "maxRequests", 1, 100000000));
+  if (auto v = f.take("maxRequests"))
+    s.max_requests = static_cast<std::uint64_t>(integer(f, v, "maxRequests", 1, 100000000));
   if (auto v = f.take("timeout")) s.timeout = duration(f, v, "timeout");
   if (auto v = f.take("drain")) s.drain = duration(f, v, "drain");
   if (auto v = f.take("warmup")) s.warmup = duration(f, v, "warmup");
   if (s.warmup >= s.duration) fail(source, root, "warmup", "must be shorter than duration");
-  if (auto v = f.take("seed")) s.seed = static_cast<std::uint64_t>(integer(f, v, "seed", 0, 1ll << 53));
-  if (auto v = f.take("maxConnections")) s.max_connections = static_cast<int>(integer(f, v, "maxConnections", 1, 60000));
+  if (auto v = f.take("seed"))
+    s.seed = static_cast<std::uint64_t>(integer(f, v, "seed", 0, 1ll << 53));
+  if (auto v = f.take("maxConnections"))
+    s.max_connections = static_cast<int>(integer(f, v, "maxConnections", 1, 60000));
   if (auto v = f.take("sharedPrefixes")) {
     Fields p(source, v, "sharedPrefixes");
-    if (auto c = p.take("count")) s.shared_prefix_count = static_cast<int>(integer(p, c, "sharedPrefixes.count", 1, 10000));
-    if (auto t = p.take("tokens")) s.shared_prefix_tokens = static_cast<std::uint64_t>(integer(p, t, "sharedPrefixes.tokens", 1, 1000000));
+    if (auto c = p.take("count"))
+      s.shared_prefix_count = static_cast<int>(integer(p, c, "sharedPrefixes.count", 1, 10000));
+    if (auto t = p.take("tokens"))
+      s.shared_prefix_tokens =
+          static_cast<std::uint64_t>(integer(p, t, "sharedPrefixes.tokens", 1, 1000000));
     p.finish();
   }
   auto flows = f.take("flows");
-  if (!flows || !flows.IsSequence() || flows.size() == 0) fail(source, flows ? flows : root, "flows", "needs at least one flow");
+  if (!flows || !flows.IsSequence() || flows.size() == 0)
+    fail(source, flows ? flows : root, "flows", "needs at least one flow");
   std::set<std::string> names;
   for (std::size_t i = 0; i < flows.size(); ++i) {
     const std::string path = "flows[" + std::to_string(i) + "]";

@@ -8,7 +8,8 @@ namespace sluice::load {
 double percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
   const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
-  const std::size_t i = static_cast<std::size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size()))) - 1;
+  const std::size_t i =
+      static_cast<std::size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size()))) - 1;
   return sorted[i];
 }
 
@@ -40,11 +41,12 @@ LatencySummary summarize(std::vector<double> v) {
   return s;
 }
 
-RunStats compute_stats(const std::vector<RequestRecord>& records, const std::vector<std::string>& names,
-                       const std::vector<double>& weights, const std::vector<std::string>& groups,
+RunStats compute_stats(const std::vector<RequestRecord>& records,
+                       const std::vector<std::string>& names, const std::vector<double>& weights,
+                       const std::vector<std::string>& groups,
                        const std::vector<std::vector<std::pair<double, double>>>& active,
-                       const std::vector<std::uint64_t>& not_sent, double window_start, double window_end,
-                       double run_end) {
+                       const std::vector<std::uint64_t>& not_sent, double window_start,
+                       double window_end, double run_end) {
   RunStats run;
   run.window_start = window_start;
   run.window_end = window_end;
@@ -89,7 +91,8 @@ RunStats compute_stats(const std::vector<RequestRecord>& records, const std::vec
     // Token throughput over time: a request's tokens land when it completes.
     if (r.status / 100 == 2 && r.done >= 0) {
       const std::size_t b = std::min(buckets - 1, static_cast<std::size_t>(r.done));
-      if (buckets > 0) f.tokens_per_s_series[b] += static_cast<double>(r.input_tokens + r.output_tokens);
+      if (buckets > 0)
+        f.tokens_per_s_series[b] += static_cast<double>(r.input_tokens + r.output_tokens);
     }
     // Rates and latencies: the measured window.
     if (r.sent >= window_start && r.sent < window_end) {
@@ -97,7 +100,8 @@ RunStats compute_stats(const std::vector<RequestRecord>& records, const std::vec
         e2e[fi].push_back(r.done - r.sent);
         if (r.first_token >= 0) {
           ttft[fi].push_back(r.first_token - r.sent);
-          if (r.output_tokens > 1) tpot[fi].push_back((r.done - r.first_token) / static_cast<double>(r.output_tokens - 1));
+          if (r.output_tokens > 1)
+            tpot[fi].push_back((r.done - r.first_token) / static_cast<double>(r.output_tokens - 1));
         }
       }
     }
@@ -114,7 +118,8 @@ RunStats compute_stats(const std::vector<RequestRecord>& records, const std::vec
     auto& f = run.flows[i];
     std::uint64_t sent_in_window = 0;
     for (const auto& r : records)
-      if (static_cast<std::size_t>(r.flow) == i && r.sent >= window_start && r.sent < window_end) ++sent_in_window;
+      if (static_cast<std::size_t>(r.flow) == i && r.sent >= window_start && r.sent < window_end)
+        ++sent_in_window;
     f.offered_rate = static_cast<double>(sent_in_window) / window;
     f.completed_rate /= window;
     f.input_tokens_per_s = in_tokens[i] / window;

@@ -9,8 +9,8 @@ namespace sluice::mock {
 namespace {
 
 constexpr std::array<std::string_view, 16> kWords = {
-    " the", " model", " token", " of", " a", " fair", " queue", " and",
-    " flow", " to", " serve", " each", " request", " in", " time", " well"};
+    " the",  " model", " token", " of",   " a",       " fair", " queue", " and",
+    " flow", " to",    " serve", " each", " request", " in",   " time",  " well"};
 
 }  // namespace
 
@@ -32,7 +32,8 @@ std::shared_ptr<Sequence> MockEngine::make_sequence(std::string_view model,
     h = XXH3_64bits_withSeed(prompt_text.data() + off, kBlockChars, h);
     seq->block_hashes.push_back(h);
   }
-  std::uint64_t content = XXH3_64bits_withSeed(prompt_text.data(), prompt_text.size(), options_.seed);
+  std::uint64_t content =
+      XXH3_64bits_withSeed(prompt_text.data(), prompt_text.size(), options_.seed);
   seq->rng.seed(content ^ (static_cast<std::uint64_t>(max_tokens) << 32));
   return seq;
 }
@@ -46,8 +47,8 @@ std::uint32_t MockEngine::lookup_prefix(const Sequence& seq) const {
     if (!lru_index_.count(h)) break;
     ++blocks;
   }
-  return static_cast<std::uint32_t>(
-      std::min<std::uint64_t>(seq.prompt_tokens, static_cast<std::uint64_t>(blocks) * kBlockTokens));
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(
+      seq.prompt_tokens, static_cast<std::uint64_t>(blocks) * kBlockTokens));
 }
 
 void MockEngine::insert_prefix(const Sequence& seq) {

@@ -4,7 +4,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
 #include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -35,7 +34,8 @@ std::string chunk(const std::string& payload) {
 
 class MockSession : public std::enable_shared_from_this<MockSession> {
  public:
-  MockSession(tcp::socket socket, MockServer& server) : stream_(std::move(socket)), server_(server) {}
+  MockSession(tcp::socket socket, MockServer& server)
+      : stream_(std::move(socket)), server_(server) {}
 
   void start() { read_request(); }
 
@@ -44,10 +44,9 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
     if (closed_) return;
     parser_.emplace();
     parser_->body_limit(64u << 20);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_request(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_request(ec); });
   }
 
   void on_request(beast::error_code ec) {
@@ -75,7 +74,8 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
   void handle(http::request<http::string_body>& req) {
     auto target = std::string_view(req.target().data(), req.target().size());
     auto route = server::classify_target(target);
-    if (target == "/health" && req.method() == http::verb::get) return simple(200, "application/json", "{}");
+    if (target == "/health" && req.method() == http::verb::get)
+      return simple(200, "application/json", "{}");
     if (target == "/metrics" && req.method() == http::verb::get)
       return simple(200, "text/plain; version=0.0.4", server_.metrics_text());
     if (route == server::Route::kModels && req.method() == http::verb::get) {
@@ -90,16 +90,18 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
         req.method() == http::verb::post) {
       return generate(req, route == server::Route::kChatCompletions);
     }
-    return simple(404, "application/json",
-                  R"({"error":{"message":"not found","type":"invalid_request_error","code":null}})");
+    return simple(
+        404, "application/json",
+        R"({"error":{"message":"not found","type":"invalid_request_error","code":null}})");
   }
 
   void generate(http::request<http::string_body>& req, bool chat) {
     std::string prompt;
     auto parsed = server::parse_openai_request(req.body(), &prompt);
     if (!parsed.ok()) {
-      json j = {{"error",
-                 {{"message", parsed.error_message}, {"type", "invalid_request_error"}, {"code", 400}}}};
+      json j = {
+          {"error",
+           {{"message", parsed.error_message}, {"type", "invalid_request_error"}, {"code", 400}}}};
       return simple(400, "application/json", j.dump());
     }
     server_.requests_total += 1;
@@ -114,9 +116,8 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
     model_ = r.model;
     text_.clear();
     response_id_ = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(server_.next_response_id++);
-    seq_ = server_.engine().make_sequence(r.model, prompt,
-                                          static_cast<std::uint32_t>(r.estimated_input_tokens),
-                                          max_tokens);
+    seq_ = server_.engine().make_sequence(
+        r.model, prompt, static_cast<std::uint32_t>(r.estimated_input_tokens), max_tokens);
     std::weak_ptr<MockSession> weak = shared_from_this();
     seq_->on_token = [weak](Sequence& s, std::string_view token, bool last) {
       if (auto self = weak.lock()) self->on_token(s, token, last);
@@ -136,8 +137,9 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
         suffix_ = ",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
         suffix_length_ = ",\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\n";
       }
-      std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                         "Transfer-Encoding: chunked\r\n";
+      std::string head =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+          "Transfer-Encoding: chunked\r\n";
       head += extra_headers();
       head += keep_alive_ ? "\r\n" : "Connection: close\r\n\r\n";
       send(std::move(head));
@@ -169,16 +171,22 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
       if (!last) return;
       json j;
       if (chat_) {
-        j = {{"id", response_id_}, {"object", "chat.completion"}, {"created", kCreated},
+        j = {{"id", response_id_},
+             {"object", "chat.completion"},
+             {"created", kCreated},
              {"model", model_},
              {"choices", json::array({{{"index", 0},
                                        {"message", {{"role", "assistant"}, {"content", text_}}},
                                        {"finish_reason", "length"}}})},
              {"usage", usage(s)}};
       } else {
-        j = {{"id", response_id_}, {"object", "text_completion"}, {"created", kCreated},
+        j = {{"id", response_id_},
+             {"object", "text_completion"},
+             {"created", kCreated},
              {"model", model_},
-             {"choices", json::array({{{"index", 0}, {"text", text_}, {"logprobs", nullptr},
+             {"choices", json::array({{{"index", 0},
+                                       {"text", text_},
+                                       {"logprobs", nullptr},
                                        {"finish_reason", "length"}}})},
              {"usage", usage(s)}};
       }
@@ -196,8 +204,11 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
     }
     if (last) {
       if (include_usage_) {
-        json j = {{"id", response_id_}, {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
-                  {"created", kCreated}, {"model", model_}, {"choices", json::array()},
+        json j = {{"id", response_id_},
+                  {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                  {"created", kCreated},
+                  {"model", model_},
+                  {"choices", json::array()},
                   {"usage", usage(s)}};
         send(chunk("data: " + j.dump() + "\n\n"));
       }
@@ -211,7 +222,8 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
   void simple(int status, const char* content_type, const std::string& body) {
     std::string out = "HTTP/1.1 " + std::to_string(status) + (status == 200 ? " OK" : " Error") +
                       "\r\nContent-Type: " + content_type +
-                      "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra_headers();
+                      "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+                      extra_headers();
     out += keep_alive_ ? "\r\n" : "Connection: close\r\n\r\n";
     out += body;
     complete_ = true;
@@ -394,9 +406,11 @@ std::string MockServer::metrics_text() const {
   auto counter = [&](const char* name, const char* help, double value) {
     char buf[64];
     std::snprintf(buf, sizeof buf, " %.17g\n", value);
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + buf;
+    out +=
+        std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + buf;
   };
-  counter("mock_requests_total", "Generation requests received.", static_cast<double>(requests_total));
+  counter("mock_requests_total", "Generation requests received.",
+          static_cast<double>(requests_total));
   counter("mock_connections_accepted_total", "TCP connections accepted.",
           static_cast<double>(connections_total));
   counter("mock_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.",

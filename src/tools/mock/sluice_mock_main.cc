@@ -1,6 +1,5 @@
 // sluice-mock: an OpenAI-compatible model-server simulator (see mock_engine.h).
 #include <boost/asio/signal_set.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -41,24 +40,33 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) usage_error(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--listen") listen = value();
+    if (arg == "--listen")
+      listen = value();
     else if (arg == "--engine") {
       so.engine = value();
-      if (so.engine != "vllm" && so.engine != "sglang") usage_error("--engine must be vllm or sglang");
-    } else if (arg == "--max-running") eo.max_running = static_cast<std::size_t>(parse_number(arg, value(), 1));
-    else if (arg == "--prefill-us-per-token") eo.prefill_us_per_token = parse_number(arg, value(), 0);
-    else if (arg == "--decode-ms-per-token") eo.decode_ms_per_token = parse_number(arg, value(), 0);
-    else if (arg == "--kv-capacity-tokens") eo.kv_capacity_tokens = static_cast<std::uint64_t>(parse_number(arg, value(), 1));
+      if (so.engine != "vllm" && so.engine != "sglang")
+        usage_error("--engine must be vllm or sglang");
+    } else if (arg == "--max-running")
+      eo.max_running = static_cast<std::size_t>(parse_number(arg, value(), 1));
+    else if (arg == "--prefill-us-per-token")
+      eo.prefill_us_per_token = parse_number(arg, value(), 0);
+    else if (arg == "--decode-ms-per-token")
+      eo.decode_ms_per_token = parse_number(arg, value(), 0);
+    else if (arg == "--kv-capacity-tokens")
+      eo.kv_capacity_tokens = static_cast<std::uint64_t>(parse_number(arg, value(), 1));
     else if (arg == "--prefix-cache") {
       auto v = value();
       if (v != "on" && v != "off") usage_error("--prefix-cache must be on or off");
       eo.prefix_cache = v == "on";
-    } else if (arg == "--seed") eo.seed = static_cast<std::uint64_t>(parse_number(arg, value(), 0));
-    else if (arg == "--model") so.model = value();
+    } else if (arg == "--seed")
+      eo.seed = static_cast<std::uint64_t>(parse_number(arg, value(), 0));
+    else if (arg == "--model")
+      so.model = value();
     else if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       return 0;
-    } else usage_error("unknown argument '" + arg + "'");
+    } else
+      usage_error("unknown argument '" + arg + "'");
   }
   if (listen.empty()) usage_error("--listen is required");
   auto hp = sluice::config::parse_host_port(listen);

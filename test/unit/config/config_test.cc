@@ -79,20 +79,24 @@ TEST(Config, UnknownFieldNamesPathAndLine) {
 }
 
 TEST(Config, BadValuesNamePathAndLine) {
-  EXPECT_EQ(error_of("server:\n  headerReadTimeout: abc\n"),
-            "test.yaml:2: server.headerReadTimeout: expected a duration like 500ms or 30s, got 'abc'");
+  EXPECT_EQ(
+      error_of("server:\n  headerReadTimeout: abc\n"),
+      "test.yaml:2: server.headerReadTimeout: expected a duration like 500ms or 30s, got 'abc'");
   EXPECT_EQ(error_of("server:\n  maxBodyBytes: lots\n"),
             "test.yaml:2: server.maxBodyBytes: expected a size like 5000 or 8Mi, got 'lots'");
   EXPECT_EQ(error_of("endpoints:\n  - address: nowhere\n"),
             "test.yaml:2: endpoints[0].address: expected HOST:PORT, got 'nowhere'");
-  EXPECT_EQ(error_of("endpoints:\n  - engine: vllm\n"), "test.yaml:2: endpoints[0].address: is required");
+  EXPECT_EQ(error_of("endpoints:\n  - engine: vllm\n"),
+            "test.yaml:2: endpoints[0].address: is required");
   EXPECT_EQ(error_of("endpoints:\n  - address: 1.2.3.4:5\n    engine: tgi\n"),
-            "test.yaml:3: endpoints[0].engine: unknown engine 'tgi' (expected vllm, sglang or trtllm-serve)");
+            "test.yaml:3: endpoints[0].engine: unknown engine 'tgi' (expected vllm, sglang or "
+            "trtllm-serve)");
   EXPECT_EQ(error_of("flows:\n  - id: a\n    weight: 0\n"),
             "test.yaml:3: flows[0].weight: must be greater than 0 and at most 1000000");
   EXPECT_EQ(error_of("objectives:\n  - name: x\n    ttl: abc\n"),
             "test.yaml:3: objectives[0].ttl: expected a duration like 500ms or 30s, got 'abc'");
-  EXPECT_EQ(error_of("server:\n  threads: -1\n"), "test.yaml:2: server.threads: must be between 0 and 256");
+  EXPECT_EQ(error_of("server:\n  threads: -1\n"),
+            "test.yaml:2: server.threads: must be between 0 and 256");
   EXPECT_EQ(error_of("endpoints:\n  - address: 1.2.3.4:5\n  - address: 1.2.3.4:5\n"),
             "test.yaml:3: endpoints[1].address: duplicate endpoint 1.2.3.4:5");
   EXPECT_EQ(error_of("kind: Deployment\n"),
@@ -106,10 +110,11 @@ TEST(Config, SyntaxErrorNamesLine) {
 }
 
 TEST(Config, ProfileMustReferToDeclaredPlugin) {
-  EXPECT_EQ(error_of("plugins:\n  - type: queue-scorer\nschedulingProfiles:\n  - name: d\n    plugins:\n"
-                     "      - pluginRef: kv-scorer\n"),
-            "test.yaml:6: schedulingProfiles[0].plugins[0].pluginRef: refers to 'kv-scorer', which is "
-            "not in plugins");
+  EXPECT_EQ(
+      error_of("plugins:\n  - type: queue-scorer\nschedulingProfiles:\n  - name: d\n    plugins:\n"
+               "      - pluginRef: kv-scorer\n"),
+      "test.yaml:6: schedulingProfiles[0].plugins[0].pluginRef: refers to 'kv-scorer', which is "
+      "not in plugins");
 }
 
 TEST(Config, FlowControlSection) {
@@ -178,44 +183,59 @@ TEST(Config, FlowControlDefaults) {
 }
 
 TEST(Config, FlowControlBadInputsNameTheField) {
-  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      fairnessPolicyRef: fair-ish\n"),
-            "test.yaml:4: flowControl.priorityBands[0].fairnessPolicyRef: unknown fairness policy "
-            "'fair-ish' (declare it under plugins:, e.g. '- type: <type>')");
-  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      orderingPolicyRef: "
-                     "edf-ordering-policy\n"),
-            "test.yaml:4: flowControl.priorityBands[0].orderingPolicyRef: unknown ordering policy "
-            "'edf-ordering-policy' (declare it under plugins:, e.g. '- type: edf-ordering-policy')");
-  EXPECT_EQ(error_of("plugins:\n  - type: queue-scorer\nflowControl:\n  defaultPriorityBand:\n"
-                     "    fairnessPolicyRef: queue-scorer\n"),
-            "test.yaml:5: flowControl.defaultPriorityBand.fairnessPolicyRef: plugin 'queue-scorer' is "
-            "a queue-scorer, not a fairness policy");
+  EXPECT_EQ(
+      error_of(
+          "flowControl:\n  priorityBands:\n    - priority: 1\n      fairnessPolicyRef: fair-ish\n"),
+      "test.yaml:4: flowControl.priorityBands[0].fairnessPolicyRef: unknown fairness policy "
+      "'fair-ish' (declare it under plugins:, e.g. '- type: <type>')");
+  EXPECT_EQ(
+      error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      orderingPolicyRef: "
+               "edf-ordering-policy\n"),
+      "test.yaml:4: flowControl.priorityBands[0].orderingPolicyRef: unknown ordering policy "
+      "'edf-ordering-policy' (declare it under plugins:, e.g. '- type: edf-ordering-policy')");
+  EXPECT_EQ(
+      error_of("plugins:\n  - type: queue-scorer\nflowControl:\n  defaultPriorityBand:\n"
+               "    fairnessPolicyRef: queue-scorer\n"),
+      "test.yaml:5: flowControl.defaultPriorityBand.fairnessPolicyRef: plugin 'queue-scorer' is "
+      "a queue-scorer, not a fairness policy");
   EXPECT_EQ(error_of("flowControl:\n  maxRequests: -5\n"),
             "test.yaml:2: flowControl.maxRequests: expected a size like 5000 or 8Mi, got '-5'");
-  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      maxBytes: -1Ki\n"),
-            "test.yaml:4: flowControl.priorityBands[0].maxBytes: expected a size like 5000 or 8Mi, got "
-            "'-1Ki'");
+  EXPECT_EQ(
+      error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      maxBytes: -1Ki\n"),
+      "test.yaml:4: flowControl.priorityBands[0].maxBytes: expected a size like 5000 or 8Mi, got "
+      "'-1Ki'");
   EXPECT_EQ(error_of("flowControl:\n  defaultRequestTTL: abc\n"),
-            "test.yaml:2: flowControl.defaultRequestTTL: expected a duration like 500ms or 30s, got 'abc'");
-  EXPECT_EQ(error_of("saturationDetector:\n  pluginRef: magic-detector\n"),
-            "test.yaml:2: saturationDetector.pluginRef: unknown saturation detector 'magic-detector' "
-            "(declare it under plugins:, type utilization-detector or concurrency-detector)");
-  EXPECT_EQ(error_of("plugins:\n  - type: utilization-detector\n    parameters: {kvCacheUtilThreshold: 1.5}\n"),
-            "test.yaml:3: plugins[utilization-detector].parameters.kvCacheUtilThreshold: must be in (0, 1]");
+            "test.yaml:2: flowControl.defaultRequestTTL: expected a duration like 500ms or 30s, "
+            "got 'abc'");
+  EXPECT_EQ(
+      error_of("saturationDetector:\n  pluginRef: magic-detector\n"),
+      "test.yaml:2: saturationDetector.pluginRef: unknown saturation detector 'magic-detector' "
+      "(declare it under plugins:, type utilization-detector or concurrency-detector)");
+  EXPECT_EQ(error_of("plugins:\n  - type: utilization-detector\n    parameters: "
+                     "{kvCacheUtilThreshold: 1.5}\n"),
+            "test.yaml:3: plugins[utilization-detector].parameters.kvCacheUtilThreshold: must be "
+            "in (0, 1]");
   EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n    - priority: 1\n"),
             "test.yaml:4: flowControl.priorityBands[1].priority: duplicate band priority 1");
   EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - maxRequests: 3\n"),
             "test.yaml:3: flowControl.priorityBands[0].priority: is required");
-  EXPECT_EQ(error_of("flowControl:\n  displacementPolicy: random\n"),
-            "test.yaml:2: flowControl.displacementPolicy: unknown displacement policy 'random' (expected "
-            "lowest-band-newest-first or none)");
-  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      antiStarvationShare: 1.5\n"),
-            "test.yaml:4: flowControl.priorityBands[0].antiStarvationShare: must be at least 0 and below 1");
-  EXPECT_EQ(error_of("featureGates: [flowControll]\n"),
-            "test.yaml:1: featureGates[0]: unknown feature gate 'flowControll' (expected flowControl, "
-            "dataLayer, prepareDataPlugins or enableLegacyMetrics)");
+  EXPECT_EQ(
+      error_of("flowControl:\n  displacementPolicy: random\n"),
+      "test.yaml:2: flowControl.displacementPolicy: unknown displacement policy 'random' (expected "
+      "lowest-band-newest-first or none)");
+  EXPECT_EQ(
+      error_of(
+          "flowControl:\n  priorityBands:\n    - priority: 1\n      antiStarvationShare: 1.5\n"),
+      "test.yaml:4: flowControl.priorityBands[0].antiStarvationShare: must be at least 0 and below "
+      "1");
+  EXPECT_EQ(
+      error_of("featureGates: [flowControll]\n"),
+      "test.yaml:1: featureGates[0]: unknown feature gate 'flowControll' (expected flowControl, "
+      "dataLayer, prepareDataPlugins or enableLegacyMetrics)");
   EXPECT_EQ(error_of("plugins:\n  - type: queue-scorer\n  - type: qeueu-scorer\n").substr(0, 73),
             "test.yaml:3: plugins[1].type: unknown plugin type 'qeueu-scorer' (known: ");
-  EXPECT_EQ(error_of("flowControl:\n  maxBytes: 1Gi\n  bogus: 1\n"), "test.yaml:3: flowControl.bogus: unknown field");
+  EXPECT_EQ(error_of("flowControl:\n  maxBytes: 1Gi\n  bogus: 1\n"),
+            "test.yaml:3: flowControl.bogus: unknown field");
 }
 
 TEST(Config, MissingFile) {

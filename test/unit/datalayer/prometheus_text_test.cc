@@ -26,20 +26,23 @@ vllm:cache_config_info{block_size="16",num_gpu_blocks="4096"} 1
 }
 
 TEST(PrometheusText, OlderVllmKvName) {
-  auto m = parse_engine_metrics("vllm:gpu_cache_usage_perc 0.9\nvllm:num_requests_waiting 1\n", "vllm");
+  auto m =
+      parse_engine_metrics("vllm:gpu_cache_usage_perc 0.9\nvllm:num_requests_waiting 1\n", "vllm");
   EXPECT_TRUE(m.has_kv);
   EXPECT_DOUBLE_EQ(m.kv_cache_usage, 0.9);
 }
 
 TEST(PrometheusText, SglangAndTrtllm) {
   auto s = parse_engine_metrics(
-      "sglang:num_queue_reqs{model_name=\"m\"} 4\nsglang:num_running_reqs 2\nsglang:token_usage 0.5\n",
+      "sglang:num_queue_reqs{model_name=\"m\"} 4\nsglang:num_running_reqs 2\nsglang:token_usage "
+      "0.5\n",
       "sglang");
   EXPECT_EQ(s.waiting, 4);
   EXPECT_EQ(s.running, 2);
   EXPECT_DOUBLE_EQ(s.kv_cache_usage, 0.5);
   auto t = parse_engine_metrics(
-      "trtllm_num_requests_waiting 1\ntrtllm_num_requests_running 3\ntrtllm_kv_cache_utilization 0.25\n",
+      "trtllm_num_requests_waiting 1\ntrtllm_num_requests_running 3\ntrtllm_kv_cache_utilization "
+      "0.25\n",
       "trtllm-serve");
   EXPECT_EQ(t.waiting, 1);
   EXPECT_EQ(t.running, 3);
@@ -89,13 +92,15 @@ namespace {
 TEST(PrometheusText, LoraAndCacheInfoFromLabels) {
   auto m = parse_engine_metrics(
       "# TYPE vllm:lora_requests_info gauge\n"
-      "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"old\",waiting_lora_adapters=\"\"} 1.7e9\n"
+      "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"old\",waiting_lora_adapters="
+      "\"\"} 1.7e9\n"
       "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"sql-lora, chat-lora\","
       "waiting_lora_adapters=\"tools-lora\"} 1.8e9\n"
       "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"2048\"} 1\n"
       "vllm:num_requests_waiting 0\n",
       "vllm");
-  EXPECT_EQ(m.active_models, (std::vector<std::string>{"sql-lora", "chat-lora"}));  // the latest series
+  EXPECT_EQ(m.active_models,
+            (std::vector<std::string>{"sql-lora", "chat-lora"}));  // the latest series
   EXPECT_EQ(m.waiting_models, (std::vector<std::string>{"tools-lora"}));
   EXPECT_EQ(m.max_lora, 4);
   EXPECT_EQ(m.cache_block_size, 16);
@@ -103,7 +108,8 @@ TEST(PrometheusText, LoraAndCacheInfoFromLabels) {
 }
 
 TEST(PrometheusText, EmptyLoraInfoAndMissingMetrics) {
-  auto m = parse_engine_metrics("vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\"} 5\n", "vllm");
+  auto m = parse_engine_metrics(
+      "vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\"} 5\n", "vllm");
   EXPECT_TRUE(m.active_models.empty());
   EXPECT_TRUE(m.waiting_models.empty());
   EXPECT_EQ(m.max_lora, 0);
@@ -111,10 +117,13 @@ TEST(PrometheusText, EmptyLoraInfoAndMissingMetrics) {
 }
 
 TEST(PrometheusText, HugeLineAndInfinities) {
-  std::string huge = "vllm:num_requests_waiting{model_name=\"" + std::string(4 << 20, 'a') + "\"} 3\n";
-  auto m = parse_engine_metrics(huge + "vllm:num_requests_running +Inf\nvllm:kv_cache_usage_perc -Inf\n"
-                                       "vllm:num_requests_running 1e400\n",
-                                "vllm");
+  std::string huge =
+      "vllm:num_requests_waiting{model_name=\"" + std::string(4 << 20, 'a') + "\"} 3\n";
+  auto m =
+      parse_engine_metrics(huge +
+                               "vllm:num_requests_running +Inf\nvllm:kv_cache_usage_perc -Inf\n"
+                               "vllm:num_requests_running 1e400\n",
+                           "vllm");
   EXPECT_EQ(m.waiting, 3);  // long, but well-formed
   EXPECT_FALSE(m.has_running);
   EXPECT_FALSE(m.has_kv);

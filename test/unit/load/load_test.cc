@@ -42,7 +42,8 @@ TEST(Distributions, MeansAndBoundsOverManySamples) {
     EXPECT_GE(v, 0);
     EXPECT_LE(v, 5);
   }
-  EXPECT_EQ((Distribution{Distribution::Kind::kConstant, 0.2}.sample_count(rng)), 1u);  // at least one token
+  EXPECT_EQ((Distribution{Distribution::Kind::kConstant, 0.2}.sample_count(rng)),
+            1u);  // at least one token
 }
 
 TEST(Stats, PercentilesAreNearestRank) {
@@ -100,7 +101,8 @@ TEST(Stats, ReducesRecordsPerFlow) {
   lost.status = 0;
   lost.error = "read: connection reset";
   recs.push_back(lost);
-  auto st = compute_stats(recs, {"a", "b"}, {1, 1}, {"g", "g"}, {{{0, 10}}, {{0, 10}}}, {0, 2}, 0, 10, 10);
+  auto st = compute_stats(recs, {"a", "b"}, {1, 1}, {"g", "g"}, {{{0, 10}}, {{0, 10}}}, {0, 2}, 0,
+                          10, 10);
   EXPECT_TRUE(st.groups.empty());  // one backlogged member only
   const auto& a = st.flows[0];
   EXPECT_EQ(a.sent, 10u);
@@ -178,7 +180,8 @@ flows:
       - {at: 5s, clients: 16}
       - {at: 10s, stop: true}
       - {at: 12s, clients: 4}
-)", "s.yaml");
+)",
+                          "s.yaml");
   ASSERT_EQ(s.flows.size(), 2u);
   EXPECT_EQ(s.duration, std::chrono::seconds(30));
   EXPECT_EQ(s.flows[0].fairness_id, "interactive");
@@ -195,23 +198,37 @@ flows:
 TEST(Scenario, BadFilesNameTheField) {
   const std::string flow = "flows:\n  - name: a\n    arrival: {type: poisson, rate: 1}\n";
   EXPECT_NE(bad("durtion: 5s\n" + flow).find("durtion (line 1): unknown field"), std::string::npos);
-  EXPECT_NE(bad("duration: soon\n" + flow).find("duration (line 1): expected a duration"), std::string::npos);
+  EXPECT_NE(bad("duration: soon\n" + flow).find("duration (line 1): expected a duration"),
+            std::string::npos);
   EXPECT_NE(bad("name: x\n").find("flows"), std::string::npos);
   EXPECT_NE(bad("flows:\n  - name: a\n    arrival: {type: poisson, rate: 0}\n")
                 .find("flows[0].arrival.rate (line 3): must be greater than 0"),
             std::string::npos)
       << bad("flows:\n  - name: a\n    arrival: {type: poisson, rate: 0}\n");
-  EXPECT_NE(bad("flows:\n  - name: a\n    arrival: {type: bursty}\n").find("unknown arrival 'bursty'"), std::string::npos);
-  EXPECT_NE(bad("flows:\n  - name: a\n    arrival: {type: closed}\n").find("flows[0].arrival.clients"), std::string::npos);
-  EXPECT_NE(bad(flow + "    maxTokens: {type: zipf}\n").find("unknown distribution 'zipf'"), std::string::npos);
-  EXPECT_NE(bad(flow + "    promptTokens: {type: uniform, min: 9, max: 3}\n").find("promptTokens.max"), std::string::npos);
-  EXPECT_NE(bad(flow + "    sharedPrefixShare: 2\n").find("must be from 0 to 1"), std::string::npos);
-  EXPECT_NE(bad(flow + "    phases:\n      - {at: 5s, clients: 3}\n").find("changes rate, not clients"), std::string::npos);
-  EXPECT_NE(bad(flow + "    phases:\n      - {at: 5s, rate: 3}\n      - {at: 2s, rate: 1}\n").find("in time order"),
+  EXPECT_NE(
+      bad("flows:\n  - name: a\n    arrival: {type: bursty}\n").find("unknown arrival 'bursty'"),
+      std::string::npos);
+  EXPECT_NE(
+      bad("flows:\n  - name: a\n    arrival: {type: closed}\n").find("flows[0].arrival.clients"),
+      std::string::npos);
+  EXPECT_NE(bad(flow + "    maxTokens: {type: zipf}\n").find("unknown distribution 'zipf'"),
             std::string::npos);
-  EXPECT_NE(bad(flow + "  - name: a\n    arrival: {type: poisson, rate: 1}\n").find("duplicate flow name"),
+  EXPECT_NE(
+      bad(flow + "    promptTokens: {type: uniform, min: 9, max: 3}\n").find("promptTokens.max"),
+      std::string::npos);
+  EXPECT_NE(bad(flow + "    sharedPrefixShare: 2\n").find("must be from 0 to 1"),
             std::string::npos);
-  EXPECT_NE(bad("target: 127.0.0.1:80\n" + flow).find("must start with http://"), std::string::npos);
+  EXPECT_NE(
+      bad(flow + "    phases:\n      - {at: 5s, clients: 3}\n").find("changes rate, not clients"),
+      std::string::npos);
+  EXPECT_NE(bad(flow + "    phases:\n      - {at: 5s, rate: 3}\n      - {at: 2s, rate: 1}\n")
+                .find("in time order"),
+            std::string::npos);
+  EXPECT_NE(bad(flow + "  - name: a\n    arrival: {type: poisson, rate: 1}\n")
+                .find("duplicate flow name"),
+            std::string::npos);
+  EXPECT_NE(bad("target: 127.0.0.1:80\n" + flow).find("must start with http://"),
+            std::string::npos);
   EXPECT_NE(bad("flows: [\n").find("s.yaml: line"), std::string::npos);
   EXPECT_NE(bad(flow + "    stream: maybe\n").find("expected true or false"), std::string::npos);
 }
@@ -223,7 +240,8 @@ namespace sluice::load {
 namespace {
 
 TEST(Scenario, TheShippedScenariosLoad) {
-  for (const char* name : {"demo", "vtc-overload", "vtc-weighted", "vtc-on-off", "shared-prefix", "burst"}) {
+  for (const char* name :
+       {"demo", "vtc-overload", "vtc-weighted", "vtc-on-off", "shared-prefix", "burst"}) {
     const std::string path = std::string(SLUICE_SCENARIOS_DIR) + "/" + name + ".yaml";
     EXPECT_NO_THROW(load_scenario_file(path)) << path;
   }

@@ -160,7 +160,7 @@ TEST_F(Fixture, ApplyingAReloadedConfigKeepsItemsAndRespectsOverrides) {
   EXPECT_EQ(reg.band(20).config().fairness, "vtc-fairness-policy");
   EXPECT_DOUBLE_EQ(reg.flow({"a", 10}, T0).weight(), 1);  // no longer configured
   EXPECT_DOUBLE_EQ(reg.flow({"b", 0}, T0).weight(), 4);
-  EXPECT_DOUBLE_EQ(reg.flow({"c", 0}, T0).weight(), 7);   // the override wins
+  EXPECT_DOUBLE_EQ(reg.flow({"c", 0}, T0).weight(), 7);  // the override wins
   EXPECT_EQ(reg.total_requests(), 3u);
   EXPECT_TRUE(add("d", 20));
   EXPECT_EQ(add("e", 20), nullptr);  // band 20's limit: 1

@@ -3,6 +3,7 @@
 
 #include <map>
 
+#include "flowcontrol/saturation_detectors.h"
 #include "scheduling/plugins/approx_prefix_cache_producer.h"
 #include "scheduling/plugins/by_label_filter.h"
 #include "scheduling/plugins/by_label_selector_filter.h"
@@ -18,7 +19,6 @@
 #include "scheduling/plugins/session_affinity_scorer.h"
 #include "scheduling/plugins/weighted_random_picker.h"
 #include "scheduling/prefix_hasher.h"
-#include "flowcontrol/saturation_detectors.h"
 #include "scheduling_test_util.h"
 
 namespace sluice::scheduling {
@@ -150,7 +150,8 @@ TEST(PrefixIndex, LongestLeadingRunPerEndpoint) {
 TEST(PrefixIndex, EvictsLeastRecentlyUsedBlocksPerEndpoint) {
   PrefixIndex idx(3);
   idx.insert(0, std::vector<std::uint64_t>{1, 2, 3});
-  idx.insert(0, std::vector<std::uint64_t>{7});  // evicts the LRU block: 3 (the tail of the first prompt)
+  idx.insert(
+      0, std::vector<std::uint64_t>{7});  // evicts the LRU block: 3 (the tail of the first prompt)
   EXPECT_EQ(idx.blocks_on(0), 3u);
   PrefixMatch m;
   idx.match(std::vector<std::uint64_t>{1, 2, 3}, m);
@@ -178,7 +179,8 @@ TEST(PrefixCacheScorer, ScoresTheCachedShareAndRecordsAfterDispatch) {
   prod.pre_request(cycle, r, res);
   EXPECT_EQ(run(s, p, r), (std::vector<double>{0.0, 1.0}));
   Request half;
-  compute_prefix_hashes(std::string(64 * 2, 'q') + std::string(64 * 2, 'z'), "m", RequestPreparation{}, half);
+  compute_prefix_hashes(std::string(64 * 2, 'q') + std::string(64 * 2, 'z'), "m",
+                        RequestPreparation{}, half);
   EXPECT_EQ(run(s, p, half), (std::vector<double>{0.0, 0.5}));
   Request none;  // no full block
   EXPECT_EQ(run(s, p, none), (std::vector<double>{0.0, 0.0}));
@@ -323,9 +325,8 @@ TEST(ByLabelSelectorFilter, MatchLabelsAndExpressions) {
   p.add("c", {{"zone", "z1"}});
   CycleState cycle;
   auto c = p.all();
-  ByLabelSelectorFilter f("by-label-selector",
-                          {{"tier", LabelRequirement::Op::kExists, {}},
-                           {"zone", LabelRequirement::Op::kNotIn, {"z2"}}});
+  ByLabelSelectorFilter f("by-label-selector", {{"tier", LabelRequirement::Op::kExists, {}},
+                                                {"zone", LabelRequirement::Op::kNotIn, {"z2"}}});
   f.filter(cycle, {}, c);
   EXPECT_EQ(addresses(c), (std::vector<std::string>{"a"}));
   c = p.all();

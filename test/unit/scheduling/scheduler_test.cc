@@ -50,7 +50,8 @@ TEST(BuildScheduler, EveryRegisteredTypeIsAKnownConfigType) {
   PluginRegistry r;
   register_builtin_plugins(r);
   for (const auto& t : r.types()) EXPECT_TRUE(config::is_known_plugin_type(t)) << t;
-  for (const char* t : {"utilization-detector", "concurrency-detector"}) EXPECT_TRUE(config::is_known_plugin_type(t));
+  for (const char* t : {"utilization-detector", "concurrency-detector"})
+    EXPECT_TRUE(config::is_known_plugin_type(t));
 }
 
 TEST(BuildScheduler, GieDefaultingWeightPickerHandler) {
@@ -66,7 +67,7 @@ schedulingProfiles:
 )");
   const Profile& p = s->profiles()[0];
   EXPECT_EQ(p.filters.size(), 1u);
-  EXPECT_EQ(p.scorers[0].weight, 1);  // GIE: weight 1 when absent
+  EXPECT_EQ(p.scorers[0].weight, 1);             // GIE: weight 1 when absent
   EXPECT_EQ(p.picker_name, "max-score-picker");  // added
   EXPECT_FALSE(s->preparation().prefix_hashes);
 }
@@ -98,14 +99,16 @@ TEST(BuildScheduler, PublishedConfigsLoadUnchanged) {
 }
 
 TEST(BuildScheduler, PdConfigBuildsDisaggregation) {
-  auto s = build_scheduler(config::load_config_file(std::string(SLUICE_TEST_FIXTURES_DIR) + "/llmd-pd-epp-config.yaml"));
+  auto s = build_scheduler(
+      config::load_config_file(std::string(SLUICE_TEST_FIXTURES_DIR) + "/llmd-pd-epp-config.yaml"));
   ASSERT_EQ(s->profiles().size(), 2u);
   EXPECT_NE(s->plugin("disagg-profile-handler"), nullptr);
   EXPECT_TRUE(s->preparation().prefix_hashes);
 }
 
 TEST(BuildScheduler, BadConfigsNameTheFieldAndLine) {
-  EXPECT_NE(build_error("plugins:\n- type: no-such-scorer\n").find("test.yaml:2: plugins[0].type: unknown plugin type 'no-such-scorer'"),
+  EXPECT_NE(build_error("plugins:\n- type: no-such-scorer\n")
+                .find("test.yaml:2: plugins[0].type: unknown plugin type 'no-such-scorer'"),
             std::string::npos)
       << build_error("plugins:\n- type: no-such-scorer\n");
   const std::string two_pickers = R"(plugins:
@@ -117,7 +120,9 @@ schedulingProfiles:
   - pluginRef: max-score-picker
   - pluginRef: random-picker
 )";
-  EXPECT_NE(build_error(two_pickers).find("test.yaml:8: schedulingProfiles[p].plugins[1].pluginRef: profile 'p' already has picker"),
+  EXPECT_NE(build_error(two_pickers)
+                .find("test.yaml:8: schedulingProfiles[p].plugins[1].pluginRef: profile 'p' "
+                      "already has picker"),
             std::string::npos)
       << build_error(two_pickers);
   const std::string not_scheduling = R"(plugins:
@@ -127,8 +132,11 @@ schedulingProfiles:
   plugins:
   - pluginRef: vtc-fairness-policy
 )";
-  EXPECT_NE(build_error(not_scheduling).find("test.yaml:6: schedulingProfiles[p].plugins[0].pluginRef: 'vtc-fairness-policy' is a vtc-fairness-policy, not a filter, scorer or picker"),
-            std::string::npos)
+  EXPECT_NE(
+      build_error(not_scheduling)
+          .find("test.yaml:6: schedulingProfiles[p].plugins[0].pluginRef: 'vtc-fairness-policy' is "
+                "a vtc-fairness-policy, not a filter, scorer or picker"),
+      std::string::npos)
       << build_error(not_scheduling);
   const std::string no_handler = R"(plugins:
 - type: queue-scorer
@@ -138,15 +146,18 @@ schedulingProfiles:
 - name: b
   plugins: [{pluginRef: queue-scorer}]
 )";
-  EXPECT_NE(build_error(no_handler).find("2 profiles but no profile handler configured"), std::string::npos)
+  EXPECT_NE(build_error(no_handler).find("2 profiles but no profile handler configured"),
+            std::string::npos)
       << build_error(no_handler);
   const std::string bad_param = R"(plugins:
 - type: max-score-picker
   parameters:
     maxNumOfEndpoint: 2
 )";
-  EXPECT_NE(build_error(bad_param).find("test.yaml:4: plugins[max-score-picker].parameters.maxNumOfEndpoint: unknown field"),
-            std::string::npos)
+  EXPECT_NE(
+      build_error(bad_param).find(
+          "test.yaml:4: plugins[max-score-picker].parameters.maxNumOfEndpoint: unknown field"),
+      std::string::npos)
       << build_error(bad_param);
   const std::string bad_decider = R"(plugins:
 - type: disagg-profile-handler
@@ -156,7 +167,8 @@ schedulingProfiles:
 - name: decode
   plugins: []
 )";
-  EXPECT_NE(build_error(bad_decider).find("deciders: 'nope' is not a declared P/D decider plugin"), std::string::npos)
+  EXPECT_NE(build_error(bad_decider).find("deciders: 'nope' is not a declared P/D decider plugin"),
+            std::string::npos)
       << build_error(bad_decider);
 }
 
@@ -267,9 +279,9 @@ std::unique_ptr<Scheduler> build_pd(double margin) {
 }
 
 Labels role(const char* r, const char* zone, const char* rack) {
-  return {{"llm-d.ai/role", r}, {"topology.kubernetes.io/zone", zone}, {"block", "b1"}, {"rack", rack}};
+  return {
+      {"llm-d.ai/role", r}, {"topology.kubernetes.io/zone", zone}, {"block", "b1"}, {"rack", rack}};
 }
-
 
 std::string header(const SchedulingResult& r, std::string_view name) {
   for (const auto& [k, v] : r.headers)
@@ -367,7 +379,8 @@ TEST(DisaggProfileHandler, NoDecodeEndpointIsAnError) {
   SchedulingResult res;
   s->schedule(cycle, {}, eps, res);
   EXPECT_FALSE(res.ok);
-  EXPECT_NE(res.error.find("failed to find available decode workers"), std::string::npos) << res.error;
+  EXPECT_NE(res.error.find("failed to find available decode workers"), std::string::npos)
+      << res.error;
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 namespace sluice::server {
 namespace {
 
-ParseResult parse(std::string body, std::string* text = nullptr) { return parse_openai_request(body, text); }
+ParseResult parse(std::string body, std::string* text = nullptr) {
+  return parse_openai_request(body, text);
+}
 
 TEST(OpenAIRequest, ChatMessages) {
   std::string text;

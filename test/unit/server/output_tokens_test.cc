@@ -9,8 +9,9 @@ std::string stream(int tokens, bool usage) {
   std::string s;
   for (int i = 0; i < tokens; ++i)
     s += "data: {\"choices\":[{\"index\":0,\"text\":\" tok\",\"finish_reason\":null}]}\n\n";
-  if (usage) s += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":" +
-                  std::to_string(tokens) + ",\"total_tokens\":9}}\n\n";
+  if (usage)
+    s += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":" +
+         std::to_string(tokens) + ",\"total_tokens\":9}}\n\n";
   s += "data: [DONE]\n\n";
   return s;
 }
@@ -19,7 +20,8 @@ TEST(OutputTokens, CountsSseEventsFedInAnySplit) {
   const std::string s = stream(57, false);
   for (std::size_t piece : {1u, 2u, 5u, 7u, 13u, 64u, 1000u}) {
     OutputTokenCounter c;
-    for (std::size_t off = 0; off < s.size(); off += piece) c.feed(std::string_view(s).substr(off, piece));
+    for (std::size_t off = 0; off < s.size(); off += piece)
+      c.feed(std::string_view(s).substr(off, piece));
     EXPECT_EQ(c.tokens(), 57u) << "piece " << piece;
   }
 }
@@ -28,7 +30,8 @@ TEST(OutputTokens, UsageWinsWhenPresent) {
   const std::string s = stream(12, true);
   for (std::size_t piece : {1u, 3u, 9u, 4096u}) {
     OutputTokenCounter c;
-    for (std::size_t off = 0; off < s.size(); off += piece) c.feed(std::string_view(s).substr(off, piece));
+    for (std::size_t off = 0; off < s.size(); off += piece)
+      c.feed(std::string_view(s).substr(off, piece));
     EXPECT_EQ(c.tokens(), 12u) << "piece " << piece;
   }
 }

@@ -44,16 +44,21 @@ TEST(RequestStats, RendersCountsAndHistograms) {
   MetricsText t;
   s.render(t, {"a:1", "b:2"});
   const auto& text = t.text();
-  EXPECT_NE(text.find("inference_objective_request_total{model_name=\"llama\",target_model_name=\"llama\"} 3\n"),
-            std::string::npos) << text;
+  EXPECT_NE(text.find("inference_objective_request_total{model_name=\"llama\",target_model_name="
+                      "\"llama\"} 3\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("error_code=\"rejected-capacity\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("inference_objective_request_duration_seconds_bucket{model_name=\"llama\",target_model_name="
+  EXPECT_NE(text.find("inference_objective_request_duration_seconds_bucket{model_name=\"llama\","
+                      "target_model_name="
                       "\"llama\",le=\"0.25\"} 1\n"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("le=\"60\"} 2\n"), std::string::npos);
   EXPECT_NE(text.find("sluice_requests_total{outcome=\"served\"} 2\n"), std::string::npos);
-  EXPECT_NE(text.find("sluice_upstream_connections_total{endpoint=\"b:2\",connection=\"reused\"} 7\n"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find("sluice_upstream_connections_total{endpoint=\"b:2\",connection=\"reused\"} 7\n"),
+      std::string::npos);
 }
 
 TEST(AccessLog, JsonStringsAreEscaped) {
