@@ -89,6 +89,12 @@ struct Reader {
     if (used == 0 || used != s.size()) fail(source, n, path, "expected a number, got '" + s + "'");
     return v;
   }
+  bool boolean(const YAML::Node& n, const std::string& path) const {
+    auto s = scalar(n, path);
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(source, n, path, "expected true or false, got '" + s + "'");
+  }
   nanoseconds duration(const YAML::Node& n, const std::string& path) const {
     auto s = scalar(n, path);
     auto d = parse_duration(s);
@@ -161,6 +167,12 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       fail(r.source, n, f.child("maxHeaderBytes"), "must be between 1Ki and 1Mi");
     s.max_header_bytes = static_cast<std::uint32_t>(v);
   }
+  if (auto n = f.take("maxFairnessIdBytes")) {
+    auto v = r.integer(n, f.child("maxFairnessIdBytes"));
+    if (v < 1 || v > 1024)
+      fail(r.source, n, f.child("maxFairnessIdBytes"), "must be between 1 and 1024");
+    s.max_fairness_id_bytes = static_cast<std::uint32_t>(v);
+  }
   struct {
     const char* key;
     nanoseconds* field;
@@ -182,6 +194,8 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     if (auto n = f.take(d.key))
       *d.field = positive(n, f.child(d.key), r.duration(n, f.child(d.key)));
   }
+  if (auto n = f.take("adminOpenMetrics"))
+    s.admin_open_metrics = r.boolean(n, f.child("adminOpenMetrics"));
   if (auto n = f.take("endpointsFile")) s.endpoints_file = r.string(n, f.child("endpointsFile"));
   if (auto n = f.take("accessLog")) s.access_log = r.string(n, f.child("accessLog"));
   if (auto n = f.take("accessLogFormat")) {
@@ -395,6 +409,11 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
   Fields f(r.source, node, "flowControl");
   if (auto n = f.take("maxBytes")) fc.max_bytes = r.quantity(n, f.child("maxBytes"));
   if (auto n = f.take("maxRequests")) fc.max_requests = r.quantity(n, f.child("maxRequests"));
+  if (auto n = f.take("maxFlows")) {
+    fc.max_flows = r.quantity(n, f.child("maxFlows"));
+    if (fc.max_flows == 0 || fc.max_flows > 10000000)
+      fail(r.source, n, f.child("maxFlows"), "must be between 1 and 10000000");
+  }
   if (auto n = f.take("defaultRequestTTL")) {
     auto d = r.duration(n, f.child("defaultRequestTTL"));
     if (d.count() > 0) fc.default_request_ttl = d;  // GIE: 0 means no TTL

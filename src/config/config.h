@@ -32,6 +32,9 @@ struct ServerOptions {
   int threads = 0;  // 0: one I/O thread per core
   std::uint64_t max_body_bytes = 8ull << 20;
   std::uint32_t max_header_bytes = 16u << 10;
+  // Longest fairness id / objective name accepted (x-gateway-inference-*);
+  // longer, or with bytes outside server/steering.h's set: 400.
+  std::uint32_t max_fairness_id_bytes = 128;
   nanoseconds header_read_timeout = 10s;      // first byte to end of headers
   nanoseconds body_read_timeout = 30s;        // end of headers to end of body
   nanoseconds keep_alive_idle_timeout = 60s;  // between requests on a connection
@@ -64,6 +67,9 @@ struct ServerOptions {
   // Empty: none. Checked for changes this often.
   std::string endpoints_file;
   nanoseconds endpoints_file_poll_interval = 1s;
+  // With an admin token set, GET /metrics needs it too unless this is true
+  // (a scraper without credentials); /healthz and /readyz are always open.
+  bool admin_open_metrics = false;
   // Flows labelled one by one in /metrics; the rest are summed as `other`.
   std::uint32_t metrics_max_flows = 100;
   bool operator==(const ServerOptions&) const = default;
@@ -130,6 +136,9 @@ struct FlowControlSpec {
   std::uint64_t max_bytes = 0;     // global; 0: unlimited
   std::uint64_t max_requests = 0;  // global; 0: unlimited
   std::optional<nanoseconds> default_request_ttl;
+  // sluice: live flows (fairness id x priority) at most; a new id past it
+  // replaces the longest-idle flow or is refused 429 rejected-capacity.
+  std::uint64_t max_flows = 10000;
   BandSpec default_band;
   std::vector<BandSpec> bands;
   // sluice additions

@@ -144,7 +144,12 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   };
   if (load_.empty()) return reject(QueueOutcome::kRejectedNoEndpoints);
 
-  Flow& flow = registry_.flow(key, now);
+  // A new flow id past flowControl.maxFlows takes the place of the longest
+  // idle flow, or is refused when every flow has work: the flows already
+  // there keep their queues and fairness state.
+  Flow* admitted = registry_.admit_flow(key, now);
+  if (!admitted) return reject(QueueOutcome::kRejectedCapacity);
+  Flow& flow = *admitted;
   switch (registry_.would_exceed(flow, r.bytes)) {
     case registry::Limit::kNone:
       break;

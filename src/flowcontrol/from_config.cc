@@ -14,11 +14,21 @@ registry::BandConfig band(const config::BandSpec& b) {
 
 }  // namespace
 
+ControllerConfig ungated_controller_config(const config::Config& config) {
+  // Flows exist without the gate too (scheduling, statistics): their
+  // number and lifetime stay bounded.
+  ControllerConfig c;
+  c.registry.max_flows = config.flow_control.max_flows;
+  c.flow_idle_timeout = config.flow_control.flow_idle_timeout;
+  return c;
+}
+
 ControllerConfig controller_config(const config::Config& config) {
   const auto& fc = config.flow_control;
   ControllerConfig c;
   c.registry.max_bytes = fc.max_bytes;
   c.registry.max_requests = fc.max_requests;
+  c.registry.max_flows = fc.max_flows;
   c.registry.default_band = band(fc.default_band);
   for (const auto& b : fc.bands) c.registry.bands.push_back(band(b));
   c.default_ttl = fc.default_request_ttl;
@@ -34,7 +44,7 @@ std::unique_ptr<Controller> make_controller(const config::Config& config) {
   // Without the flowControl gate the controller only schedules: one band,
   // no limits, no TTL, dispatch at once (GIE's scheduler without flow
   // control). Scheduling still runs on the dispatcher, its single writer.
-  ControllerConfig cc = gated ? controller_config(config) : ControllerConfig{};
+  ControllerConfig cc = gated ? controller_config(config) : ungated_controller_config(config);
   auto c = std::make_unique<Controller>(std::move(cc), make_detector(config.saturation_detector),
                                         [](const Decision&) {});
   for (const auto& f : config.flows) c->registry().set_configured_weight(f.id, f.weight);

@@ -10,6 +10,9 @@
 namespace sluice::flowcontrol {
 
 ControllerConfig controller_config(const config::Config& config);
+// Without the flowControl gate: no limits, no TTL, but flows stay bounded
+// (flowControl.maxFlows, flowIdleTimeout).
+ControllerConfig ungated_controller_config(const config::Config& config);
 // A controller for `config`'s endpoints, with a no-op sink (the shell sets its own).
 std::unique_ptr<Controller> make_controller(const config::Config& config);
 

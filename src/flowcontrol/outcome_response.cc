@@ -2,35 +2,81 @@
 
 namespace sluice::flowcontrol {
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs,
+// no surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one.
+std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  const std::size_t left = s.size() - i;
+  const auto cont = [&](std::size_t k) { return (b(k) & 0xC0) == 0x80; };
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return left >= 2 && cont(i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (left < 3 || !cont(i + 1) || !cont(i + 2)) return 0;
+    if (c == 0xE0 && b(i + 1) < 0xA0) return 0;   // overlong
+    if (c == 0xED && b(i + 1) >= 0xA0) return 0;  // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (left < 4 || !cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return 0;
+    if (c == 0xF0 && b(i + 1) < 0x90) return 0;   // overlong
+    if (c == 0xF4 && b(i + 1) >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view s) {
+  static const char* hex = "0123456789abcdef";
   out.push_back('"');
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
     switch (c) {
       case '"':
         out += "\\\"";
-        break;
+        ++i;
+        continue;
       case '\\':
         out += "\\\\";
-        break;
+        ++i;
+        continue;
       case '\n':
         out += "\\n";
-        break;
+        ++i;
+        continue;
       case '\r':
         out += "\\r";
-        break;
+        ++i;
+        continue;
       case '\t':
         out += "\\t";
-        break;
+        ++i;
+        continue;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          static const char* hex = "0123456789abcdef";
-          out += "\\u00";
-          out.push_back(hex[(c >> 4) & 0xf]);
-          out.push_back(hex[c & 0xf]);
-        } else {
-          out.push_back(c);
-        }
+        break;
     }
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20) {
+      out += "\\u00";
+      out.push_back(hex[(u >> 4) & 0xf]);
+      out.push_back(hex[u & 0xf]);
+      ++i;
+      continue;
+    }
+    const std::size_t n = utf8_sequence_length(s, i);
+    if (n == 0) {
+      // Not UTF-8 (a Latin-1 byte in a header, say): JSON text must be, so
+      // the byte becomes U+FFFD, as nlohmann's error_handler_t::replace does.
+      out += "\\ufffd";
+      ++i;
+      continue;
+    }
+    out.append(s.data() + i, n);
+    i += n;
   }
   out.push_back('"');
 }
@@ -97,7 +143,9 @@ ErrorAnswer client_error(int status, std::string_view code, std::string_view mes
   ErrorAnswer a;
   a.status = status;
   a.code = code;
-  a.body = openai_error_body(message, "invalid_request_error", code);
+  // A failure of the model server (502, 504) is not the client's fault.
+  a.body =
+      openai_error_body(message, status >= 500 ? "server_error" : "invalid_request_error", code);
   // Bodies we did not read (413) or headers we could not parse (431) leave the
   // connection in an unknown state: close it.
   a.close_connection = status == 413 || status == 431;

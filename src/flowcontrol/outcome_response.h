@@ -20,7 +20,9 @@ struct ErrorAnswer {
 };
 
 // Appends `s` as a JSON string: quoted, with quotes, backslashes and
-// control characters escaped.
+// control characters escaped, and every byte that is not part of a
+// well-formed UTF-8 sequence replaced by U+FFFD, so the output is always
+// valid JSON whatever bytes a client sent. Never throws.
 void append_json_string(std::string& out, std::string_view s);
 
 // OpenAI-shaped error body. `code` may be empty (then JSON null).

@@ -167,16 +167,55 @@ Flow& FlowRegistry::flow(const FlowKey& key, TimePoint now) {
     slot = next_slot_++;
   }
   auto flow = std::make_unique<Flow>(key, weight_for(key.id), slot, &b, b.ordering_.get());
-  flow->last_active_ = now;
   Flow& ref = *flow;
   b.flows_.emplace(key.id, std::move(flow));
+  ++flow_count_;
+  touch(ref, now);  // empty: idle until its first request is queued
   return ref;
 }
 
-std::size_t FlowRegistry::flow_count() const {
-  std::size_t n = 0;
-  for (const auto& [p, b] : bands_) n += b->flows_.size();
-  return n;
+Flow* FlowRegistry::admit_flow(const FlowKey& key, TimePoint now) {
+  if (config_.max_flows && flow_count_ >= config_.max_flows) {
+    Band& b = band(key.priority);
+    auto it = b.flows_.find(key.id);
+    if (it != b.flows_.end()) return it->second.get();
+    if (!idle_oldest_) {
+      ++flow_limit_rejections_;
+      return nullptr;
+    }
+    Flow* victim = idle_oldest_;
+    remove_flow(*victim->band_, *victim);
+  }
+  return &flow(key, now);
+}
+
+void FlowRegistry::touch(Flow& f, TimePoint now) {
+  f.last_active_ = now;
+  if (f.idle_linked_) unlink_idle(f);
+  if (!f.queue_.empty() || f.in_flight_ != 0) return;
+  // Appended as the newest: the list stays ordered by last_active_ because
+  // the dispatcher's clock does not go back.
+  f.idle_prev_ = idle_newest_;
+  f.idle_next_ = nullptr;
+  if (idle_newest_)
+    idle_newest_->idle_next_ = &f;
+  else
+    idle_oldest_ = &f;
+  idle_newest_ = &f;
+  f.idle_linked_ = true;
+}
+
+void FlowRegistry::unlink_idle(Flow& f) {
+  if (f.idle_prev_)
+    f.idle_prev_->idle_next_ = f.idle_next_;
+  else
+    idle_oldest_ = f.idle_next_;
+  if (f.idle_next_)
+    f.idle_next_->idle_prev_ = f.idle_prev_;
+  else
+    idle_newest_ = f.idle_prev_;
+  f.idle_prev_ = f.idle_next_ = nullptr;
+  f.idle_linked_ = false;
 }
 
 Limit FlowRegistry::would_exceed(const Flow& flow, std::uint64_t bytes) const {
@@ -236,7 +275,7 @@ void FlowRegistry::enqueue(Item* item, Flow& flow, TimePoint now) {
   b.bytes_ += bytes;
   requests_ += 1;
   bytes_ += bytes;
-  flow.last_active_ = now;
+  touch(flow, now);
   if (!old_head) {
     b.backlogged_ += 1;
     b.fairness_->on_backlogged(flow);
@@ -257,7 +296,7 @@ void FlowRegistry::dequeue(Item* item, TimePoint now) {
   b.bytes_ -= bytes;
   requests_ -= 1;
   bytes_ -= bytes;
-  flow.last_active_ = now;
+  touch(flow, now);
   if (flow.queue_.empty()) {
     b.backlogged_ -= 1;
     b.fairness_->on_idle(flow);
@@ -270,29 +309,27 @@ void FlowRegistry::mark_in_flight(Item* item, int endpoint) {
   item->state = Item::State::kInFlight;
   item->endpoint = endpoint;
   item->flow->in_flight_ += 1;
+  if (item->flow->idle_linked_) unlink_idle(*item->flow);
 }
 
 void FlowRegistry::finish_in_flight(Item* item, TimePoint now) {
   item->flow->in_flight_ -= 1;
-  item->flow->last_active_ = now;
+  touch(*item->flow, now);
 }
 
 void FlowRegistry::remove_flow(Band& band, Flow& flow) {
+  if (flow.idle_linked_) unlink_idle(flow);
   band.fairness_->on_removed(flow);
   free_slots_.push_back(flow.slot_);
-  band.flows_.erase(flow.key_.id);
+  --flow_count_;
+  band.flows_.erase(flow.key_.id);  // destroys `flow`
 }
 
 std::size_t FlowRegistry::collect_idle_flows(TimePoint now, Duration idle) {
   std::size_t removed = 0;
-  for (auto& [p, band] : bands_) {
-    std::vector<Flow*> victims;
-    for (auto& [id, flow] : band->flows_) {
-      if (flow->queue_.empty() && flow->in_flight_ == 0 && now - flow->last_active_ >= idle)
-        victims.push_back(flow.get());
-    }
-    for (Flow* f : victims) remove_flow(*band, *f);
-    removed += victims.size();
+  while (idle_oldest_ && now - idle_oldest_->last_active_ >= idle) {
+    remove_flow(*idle_oldest_->band_, *idle_oldest_);
+    ++removed;
   }
   return removed;
 }

@@ -145,6 +145,10 @@ class Flow final : public flowcontrol::FlowView {
   std::uint32_t in_flight_ = 0;
   TimePoint last_active_{};
   FlowStats stats_;
+  // The registry's idle list (empty, nothing in flight), oldest first.
+  Flow* idle_prev_ = nullptr;
+  Flow* idle_next_ = nullptr;
+  bool idle_linked_ = false;
 };
 
 // A band's settings (GIE flowControl.priorityBands[] plus sluice additions).
@@ -200,7 +204,10 @@ class Band {
 struct RegistryConfig {
   std::uint64_t max_bytes = 0;     // global; 0: unlimited
   std::uint64_t max_requests = 0;  // global; 0: unlimited
-  BandConfig default_band;         // template for priorities without a band
+  // Live flows (id x priority) at most; 0: unlimited. Flow ids are chosen by
+  // clients, so this bounds the registry's memory.
+  std::uint64_t max_flows = 0;
+  BandConfig default_band;  // template for priorities without a band
   std::vector<BandConfig> bands;
 };
 
@@ -234,7 +241,16 @@ class FlowRegistry {
   // overrides the requested priority).
   FlowKey resolve(const std::string& id, int priority) const;
   Band& band(int priority);  // made from the template if missing
+  // The flow of `key`, made if missing. Ignores max_flows: for moves an
+  // operator asked for, which never drop a request.
   Flow& flow(const FlowKey& key, TimePoint now);
+  // For a newcomer: the flow of `key`, made if missing. At max_flows the
+  // flow idle the longest is dropped to make room; when no flow is idle
+  // (every one has work queued or in flight), null: the newcomer is
+  // refused and the flows already there keep their fairness state.
+  Flow* admit_flow(const FlowKey& key, TimePoint now);
+  // Newcomers refused by admit_flow so far.
+  std::uint64_t flow_limit_rejections() const { return flow_limit_rejections_; }
 
   // ---- capacity
   Limit would_exceed(const Flow& flow, std::uint64_t bytes) const;
@@ -277,9 +293,10 @@ class FlowRegistry {
              const PolicyFactory* factory, TimePoint now);
 
   // Drops flows that have been empty and idle for `idle` (none in flight).
+  // Costs O(flows dropped): idle flows are kept in a list by idle time.
   std::size_t collect_idle_flows(TimePoint now, Duration idle);
 
-  std::size_t flow_count() const;
+  std::size_t flow_count() const { return flow_count_; }
 
  private:
   std::unique_ptr<Band> make_band(const BandConfig& config, bool configured);
@@ -289,6 +306,9 @@ class FlowRegistry {
   void unlink_band(Band& band, Item* item);
   double weight_for(const std::string& id) const;
   void remove_flow(Band& band, Flow& flow);
+  // Keeps the idle list in step after `flow` changed (queue or in flight).
+  void touch(Flow& flow, TimePoint now);
+  void unlink_idle(Flow& flow);
 
   RegistryConfig config_;
   PolicyFactory factory_;
@@ -297,6 +317,10 @@ class FlowRegistry {
   std::unordered_map<std::string, double> configured_weights_;
   std::uint64_t requests_ = 0;
   std::uint64_t bytes_ = 0;
+  std::size_t flow_count_ = 0;
+  std::uint64_t flow_limit_rejections_ = 0;
+  Flow* idle_oldest_ = nullptr;
+  Flow* idle_newest_ = nullptr;
   // Item pool: stable addresses in chunks; free slots on a stack.
   std::vector<std::unique_ptr<Item[]>> chunks_;
   std::vector<std::uint32_t> free_items_;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -46,13 +47,19 @@ void append_ms(std::string& out, double ms) {
   out.append(buf, static_cast<std::size_t>(r.ptr - buf));
 }
 
-// Text values: no spaces or quotes inside, else quoted.
+// Text values: printable ASCII without spaces, quotes or '=' as is; anything
+// else quoted and escaped as JSON (control bytes and non-UTF-8 included), so a
+// client cannot forge a line or a field.
 void append_text_value(std::string& out, std::string_view s) {
   if (s.empty()) {
     out += '-';
     return;
   }
-  if (s.find_first_of(" \"\\\n\r\t=") == std::string_view::npos) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u > 0x20 && u < 0x7f && c != '"' && c != '\\' && c != '=';
+  });
+  if (plain) {
     out += s;
     return;
   }

@@ -27,8 +27,13 @@ using Reply = AdminServer::Reply;
 
 namespace {
 
+// Rendering never throws: bytes that are not UTF-8 (a Latin-1 fairness id, an
+// endpoint label, a path) come out as U+FFFD.
+constexpr auto kReplace = json::error_handler_t::replace;
+
 Reply error_reply(int status, std::string_view code, const std::string& message) {
-  return Reply{status, json{{"error", {{"message", message}, {"code", code}}}}.dump()};
+  return Reply{status, json{{"error", {{"message", message}, {"code", code}}}}.dump(-1, ' ', false,
+                                                                                    kReplace)};
 }
 
 bool same_token(const std::string& a, const std::string& b) {
@@ -210,11 +215,24 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     parser_->body_limit(1u << 20);
     parser_->header_limit(16u << 10);
     stream_.expires_after(std::chrono::seconds(30));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       if (ec) return self->close();
-                       self->on_request();
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (!ec) return self->on_request();
+          // A request we refuse gets an answer, then the
+          // connection closes (its remaining bytes are unread).
+          self->keep_alive_ = false;
+          if (ec == http::error::body_limit)
+            return self->write(
+                error_reply(413, "body-too-large", "admin request body exceeds 1 MiB"));
+          if (ec == http::error::header_limit)
+            return self->write(
+                error_reply(431, "headers-too-large", "admin request headers exceed 16 KiB"));
+          if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+              ec != http::error::end_of_stream && ec != http::error::partial_message)
+            return self->write(
+                error_reply(400, "bad-request", "malformed HTTP request: " + ec.message()));
+          self->close();  // timeout, reset, or the client closed
+        });
   }
 
   void on_request() {
@@ -391,6 +409,12 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
   }
 
   // sluice's own.
+  m.family("sluice_flows", "gauge", "Live flows (fairness id x priority) in the registry.");
+  m.sample("sluice_flows", {}, static_cast<double>(c.registry().flow_count()));
+  m.family("sluice_flow_limit_rejections_total", "counter",
+           "New flows refused at flowControl.maxFlows (every flow had work queued or in flight).");
+  m.sample("sluice_flow_limit_rejections_total", {},
+           static_cast<double>(c.registry().flow_limit_rejections()));
   m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
   m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
   m.family("sluice_dispatcher_events_total", "counter",
@@ -458,7 +482,18 @@ std::string AdminServer::bind(const std::string& listen) {
 
 void AdminServer::start() {
   accept();
-  thread_ = std::thread([this] { ioc_.run(); });
+  thread_ = std::thread([this] {
+    // A handler that throws must not take the process down with it: log it,
+    // drop that call, keep serving the admin plane.
+    for (;;) {
+      try {
+        ioc_.run();
+        return;
+      } catch (const std::exception& e) {
+        SLUICE_LOG(kError, "admin", "admin handler failed: " << e.what());
+      }
+    }
+  });
 }
 
 void AdminServer::stop() {
@@ -479,7 +514,16 @@ void AdminServer::on_dispatcher(std::function<Reply(flowcontrol::Controller&)> f
                                 std::function<void(Reply)> respond) {
   auto reply = std::make_shared<Reply>();
   ctx_.flow_control->reconfigure(
-      *producer_, [fn = std::move(fn), reply](flowcontrol::Controller& c) { *reply = fn(c); },
+      *producer_,
+      [fn = std::move(fn), reply](flowcontrol::Controller& c) {
+        // Runs on the dispatcher: nothing an admin call carries may end it.
+        try {
+          *reply = fn(c);
+        } catch (const std::exception& e) {
+          SLUICE_LOG(kError, "admin", "admin call failed on the dispatcher: " << e.what());
+          *reply = error_reply(500, "internal-error", "the admin call failed; see the log");
+        }
+      },
       [this, reply, respond = std::move(respond)]() mutable {
         net::post(ioc_, [reply, respond = std::move(respond)] { respond(std::move(*reply)); });
       });
@@ -489,8 +533,12 @@ void AdminServer::handle(const std::string& method, const std::string& target,
                          const std::string& authorization, const std::string& body,
                          std::function<void(Reply)> respond) {
   const std::string path = target.substr(0, target.find('?'));
-  const bool mutation = method != "GET" && method != "HEAD";
-  if (mutation && !token_.empty()) {
+  // With a token, every route needs it but the probes: flows, bands,
+  // endpoints and drain state name tenants and traffic. /metrics only when
+  // server.adminOpenMetrics says so.
+  const bool open = path == "/healthz" || path == "/readyz" ||
+                    (path == "/metrics" && ctx_.config.server.admin_open_metrics);
+  if (!open && !token_.empty()) {
     const std::string prefix = "Bearer ";
     if (authorization.rfind(prefix, 0) != 0 ||
         !same_token(authorization.substr(prefix.size()), token_))
@@ -514,12 +562,14 @@ void AdminServer::handle(const std::string& method, const std::string& target,
         ++ready;
     }
     if (ctx_.draining.load())
-      return respond(Reply{503, json{{"status", "not ready"}, {"reason", "draining"}}.dump()});
+      return respond(Reply{503, json{{"status", "not ready"}, {"reason", "draining"}}.dump(
+                                    -1, ' ', false, kReplace)});
     if (ready == 0)
       return respond(Reply{
-          503, json{{"status", "not ready"}, {"reason", "no endpoint with fresh metrics"}}.dump()});
-    return respond(
-        Reply{200, json{{"status", "ready"}, {"endpointsWithFreshMetrics", ready}}.dump()});
+          503, json{{"status", "not ready"}, {"reason", "no endpoint with fresh metrics"}}.dump(
+                   -1, ' ', false, kReplace)});
+    return respond(Reply{200, json{{"status", "ready"}, {"endpointsWithFreshMetrics", ready}}.dump(
+                                  -1, ' ', false, kReplace)});
   }
   if (path == "/metrics") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
@@ -560,7 +610,8 @@ void AdminServer::handle(const std::string& method, const std::string& target,
                                                               : "draining";
           const int status = method == "POST" && std::string_view(state) == "draining" ? 202 : 200;
           return Reply{status,
-                       json{{"state", state}, {"queued", queued}, {"inFlight", in_flight}}.dump()};
+                       json{{"state", state}, {"queued", queued}, {"inFlight", in_flight}}.dump(
+                           -1, ' ', false, kReplace)};
         },
         std::move(respond));
   }
@@ -574,7 +625,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
         reply = Reply{200, json{{"status", "reloaded"},
                                 {"applied", r.applied},
                                 {"restartRequired", r.restart_needed}}
-                               .dump()};
+                               .dump(-1, ' ', false, kReplace)};
       }
       net::post(ioc_, [reply = std::move(reply), respond = std::move(respond)]() mutable {
         respond(std::move(reply));
@@ -607,7 +658,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
       }
       out.push_back(std::move(e));
     }
-    return respond(Reply{200, out.dump()});
+    return respond(Reply{200, out.dump(-1, ' ', false, kReplace)});
   }
   if (path == "/admin/v1/bands") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
@@ -615,7 +666,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
         [](flowcontrol::Controller& c) {
           json out = json::array();
           for (const auto& [p, b] : c.registry().bands()) out.push_back(band_json(*b));
-          return Reply{200, out.dump()};
+          return Reply{200, out.dump(-1, ' ', false, kReplace)};
         },
         std::move(respond));
   }
@@ -639,7 +690,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
             if (!b)
               return error_reply(404, "unknown-band",
                                  "no band with priority " + std::to_string(priority));
-            return Reply{200, band_json(*b).dump()};
+            return Reply{200, band_json(*b).dump(-1, ' ', false, kReplace)};
           },
           std::move(respond));
     }
@@ -653,7 +704,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
             if (!parse_band(body, bc, error)) return error;
             c.registry().set_band(bc, flowcontrol::Clock::now());
             SLUICE_LOG(kInfo, "admin", "band " << priority << (b ? " changed" : " added"));
-            return Reply{200, band_json(*find(c)).dump()};
+            return Reply{200, band_json(*find(c)).dump(-1, ' ', false, kReplace)};
           },
           std::move(respond));
     }
@@ -669,7 +720,8 @@ void AdminServer::handle(const std::string& method, const std::string& target,
                 kInfo, "admin",
                 "band " << priority
                         << " removed; its queued requests stay, under the default band's settings");
-            return Reply{200, json{{"priority", priority}, {"removed", true}}.dump()};
+            return Reply{200, json{{"priority", priority}, {"removed", true}}.dump(-1, ' ', false,
+                                                                                   kReplace)};
           },
           std::move(respond));
     }
@@ -679,7 +731,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
     return on_dispatcher(
         [](flowcontrol::Controller& c) {
-          return Reply{200, flows_json(c, "").dump()};
+          return Reply{200, flows_json(c, "").dump(-1, ' ', false, kReplace)};
         },
         std::move(respond));
   }
@@ -698,7 +750,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
                 200, json{{"id", id},
                           {"override", it == ov.end() ? json::object() : override_json(it->second)},
                           {"flows", flows}}
-                         .dump()};
+                         .dump(-1, ' ', false, kReplace)};
           },
           std::move(respond));
     }
@@ -716,10 +768,11 @@ void AdminServer::handle(const std::string& method, const std::string& target,
             if (!o) return error;
             reg.set_flow_override(id, *o, flowcontrol::Clock::now());
             SLUICE_LOG(kInfo, "admin",
-                       "flow " << id << " override set: " << override_json(*o).dump());
+                       "flow " << id << " override set: "
+                               << override_json(*o).dump(-1, ' ', false, kReplace));
             return Reply{
                 200, json{{"id", id}, {"override", override_json(*o)}, {"flows", flows_json(c, id)}}
-                         .dump()};
+                         .dump(-1, ' ', false, kReplace)};
           },
           std::move(respond));
     }
@@ -732,8 +785,9 @@ void AdminServer::handle(const std::string& method, const std::string& target,
             reg.clear_flow_override(id, flowcontrol::Clock::now());
             SLUICE_LOG(kInfo, "admin", "flow " << id << " override removed");
             return Reply{
-                200, json{{"id", id}, {"override", json::object()}, {"flows", flows_json(c, id)}}
-                         .dump()};
+                200,
+                json{{"id", id}, {"override", json::object()}, {"flows", flows_json(c, id)}}.dump(
+                    -1, ' ', false, kReplace)};
           },
           std::move(respond));
     }

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include "scheduling/prefix_hasher.h"
 #include "server/log.h"
 #include "server/openai_request.h"
+#include "server/steering.h"
 
 namespace sluice::server {
 
@@ -175,7 +177,7 @@ void HttpSession::handle_request() {
   route_ = classify_target(request_.target);
   begin_request(/*head_read=*/true);
 
-  if (!request_.request_id.empty() && request_.request_id.size() <= 128) {
+  if (is_valid_steering_value(request_.request_id, 128)) {
     request_id_ = request_.request_id;
   } else {
     static constexpr char kHex[] = "0123456789abcdef";
@@ -185,6 +187,11 @@ void HttpSession::handle_request() {
       for (int i = 0; i < 16; ++i) request_id_[p * 16 + i] = kHex[(parts[p] >> (60 - 4 * i)) & 0xf];
   }
 
+  if (request_.unsupported_transfer_coding) {
+    keep_alive_ = false;
+    return answer(client_error(501, "unsupported-transfer-coding",
+                               "only Transfer-Encoding: chunked is supported"));
+  }
   if (route_ == Route::kUnknown)
     return answer(client_error(404, "not-found", "no such path: " + request_.target));
   const bool inference = is_inference(route_);
@@ -244,6 +251,18 @@ void HttpSession::handle_request() {
 
 void HttpSession::admit(const OpenAIRequest& parsed) {
   flowcontrol::EnqueueRequest e;
+  // Steering values become table keys, labels and log fields: validated
+  // here, once (server/steering.h), so nothing behind sees raw bytes.
+  const std::size_t max_id = ctx_.config.server.max_fairness_id_bytes;
+  if (!request_.fairness_id.empty() && !is_valid_steering_value(request_.fairness_id, max_id))
+    return answer(client_error(400, "invalid-fairness-id",
+                               "x-gateway-inference-fairness-id must be 1 to " +
+                                   std::to_string(max_id) +
+                                   " token characters (letters, digits, !#$%&'*+-.^_`|~:/@=)"));
+  if (!request_.objective.empty() && !is_valid_steering_value(request_.objective, max_id))
+    return answer(client_error(400, "invalid-objective",
+                               "x-gateway-inference-objective must be 1 to " +
+                                   std::to_string(max_id) + " token characters"));
   e.flow_id = request_.fairness_id.empty() ? "default-flow" : request_.fairness_id;
   model_ = parsed.model;
   std::optional<std::chrono::nanoseconds> ttl;
@@ -272,7 +291,11 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   flow_id_ = e.flow_id;
   priority_ = e.priority;
   input_tokens_ = parsed.estimated_input_tokens;
-  e.max_output_tokens = static_cast<std::uint64_t>(parsed.max_tokens.value_or(0));
+  // A client's max_tokens only sizes the request for tokens-mode admission:
+  // clamped, so in-flight token sums cannot overflow (the body goes as sent).
+  static constexpr std::int64_t kMaxChargedOutputTokens = 1 << 24;
+  e.max_output_tokens = static_cast<std::uint64_t>(
+      std::clamp<std::int64_t>(parsed.max_tokens.value_or(0), 0, kMaxChargedOutputTokens));
   // What the scheduler needs, computed here rather than on the dispatcher.
   auto sr = std::make_shared<scheduling::Request>();
   sr->request_id = request_id_;
@@ -285,6 +308,7 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   e.scheduling = std::move(sr);
 
   state_ = State::kQueued;
+  cancel_sent_ = false;
   cookie_ = (static_cast<std::uint64_t>(worker_.index) << 48) | ++worker_.cookie_seq;
   ctx_.flow_control->enqueue(*worker_.producer, cookie_, std::move(e),
                              std::make_shared<SessionWaiter>(shared_from_this(), worker_));
@@ -301,13 +325,20 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
     }
     return;
   }
+  if (d.outcome == QueueOutcome::kDispatched && (cancel_sent_ || client_gone())) {
+    // The client left while the decision was on its way (the cancel and the
+    // dispatch crossed): hand the slot back at once rather than have the
+    // pool generate an answer for nobody.
+    ctx_.flow_control->complete(*worker_.producer, d.ticket, 0);
+    worker_.wake_dispatcher();
+    return close();
+  }
   if (d.outcome == QueueOutcome::kDispatched) {
     dispatched_ = true;
     t_dispatched_ = std::chrono::steady_clock::now();
     model_stats_ = &worker_.stats.model(model_);
     model_stats_->running += 1;
-    ticket_ = d.ticket;
-    tokens_reported_ = 0;
+    ticket_ = DispatchTicket(worker_, ctx_.gated, d.ticket);
     tried_.assign(ctx_.endpoints.size(), false);
     retried_ = false;
     fallbacks_ = d.fallbacks;
@@ -336,6 +367,14 @@ void HttpSession::watch_client() {
                                   error_code ec) { self->on_watch(ec, gen); });
 }
 
+bool HttpSession::client_gone() {
+  char byte;
+  const ssize_t r = ::recv(client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r > 0) return false;  // bytes of a pipelined request: still there
+  if (r == 0) return true;  // orderly close
+  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;  // reset
+}
+
 void HttpSession::stop_watching() {
   if (!watching_) return;
   watching_ = false;
@@ -359,6 +398,7 @@ void HttpSession::on_watch(error_code ec, std::uint64_t generation) {
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return watch_client();
   }
   if (state_ == State::kQueued) {
+    cancel_sent_ = true;  // a dispatch decision already on its way is handed back
     ctx_.flow_control->cancel(*worker_.producer, cookie_);
     worker_.wake_dispatcher();
     return;  // the EvictedContextCancelled decision closes the session
@@ -368,16 +408,25 @@ void HttpSession::on_watch(error_code ec, std::uint64_t generation) {
   close();
 }
 
+void DispatchTicket::report(std::uint64_t output_tokens) {
+  if (!id_ || output_tokens <= reported_) return;
+  reported_ = output_tokens;
+  worker_->shell->report_output_tokens(*worker_->producer, id_, reported_);
+  if (gated_) worker_->wake_dispatcher();
+}
+
+void DispatchTicket::release(std::uint64_t output_tokens) {
+  if (!id_) return;
+  worker_->shell->complete(*worker_->producer, std::exchange(id_, 0), output_tokens);
+  // Gated, a completion frees room: dispatch now. Not gated, nothing waits
+  // for it; the dispatcher takes it with the next request's wake (or within
+  // a second), which saves a thread switch per request.
+  if (gated_) worker_->wake_dispatcher();
+}
+
 void HttpSession::release_dispatch() {
   permit_.release();
-  if (ticket_) {
-    ctx_.flow_control->complete(*worker_.producer, ticket_, tokens_.tokens());
-    // Gated, a completion frees room: dispatch now. Not gated, nothing
-    // waits for it; the dispatcher takes it with the next request's wake
-    // (or within a second), which saves a thread switch per request.
-    if (ctx_.gated) worker_.wake_dispatcher();
-  }
-  ticket_ = 0;
+  ticket_.release(tokens_.tokens());
 }
 
 void HttpSession::begin_request(bool head_read) {
@@ -446,6 +495,9 @@ void HttpSession::end_request(int status, std::string_view outcome) {
 // ---------------------------------------------------------------- upstream side
 
 void HttpSession::try_next_endpoint() {
+  // Endpoints may have joined since the decision (reload, endpoints file):
+  // the per-request marks cover the pool as it is now.
+  if (tried_.size() < ctx_.endpoints.size()) tried_.resize(ctx_.endpoints.size(), false);
   // The scheduler's fallbacks first, then any usable endpoint.
   int ep = -1;
   const auto now = datalayer::Clock::now();
@@ -468,7 +520,9 @@ void HttpSession::try_next_endpoint() {
 void HttpSession::dispatch_to(int endpoint) {
   state_ = State::kProxying;
   endpoint_ = endpoint;
-  tried_[endpoint] = true;
+  if (tried_.size() <= static_cast<std::size_t>(endpoint))
+    tried_.resize(static_cast<std::size_t>(endpoint) + 1, false);
+  tried_[static_cast<std::size_t>(endpoint)] = true;
   const auto& address = ctx_.endpoints.at(endpoint).config.address;
   permit_ = datalayer::InFlightPermit(&ctx_.endpoints.at(endpoint));
 
@@ -535,6 +589,7 @@ void HttpSession::on_connect(error_code ec) {
 
 void HttpSession::write_upstream() {
   response_parser_.reset();
+  interim_responses_ = 0;
   tokens_.reset();
   head_built_ = false;
   client_head_sent_ = false;
@@ -586,15 +641,15 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     return upstream_failed_mid_response(ec);
   }
   if (!p.is_header_done()) return read_upstream();
+  if (!head_built_ && response_.status / 100 == 1) return on_interim_response();
+  if (!head_built_ && response_.unsupported_transfer_coding)
+    return upstream_failed_before_response(http::error::bad_transfer_encoding,
+                                           "reading the response (unsupported transfer coding)");
   if (!head_built_) build_client_head();
   if (!response_.body.empty()) {
     tokens_.feed(response_.body);
     // Charge output to the flow as it streams (VTC), every 16 tokens.
-    if (ticket_ && tokens_.tokens() >= tokens_reported_ + 16) {
-      tokens_reported_ = tokens_.tokens();
-      ctx_.flow_control->report_output_tokens(*worker_.producer, ticket_, tokens_reported_);
-      if (ctx_.gated) worker_.wake_dispatcher();
-    }
+    if (ticket_ && tokens_.tokens() >= ticket_.reported() + 16) ticket_.report(tokens_.tokens());
   }
   // Write when there is something to send: the head (at once, so a streaming
   // client sees the response start before the first token; together with
@@ -604,8 +659,53 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
   read_upstream();
 }
 
+// An interim (1xx) response came before the final one (RFC 9110 §15.2). 100
+// Continue answers an Expect sluice never forwards: dropped. Others (103
+// Early Hints) go to HTTP/1.1 clients. Then the final response is read with
+// a fresh parser from what is buffered. 101 means the endpoint switched
+// protocols under an inference request: an upstream error, never relayed.
+void HttpSession::on_interim_response() {
+  static constexpr int kMaxInterimResponses = 8;
+  const int status = response_.status;
+  if (status == 101 || ++interim_responses_ > kMaxInterimResponses) {
+    return upstream_failed_before_response(
+        http::error::bad_status, status == 101 ? "reading the response (101 Switching Protocols)"
+                                               : "reading the response (too many 1xx responses)");
+  }
+  auto next = [self = shared_from_this()] {
+    self->response_parser_.emplace(self->response_);
+    self->response_parser_->body_limit(boost::none);
+    self->response_parser_->header_limit(64 * 1024);
+    self->response_parser_->eager(true);
+    if (self->upstream_->buffer.size() > 0) return self->on_upstream_read({}, 0);
+    self->read_upstream();
+  };
+  if (status == 100 || request_.version < 11) return next();
+  auto& h = interim_head_;
+  h.assign("HTTP/1.1 ");
+  append_number(h, static_cast<std::uint64_t>(status));
+  h += ' ';
+  h += response_.reason;
+  h += "\r\n";
+  h += response_.forward_headers;
+  h += "\r\n";
+  client_.expires_after(ctx_.config.server.client_write_timeout);
+  net::async_write(client_, net::buffer(interim_head_),
+                   [self = shared_from_this(), next](error_code ec, std::size_t) {
+                     if (self->state_ == State::kClosed) return;
+                     if (ec) {
+                       self->upstream_.reset();
+                       self->release_dispatch();
+                       return self->close();
+                     }
+                     next();
+                   });
+}
+
 void HttpSession::upstream_failed_before_response(error_code ec, const char* stage) {
-  const bool got_bytes = response_parser_ && response_parser_->got_some();
+  // After an interim response the endpoint has begun answering: no retry.
+  const bool got_bytes =
+      interim_responses_ > 0 || (response_parser_ && response_parser_->got_some());
   auto& ep = ctx_.endpoints.at(endpoint_);
   upstream_.reset();  // never pooled after a failure
   // A kept-alive connection may have been closed by the endpoint while idle in
@@ -778,7 +878,11 @@ void HttpSession::finish_response() {
   end_request(response_.status, "served");
   release_dispatch();
   if (upstream_) {
-    if (response_parser_->keep_alive()) worker_.pool.give_back(std::move(upstream_));
+    // Bytes after the response (a second response, garbage) mean the
+    // connection's framing cannot be trusted: never pooled, or the next
+    // request would read them as its answer.
+    if (response_parser_->keep_alive() && upstream_->buffer.size() == 0)
+      worker_.pool.give_back(std::move(upstream_));
     upstream_.reset();
   }
   response_parser_.reset();

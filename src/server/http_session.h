@@ -26,6 +26,44 @@
 
 namespace sluice::server {
 
+// Flow control's credit for one dispatched request: handed back exactly once,
+// by release() with the output tokens counted, or by the destructor with the
+// last count reported, whichever way the request ends (Seastar's
+// semaphore_units). Lives on the session's I/O thread.
+class DispatchTicket {
+ public:
+  DispatchTicket() = default;
+  DispatchTicket(Worker& worker, bool gated, std::uint64_t id)
+      : worker_(&worker), gated_(gated), id_(id) {}
+  DispatchTicket(DispatchTicket&& o) noexcept { *this = std::move(o); }
+  DispatchTicket& operator=(DispatchTicket&& o) noexcept {
+    if (this != &o) {
+      release(reported_);
+      worker_ = std::exchange(o.worker_, nullptr);
+      gated_ = o.gated_;
+      id_ = std::exchange(o.id_, 0);
+      reported_ = std::exchange(o.reported_, 0);
+    }
+    return *this;
+  }
+  DispatchTicket(const DispatchTicket&) = delete;
+  DispatchTicket& operator=(const DispatchTicket&) = delete;
+  ~DispatchTicket() { release(reported_); }
+
+  std::uint64_t id() const { return id_; }
+  explicit operator bool() const { return id_ != 0; }
+  // Charges output tokens as they stream (VTC); keeps the count for release.
+  void report(std::uint64_t output_tokens);
+  std::uint64_t reported() const { return reported_; }
+  void release(std::uint64_t output_tokens);
+
+ private:
+  Worker* worker_ = nullptr;
+  bool gated_ = false;
+  std::uint64_t id_ = 0;
+  std::uint64_t reported_ = 0;
+};
+
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(Socket socket, Worker& worker, ProxyContext& ctx);
@@ -61,6 +99,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // means the client left (cancel the queued request, or stop the upstream).
   void watch_client();
   void stop_watching();
+  // The client closed or reset its connection (a non-blocking peek).
+  bool client_gone();
   void on_watch(error_code ec, std::uint64_t generation);
   // Ends a dispatched request's accounting: in-flight permit, and flow
   // control's completion (with the output tokens counted). Idempotent.
@@ -80,6 +120,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void on_upstream_written(error_code ec, std::size_t n);
   void read_upstream();
   void on_upstream_read(error_code ec, std::size_t n);
+  void on_interim_response();
   void build_client_head();
   void upstream_failed_before_response(error_code ec, const char* stage);
   void try_next_endpoint();
@@ -131,6 +172,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool header_deadline_armed_ = false;
   bool body_deadline_armed_ = false;
   bool continue_sent_ = false;
+  int interim_responses_ = 0;  // 1xx before the final response
+  std::string interim_head_;   // a 1xx relayed to the client
   Framing framing_ = Framing::kRaw;
   std::array<boost::asio::const_buffer, 5> out_buffers_;
   char chunk_prefix_[24];
@@ -139,8 +182,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::optional<boost::beast::http::response<boost::beast::http::string_body>> answer_;
   // Flow control.
   std::uint64_t cookie_ = 0;  // this request's id towards the dispatcher
-  std::uint64_t ticket_ = 0;  // set once dispatched, until completed
+  DispatchTicket ticket_;     // held once dispatched, until completed
   bool watching_ = false;
+  bool cancel_sent_ = false;  // the queued request's cancel went to the dispatcher
   std::uint64_t watch_generation_ = 0;
   // The scheduler's answer: fallbacks after the primary, header lines.
   std::array<std::int32_t, 3> fallbacks_{-1, -1, -1};
@@ -148,7 +192,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string scheduler_response_headers_;
   std::string prompt_text_;  // scratch for prefix hashing (keeps capacity)
   OutputTokenCounter tokens_;
-  std::uint64_t tokens_reported_ = 0;
   // For end_request (strings keep their capacity between requests).
   bool request_open_ = false;
   std::chrono::steady_clock::time_point t_start_{};

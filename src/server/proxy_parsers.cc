@@ -33,6 +33,58 @@ void append_field(std::string& out, boost::beast::string_view name,
   out.append("\r\n", 2);
 }
 
+bool is_tchar(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+// Removes from a "Name: value\r\n" block every field named in a Connection
+// header's comma-separated options (RFC 9110 §7.6.1: they are hop-by-hop
+// for this connection only and must not be forwarded).
+void strip_connection_options(std::string& headers, std::string_view options) {
+  std::string out;
+  out.reserve(headers.size());
+  std::string_view rest = headers;
+  while (!rest.empty()) {
+    const auto eol = rest.find("\r\n");
+    const std::string_view line =
+        rest.substr(0, eol == std::string_view::npos ? rest.size() : eol + 2);
+    rest.remove_prefix(line.size());
+    const std::string_view name = line.substr(0, line.find(':'));
+    bool named = false;
+    std::string_view opts = options;
+    while (!opts.empty() && !named) {
+      const auto comma = opts.find(',');
+      std::string_view token = opts.substr(0, comma);
+      opts = comma == std::string_view::npos ? std::string_view() : opts.substr(comma + 1);
+      while (!token.empty() && (token.front() == ' ' || token.front() == '\t'))
+        token.remove_prefix(1);
+      while (!token.empty() && (token.back() == ' ' || token.back() == '\t'))
+        token.remove_suffix(1);
+      named = !token.empty() && iequals(token, name);
+    }
+    if (!named) out.append(line.data(), line.size());
+  }
+  headers.swap(out);
+}
+
+// Transfer-Encoding the proxy can decode: exactly "chunked" (any case,
+// optional whitespace). "gzip, chunked" and the like would hand a coded body
+// to the JSON reader as if it were plain.
+bool is_plain_chunked(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return iequals(v, "chunked");
+}
+
+void note_connection_options(std::string& options, boost::beast::string_view value) {
+  for (char c : value)
+    if (!is_tchar(c) && c != ',' && c != ' ' && c != '\t') return;  // not a token list: ignore
+  if (!options.empty()) options += ',';
+  options.append(value.data(), value.size());
+}
+
 }  // namespace
 
 void RequestHead::clear() {
@@ -48,6 +100,8 @@ void RequestHead::clear() {
   ttl_ms.clear();
   slo_ttft_ms.clear();
   session_token.clear();
+  connection_options.clear();
+  unsupported_transfer_coding = false;
   expect_continue = false;
   // A connection that once carried a huge body should not pin that memory.
   if (body.capacity() > (1u << 20)) std::string().swap(body);
@@ -64,6 +118,9 @@ void ProxyRequestParser::on_request_impl(http::verb method, string_view method_s
 
 void ProxyRequestParser::on_field_impl(http::field name, string_view name_string, string_view value,
                                        error_code&) {
+  if (name == http::field::connection) note_connection_options(head_.connection_options, value);
+  if (name == http::field::transfer_encoding && !is_plain_chunked(value))
+    head_.unsupported_transfer_coding = true;
   if (is_hop_or_framing(name)) return;
   switch (name) {
     case http::field::host:
@@ -127,6 +184,8 @@ void ResponseHead::clear() {
   status = 0;
   reason.clear();
   forward_headers.clear();
+  connection_options.clear();
+  unsupported_transfer_coding = false;
   is_sse = false;
   body.clear();
 }
@@ -138,6 +197,9 @@ void RelayResponseParser::on_response_impl(int code, string_view reason, int, er
 
 void RelayResponseParser::on_field_impl(http::field name, string_view name_string,
                                         string_view value, error_code&) {
+  if (name == http::field::connection) note_connection_options(head_.connection_options, value);
+  if (name == http::field::transfer_encoding && !is_plain_chunked(value))
+    head_.unsupported_transfer_coding = true;
   if (is_hop_or_framing(name)) return;
   if (name == http::field::content_type) {
     head_.is_sse = value.size() >= 17 && iequals(value.substr(0, 17), "text/event-stream");
@@ -157,6 +219,20 @@ std::size_t RelayResponseParser::on_body_impl(string_view body, error_code&) {
 std::size_t RelayResponseParser::on_chunk_body_impl(std::uint64_t, string_view body, error_code&) {
   head_.body.append(body.data(), body.size());
   return body.size();
+}
+
+}  // namespace sluice::server
+
+namespace sluice::server {
+
+void ProxyRequestParser::on_header_impl(error_code&) {
+  if (!head_.connection_options.empty())
+    strip_connection_options(head_.forward_headers, head_.connection_options);
+}
+
+void RelayResponseParser::on_header_impl(error_code&) {
+  if (!head_.connection_options.empty())
+    strip_connection_options(head_.forward_headers, head_.connection_options);
 }
 
 }  // namespace sluice::server

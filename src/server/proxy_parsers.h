@@ -28,6 +28,10 @@ struct RequestHead {
   std::string ttl_ms;
   std::string slo_ttft_ms;
   std::string session_token;  // x-session-token (session affinity)
+  // Options of Connection headers: fields named there are not forwarded.
+  std::string connection_options;
+  // Transfer-Encoding other than plain chunked (501: sluice cannot decode it).
+  bool unsupported_transfer_coding = false;
   bool expect_continue = false;
   std::string body;
 
@@ -46,7 +50,7 @@ class ProxyRequestParser final : public boost::beast::http::basic_parser<true> {
   void on_response_impl(int, string_view, int, error_code&) override {}
   void on_field_impl(boost::beast::http::field name, string_view name_string, string_view value,
                      error_code& ec) override;
-  void on_header_impl(error_code&) override {}
+  void on_header_impl(error_code&) override;
   void on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
                          error_code&) override;
   std::size_t on_body_impl(string_view body, error_code&) override;
@@ -64,6 +68,9 @@ struct ResponseHead {
   int status = 0;
   std::string reason;
   std::string forward_headers;
+  std::string connection_options;
+  // Transfer-Encoding other than plain chunked: the body cannot be relayed.
+  bool unsupported_transfer_coding = false;
   bool is_sse = false;
   std::string body;
 
@@ -82,7 +89,7 @@ class RelayResponseParser final : public boost::beast::http::basic_parser<false>
   void on_response_impl(int code, string_view reason, int version, error_code& ec) override;
   void on_field_impl(boost::beast::http::field name, string_view name_string, string_view value,
                      error_code& ec) override;
-  void on_header_impl(error_code&) override {}
+  void on_header_impl(error_code&) override;
   void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
   std::size_t on_body_impl(string_view body, error_code&) override;
   void on_chunk_header_impl(std::uint64_t, string_view, error_code&) override {}

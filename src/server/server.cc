@@ -302,8 +302,8 @@ void Server::reload(std::function<void(ReloadResult)> done) {
 
   // The gate does not change without a restart: not gated, the controller
   // stays a pass-through (no limits, no TTL).
-  reload->config =
-      ctx_.gated ? flowcontrol::controller_config(next) : flowcontrol::ControllerConfig{};
+  reload->config = ctx_.gated ? flowcontrol::controller_config(next)
+                              : flowcontrol::ungated_controller_config(next);
   for (const auto& f : next.flows) reload->weights[f.id] = f.weight;
   reload->staleness = next.saturation_detector.metrics_staleness_threshold;
   auto gated_config = next;

@@ -133,19 +133,50 @@ TEST(Admin, MutationsNeedTheBearerToken) {
                 .status,
             200);
   HttpClient admin(kHost, sluice->admin_port());
-  EXPECT_EQ(admin.request("GET", "/admin/v1/flows").status, 200);  // reads are open
   const Headers json_ct = {{"Content-Type", "application/json"}};
+  Headers right = json_ct;
+  right.emplace_back("Authorization", "Bearer s3cret-token");
+  // Every route but the probes needs the token, reads included: flows,
+  // bands, endpoints and drain state name tenants and traffic; /metrics
+  // too unless server.adminOpenMetrics.
+  for (const char* path :
+       {"/admin/v1/flows", "/admin/v1/flows/t", "/admin/v1/bands", "/admin/v1/bands/0",
+        "/admin/v1/endpoints", "/admin/v1/drain", "/metrics"}) {
+    SCOPED_TRACE(path);
+    auto r = admin.request("GET", path);
+    EXPECT_EQ(r.status, 401);
+    EXPECT_EQ(r.header("www-authenticate"), "Bearer");
+    EXPECT_NE(r.body.find("unauthorized"), std::string::npos);
+    EXPECT_EQ(r.body.find("\"t\""), std::string::npos) << r.body;  // nothing about tenants
+  }
+  EXPECT_EQ(admin.request("GET", "/admin/v1/flows", "", right).status, 200);
+  EXPECT_EQ(admin.request("GET", "/metrics", "", right).status, 200);
+  EXPECT_EQ(admin.request("GET", "/healthz").status, 200);
+  EXPECT_NE(admin.request("GET", "/readyz").status, 401);
   auto none = admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", json_ct);
   EXPECT_EQ(none.status, 401);
   EXPECT_NE(none.body.find("unauthorized"), std::string::npos);
   Headers wrong = json_ct;
   wrong.emplace_back("Authorization", "Bearer s3cret-tokeN");
   EXPECT_EQ(admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", wrong).status, 401);
-  EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/flows/t").body)["override"],
+  EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/flows/t", "", right).body)["override"],
             json::object());
-  Headers right = json_ct;
-  right.emplace_back("Authorization", "Bearer s3cret-token");
   EXPECT_EQ(admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", right).status, 200);
+}
+
+TEST(Admin, MetricsOpenWithTokenOnlyWhenConfigured) {
+  auto mock = start_mock();
+  TempFile token("s3cret-token\n", "token");
+  TempFile cfg(
+      "server:\n  listen: 127.0.0.1:0\n  threads: 1\n  adminOpenMetrics: true\n"
+      "endpoints:\n  - address: " +
+      mock->address() + "\n");
+  auto sluice = start_sluice(cfg, {"--admin-token-file", token.path()});
+  HttpClient admin(kHost, sluice->admin_port());
+  auto m = admin.request("GET", "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("sluice_flows"), std::string::npos);
+  EXPECT_EQ(admin.request("GET", "/admin/v1/flows").status, 401);
 }
 
 TEST(Admin, RefusesANonLoopbackAdminAddressWithoutAToken) {

@@ -287,7 +287,7 @@ TEST(Operator, AccessLogHasOneJsonLinePerRequest) {
   auto sluice = start_sluice(cfg, {"--access-log", log.path()});
   HttpClient c(kHost, sluice->port());
   Headers h = flow("tenant-a", "interactive");
-  h.emplace_back("x-request-id", "req-\"quoted\"");
+  h.emplace_back("x-request-id", "req-42:a/b");
   EXPECT_EQ(c.post_json("/v1/completions", completion_body(3), h).status, 200);
   EXPECT_EQ(
       c.post_json("/v1/completions", completion_body(3), {{"x-gateway-inference-ttl-ms", "x"}})
@@ -299,7 +299,7 @@ TEST(Operator, AccessLogHasOneJsonLinePerRequest) {
   ASSERT_EQ(lines.size(), 3u);
   auto served = json::parse(lines[0], nullptr, false);
   ASSERT_FALSE(served.is_discarded()) << lines[0];
-  EXPECT_EQ(served["request_id"], "req-\"quoted\"");
+  EXPECT_EQ(served["request_id"], "req-42:a/b");
   EXPECT_EQ(served["flow"], "tenant-a");
   EXPECT_EQ(served["priority"], 100);
   EXPECT_EQ(served["objective"], "interactive");
@@ -326,15 +326,15 @@ TEST(Operator, AccessLogHasOneJsonLinePerRequest) {
   auto plain =
       start_sluice(cfg, {"--access-log", text_log.path(), "--access-log-format", "text"}, true);
   HttpClient c2(kHost, plain->port());
-  EXPECT_EQ(c2.post_json("/v1/completions", completion_body(2), flow("tenant b")).status, 200);
+  EXPECT_EQ(c2.post_json("/v1/completions", completion_body(2), flow("tenant-b")).status, 200);
   ASSERT_TRUE(eventually([&] { return read_lines(text_log.path()).size() >= 1; }));
   const auto t = read_lines(text_log.path())[0];
-  EXPECT_NE(t.find(" flow=\"tenant b\" "), std::string::npos) << t;
+  EXPECT_NE(t.find(" flow=tenant-b "), std::string::npos) << t;
   EXPECT_NE(t.find(" outcome=served "), std::string::npos) << t;
   EXPECT_NE(t.find(" status=200 "), std::string::npos) << t;
   EXPECT_EQ(plain->stop(), 0);
   const auto& err = plain->stderr_text();
-  EXPECT_EQ(err.find("tenant b"), std::string::npos) << err;
+  EXPECT_EQ(err.find("tenant-b"), std::string::npos) << err;
 }
 
 struct CtlResult {
@@ -370,12 +370,16 @@ TEST(Operator, SluiceCtlDrivesTheAdminPlane) {
   Load load(sluice->port(), 3, {flow("tenant-a"), flow("tenant-b", "best-effort")});
   ASSERT_TRUE(eventually([&] { return load.total() >= 30; }, 10000ms));
 
+  // With a token, reads need it too (they name tenants and traffic).
   auto r = ctl(admin + " flows");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("401 unauthorized"), std::string::npos) << r.err;
+  r = ctl(auth + " flows");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out.rfind("ID ", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("tenant-a"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tenant-b"), std::string::npos) << r.out;
-  r = ctl(admin + " --json flows");
+  r = ctl(auth + " --json flows");
   ASSERT_EQ(r.rc, 0) << r.err;
   auto flows = json::parse(r.out, nullptr, false);
   ASSERT_TRUE(flows.is_array()) << r.out;
@@ -387,7 +391,7 @@ TEST(Operator, SluiceCtlDrivesTheAdminPlane) {
   EXPECT_NE(r.err.find("--token-file"), std::string::npos) << r.err;
   r = ctl(auth + " flow set tenant-a --weight 3 --priority 10");
   EXPECT_EQ(r.rc, 0) << r.err;
-  r = ctl(admin + " --json flow tenant-a");
+  r = ctl(auth + " --json flow tenant-a");
   ASSERT_EQ(r.rc, 0) << r.err;
   auto one = json::parse(r.out);
   EXPECT_EQ(one["override"]["weight"], 3.0);
@@ -410,19 +414,19 @@ TEST(Operator, SluiceCtlDrivesTheAdminPlane) {
 
   r = ctl(auth + " band set 10 --max-requests 40 --share 0.1");
   EXPECT_EQ(r.rc, 0) << r.err;
-  r = ctl(admin + " bands");
+  r = ctl(auth + " bands");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("configured"), std::string::npos) << r.out;
   r = ctl(auth + " band delete 10");
   EXPECT_EQ(r.rc, 0) << r.err;
-  r = ctl(admin + " endpoints");
+  r = ctl(auth + " endpoints");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find(mock->address()), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("healthy"), std::string::npos) << r.out;
   r = ctl(auth + " reload");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("reloaded; nothing changed"), std::string::npos) << r.out;
-  r = ctl(admin + " metrics");
+  r = ctl(auth + " metrics");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("inference_objective_request_total"), std::string::npos);
 

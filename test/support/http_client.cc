@@ -10,6 +10,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <optional>
 #include <sstream>
 
 namespace sluice::test {
@@ -96,20 +97,25 @@ Response HttpClient::request(const std::string& method, const std::string& targe
     close();
     return out;
   }
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64u << 20);
-  // A read interrupted by a signal resumes where it stopped (the parser
-  // keeps its state), as a restartable syscall would.
+  // Interim (1xx) responses are skipped, as an HTTP client does; the final
+  // response is the answer.
+  std::optional<http::response_parser<http::string_body>> parser;
   do {
-    ec = {};
-    http::read(impl_->socket, impl_->buffer, parser, ec);
-  } while (ec == net::error::interrupted);
-  if (ec) {
-    out.error = "read: " + ec.message();
-    close();
-    return out;
-  }
-  auto& res = parser.get();
+    parser.emplace();
+    parser->body_limit(64u << 20);
+    // A read interrupted by a signal resumes where it stopped (the parser
+    // keeps its state), as a restartable syscall would.
+    do {
+      ec = {};
+      http::read(impl_->socket, impl_->buffer, *parser, ec);
+    } while (ec == net::error::interrupted);
+    if (ec) {
+      out.error = "read: " + ec.message();
+      close();
+      return out;
+    }
+  } while (parser->get().result_int() / 100 == 1);
+  auto& res = parser->get();
   copy_head(res, out);
   out.body = res.body();
   if (!res.keep_alive()) close();

@@ -187,7 +187,7 @@ std::string num(const json& v) {
   }
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
   if (v.is_string()) return v.get<std::string>();
-  return v.dump();
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string outcomes_cell(const json& outcomes) {
@@ -342,11 +342,15 @@ int main(int argc, char** argv) {
       if (auto v = o.get("--max-queued"))
         body["maxQueued"] = number_option("--max-queued", *v, true);
       if (body.empty()) usage_error("flow set needs --weight, --priority or --max-queued");
-      auto j = expect_json(client.call("PUT", "/admin/v1/flows/" + id, body.dump()));
+      auto j = expect_json(
+          client.call("PUT", "/admin/v1/flows/" + id,
+                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
       if (as_json)
         out_json(j);
       else
-        std::cout << "flow " << id << " override: " << j["override"].dump() << "\n";
+        std::cout << "flow " << id << " override: "
+                  << j["override"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << "\n";
       return 0;
     }
     if (sub == "reset") {
@@ -364,7 +368,9 @@ int main(int argc, char** argv) {
     if (as_json) {
       out_json(j);
     } else {
-      std::cout << "flow " << sub << "  override: " << j["override"].dump() << "\n";
+      std::cout << "flow " << sub << "  override: "
+                << j["override"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << "\n";
       print_flows(j["flows"]);
     }
     return 0;
@@ -401,11 +407,14 @@ int main(int argc, char** argv) {
       if (auto v = o.get("--ordering")) body["orderingPolicy"] = *v;
       if (auto v = o.get("--share"))
         body["antiStarvationShare"] = number_option("--share", *v, false);
-      auto j = expect_json(client.call("PUT", "/admin/v1/bands/" + priority, body.dump()));
+      auto j = expect_json(
+          client.call("PUT", "/admin/v1/bands/" + priority,
+                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
       if (as_json)
         out_json(j);
       else
-        std::cout << "band " << priority << ": " << j.dump() << "\n";
+        std::cout << "band " << priority << ": "
+                  << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return 0;
     }
     if (sub == "delete") {
@@ -458,10 +467,14 @@ int main(int argc, char** argv) {
     if (j["applied"].empty())
       std::cout << "; nothing changed";
     else
-      std::cout << "; applied: " << j["applied"].dump();
+      std::cout << "; applied: "
+                << j["applied"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::cout << "\n";
     if (!j["restartRequired"].empty())
-      std::cout << "changed but needs a restart: " << j["restartRequired"].dump() << "\n";
+      std::cout << "changed but needs a restart: "
+                << j["restartRequired"].dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace)
+                << "\n";
     return 0;
   }
   if (cmd == "drain") {

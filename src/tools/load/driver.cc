@@ -297,7 +297,7 @@ class Runner {
     if (!spec.fairness_id.empty()) req.set("x-gateway-inference-fairness-id", spec.fairness_id);
     if (!spec.objective.empty()) req.set("x-gateway-inference-objective", spec.objective);
     for (const auto& [k, v] : spec.headers) req.set(k, v);
-    req.body() = body.dump();
+    req.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     req.prepare_payload();
     call->conn->stream.expires_after(s_.timeout);
     if (call->conn->stream.socket().is_open()) return send(call);

@@ -84,7 +84,8 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
                                        {"object", "model"},
                                        {"created", kCreated},
                                        {"owned_by", "sluice-mock"}}})}};
-      return simple(200, "application/json", j.dump());
+      return simple(200, "application/json",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     if ((route == server::Route::kCompletions || route == server::Route::kChatCompletions) &&
         req.method() == http::verb::post) {
@@ -102,7 +103,8 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
       json j = {
           {"error",
            {{"message", parsed.error_message}, {"type", "invalid_request_error"}, {"code", 400}}}};
-      return simple(400, "application/json", j.dump());
+      return simple(400, "application/json",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     server_.requests_total += 1;
     const auto& r = parsed.request;
@@ -123,10 +125,12 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
       if (auto self = weak.lock()) self->on_token(s, token, last);
     };
     if (stream_mode_) {
-      std::string common = "data: {\"id\":\"" + response_id_ + "\",\"object\":\"" +
-                           (chat ? "chat.completion.chunk" : "text_completion") +
-                           "\",\"created\":" + std::to_string(kCreated) +
-                           ",\"model\":" + json(model_).dump() + ",\"choices\":[{\"index\":0,";
+      std::string common =
+          "data: {\"id\":\"" + response_id_ + "\",\"object\":\"" +
+          (chat ? "chat.completion.chunk" : "text_completion") +
+          "\",\"created\":" + std::to_string(kCreated) + ",\"model\":" +
+          json(model_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+          ",\"choices\":[{\"index\":0,";
       if (chat) {
         prefix_ = common + "\"delta\":{\"content\":";
         first_prefix_ = common + "\"delta\":{\"role\":\"assistant\",\"content\":";
@@ -192,13 +196,15 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
       }
       seq_.reset();
       complete_ = true;
-      return simple(200, "application/json", j.dump());
+      return simple(200, "application/json",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     if (!token.empty() || last) {
       // Per-token events are the hot path of a streaming mock: the parts
       // around the token were built once per request (see generate()).
       std::string event = s.generated <= 1 ? first_prefix_ : prefix_;
-      event += json(std::string(token)).dump();
+      event +=
+          json(std::string(token)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       event += finish ? suffix_length_ : suffix_;
       send(chunk(event));
     }
@@ -210,7 +216,8 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
                   {"model", model_},
                   {"choices", json::array()},
                   {"usage", usage(s)}};
-        send(chunk("data: " + j.dump() + "\n\n"));
+        send(chunk("data: " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                   "\n\n"));
       }
       send(chunk("data: [DONE]\n\n") + "0\r\n\r\n");
       seq_.reset();

@@ -1,0 +1,49 @@
+// Validation of steering header values at the trust boundary. Fairness ids,
+// objective names and request ids are chosen by clients and become keys of
+// flow-control tables, metric labels and log fields, so only a documented
+// set of bytes passes: RFC 9110 token characters (letters, digits and
+// !#$%&'*+-.^_`|~) plus ':', '/', '@' and '=' (for ids such as
+// "org:team", "team/a", "user@example.com" or base64), 1 to `max_bytes` long.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace sluice::server {
+
+inline bool is_steering_byte(unsigned char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  switch (c) {
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
+    case ':':
+    case '/':
+    case '@':
+    case '=':
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline bool is_valid_steering_value(std::string_view v, std::size_t max_bytes) {
+  if (v.empty() || v.size() > max_bytes) return false;
+  for (char c : v)
+    if (!is_steering_byte(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,323 @@
+// Hostile input, tried as an attacker would: each test sends the bad input,
+// checks the status and the reason, that sluice keeps serving, and that
+// nothing else was lost (another client's answer, accounting, the process).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "flow_control_harness.h"
+#include "support/fake_upstream.h"
+
+namespace sluice::test {
+namespace {
+
+using json = nlohmann::json;
+
+// The body is JSON that a strict parser accepts (valid UTF-8 included).
+bool valid_json(const std::string& text) { return json::accept(text); }
+
+// sluice answers a plain request, i.e. it is alive and serving.
+void expect_serving(std::uint16_t port) {
+  HttpClient c(kHost, port);
+  auto r = c.post_json("/v1/completions", completion_body(1));
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Defect 1: one non-UTF-8 byte in a steering header, a path or a label
+// ended the process when the admin plane rendered it.
+TEST(Hostile, NonUtf8BytesNeverEndTheProcessAndRenderAsValidJson) {
+  auto mock = start_mock();
+  TempFile log("", "access.log");
+  TempFile cfg(make_config({mock->address()}, "  accessLog: " + log.path() + "\n"));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  HttpClient admin(kHost, sluice->admin_port());
+
+  // A Latin-1 fairness id: refused at the boundary, never becomes a flow.
+  auto r = client.post_json("/v1/completions", completion_body(1),
+                            {{"x-gateway-inference-fairness-id", "caf\xe9"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_TRUE(valid_json(r.body)) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid-fairness-id");
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "invalid_request_error");
+  r = client.post_json("/v1/completions", completion_body(1),
+                       {{"x-gateway-inference-objective", "\xff\xfe"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid-objective");
+  // A Latin-1 path: 404, and the message quoting it is valid JSON.
+  RawConnection raw(kHost, sluice->port());
+  ASSERT_TRUE(raw.send("GET /v1/mod\xe9ls HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  bool closed = false;
+  std::string text = raw.read_until_close(5000ms, &closed);
+  ASSERT_NE(text.find("404"), std::string::npos) << text;
+  EXPECT_TRUE(valid_json(text.substr(text.find("\r\n\r\n") + 4))) << text;
+
+  // The admin plane renders flows and answers odd paths without dying.
+  auto flows = admin.request("GET", "/admin/v1/flows");
+  EXPECT_EQ(flows.status, 200);
+  EXPECT_TRUE(valid_json(flows.body)) << flows.body;
+  auto band = admin.request("GET", "/admin/v1/bands/\xff");
+  EXPECT_EQ(band.status, 400);
+  EXPECT_TRUE(valid_json(band.body)) << band.body;
+  auto flow = admin.request("GET", "/admin/v1/flows/caf\xe9");
+  EXPECT_EQ(flow.status, 404);
+  EXPECT_TRUE(valid_json(flow.body)) << flow.body;
+  auto odd = admin.request("GET", "/\xff");
+  EXPECT_EQ(odd.status, 404);
+  EXPECT_TRUE(valid_json(odd.body)) << odd.body;
+
+  expect_serving(sluice->port());
+  EXPECT_TRUE(sluice->running());
+
+  // Every access-log line is valid JSON, whatever bytes the client sent.
+  EXPECT_TRUE(eventually([&] {
+    std::istringstream lines(read_file(log.path()));
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) {
+      EXPECT_TRUE(valid_json(line)) << line;
+      ++n;
+    }
+    return n >= 4;
+  }));
+}
+
+TEST(Hostile, NonUtf8EndpointLabelRendersAsValidJson) {
+  auto mock = start_mock();
+  TempFile cfg("server:\n  listen: 127.0.0.1:0\n  threads: 1\nendpoints:\n  - address: " +
+               mock->address() + "\n    labels: {rack: \"r\xe9\"}\n");
+  auto sluice = start_sluice(cfg);
+  HttpClient admin(kHost, sluice->admin_port());
+  auto eps = admin.request("GET", "/admin/v1/endpoints");
+  EXPECT_EQ(eps.status, 200);
+  ASSERT_TRUE(valid_json(eps.body)) << eps.body;
+  EXPECT_EQ(json::parse(eps.body)[0]["labels"]["rack"], "r\xef\xbf\xbd");  // U+FFFD
+  expect_serving(sluice->port());
+}
+
+// Defect 3: ids are bounded (length and bytes), and so is the number of flows.
+TEST(Hostile, FairnessIdsAreBoundedInLengthAndCharset) {
+  auto mock = start_mock();
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  const std::string longest(128, 'a');
+  auto ok = client.post_json("/v1/completions", completion_body(1),
+                             {{"x-gateway-inference-fairness-id", longest}});
+  EXPECT_EQ(ok.status, 200);
+  for (const std::string& bad :
+       {std::string(129, 'a'), std::string(15000, 'x'), std::string("a b"), std::string("a\"b"),
+        std::string("a\\b"), std::string("t{e}n"), std::string("caf\xc3\xa9")}) {
+    SCOPED_TRACE(bad.substr(0, 20));
+    auto r = client.post_json("/v1/completions", completion_body(1),
+                              {{"x-gateway-inference-fairness-id", bad}});
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), "");
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid-fairness-id");
+  }
+  for (const char* good : {"org:team", "team/a", "user@example.com", "YWJj+/=="}) {
+    auto r = client.post_json("/v1/completions", completion_body(1),
+                              {{"x-gateway-inference-fairness-id", good}});
+    EXPECT_EQ(r.status, 200) << good;
+  }
+  HttpClient admin(kHost, sluice->admin_port());
+  auto flows = json::parse(admin.request("GET", "/admin/v1/flows").body);
+  EXPECT_EQ(flows.size(), 5u);  // the longest id and the four good ones
+}
+
+TEST(Hostile, FlowCapRefusesNewIdsOnlyWhileEveryFlowHasWork) {
+  auto mock = start_mock({"--decode-ms-per-token", "40"});
+  TempFile cfg(make_config({mock->address()}) + "flowControl:\n  maxFlows: 3\n");
+  auto sluice = start_sluice(cfg);
+  // Three flows, each with a request in flight for about 2 s.
+  std::vector<std::thread> busy;
+  std::atomic<int> served{0};
+  for (const char* id : {"a", "b", "c"}) {
+    busy.emplace_back([&, id] {
+      HttpClient c(kHost, sluice->port());
+      auto r = c.post_json("/v1/completions", completion_body(50),
+                           {{"x-gateway-inference-fairness-id", id}});
+      if (r.status == 200) served += 1;
+    });
+  }
+  ASSERT_TRUE(eventually(
+      [&] { return scrape_metric(kHost, mock->port(), "vllm:num_requests_running") == 3; }));
+  HttpClient client(kHost, sluice->port());
+  auto refused = client.post_json("/v1/completions", completion_body(1),
+                                  {{"x-gateway-inference-fairness-id", "d"}});
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_EQ(refused.header("x-gateway-inference-dropped-reason"), "rejected-capacity");
+  EXPECT_FALSE(refused.header("retry-after").empty());
+  // An existing flow still gets in.
+  EXPECT_EQ(client
+                .post_json("/v1/completions", completion_body(1),
+                           {{"x-gateway-inference-fairness-id", "a"}})
+                .status,
+            200);
+  for (auto& t : busy) t.join();
+  EXPECT_EQ(served.load(), 3);
+  // Now the flows are idle: a new id takes the place of the longest idle.
+  EXPECT_EQ(client
+                .post_json("/v1/completions", completion_body(1),
+                           {{"x-gateway-inference-fairness-id", "d"}})
+                .status,
+            200);
+  EXPECT_EQ(scrape_metric(kHost, sluice->admin_port(), "sluice_flow_limit_rejections_total"), 1);
+  EXPECT_LE(scrape_metric(kHost, sluice->admin_port(), "sluice_flows"), 3);
+}
+
+// Defect 2: an interim response relayed as final handed the real answer to
+// the next client on the pooled connection.
+TEST(Hostile, InterimResponsesNeverLeakAnAnswerToTheNextClient) {
+  FakeUpstream up([](const UpstreamRequest& r) {
+    const std::string echo = json{{"echo", r.body}}.dump();
+    return FakeUpstream::Reply{
+        "HTTP/1.1 100 Continue\r\n\r\n"
+        "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n" +
+        FakeUpstream::response(200, echo)};
+  });
+  TempFile cfg(make_config({up.address()}));
+  auto sluice = start_sluice(cfg);
+
+  // An HTTP/1.1 client sees the 103, then its own final answer.
+  RawConnection raw(kHost, sluice->port());
+  const std::string body_a = completion_body(1, false, "prompt of A");
+  ASSERT_TRUE(
+      raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+               "Content-Type: application/json\r\nContent-Length: " +
+               std::to_string(body_a.size()) + "\r\n\r\n" + body_a));
+  bool closed = false;
+  const std::string text = raw.read_until_close(5000ms, &closed);
+  EXPECT_EQ(text.find("100 Continue"), std::string::npos) << text;
+  const auto hint = text.find("HTTP/1.1 103 ");
+  const auto final = text.find("HTTP/1.1 200 ");
+  ASSERT_NE(hint, std::string::npos) << text;
+  ASSERT_NE(final, std::string::npos) << text;
+  EXPECT_LT(hint, final);
+  EXPECT_NE(text.find("prompt of A", final), std::string::npos) << text;
+
+  // Clients one after another on pooled upstream connections: each gets
+  // its own answer.
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 5; ++i) {
+    const std::string prompt = "prompt of client " + std::to_string(i);
+    auto r = client.post_json("/v1/completions", completion_body(1, false, prompt));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find(prompt), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(up.requests().size(), 6u);
+}
+
+TEST(Hostile, BytesAfterAResponseAreNeverReadAsTheNextAnswer) {
+  std::atomic<int> n{0};
+  FakeUpstream up([&](const UpstreamRequest& r) {
+    // The first answer smuggles a second response behind its body.
+    const std::string echo = json{{"echo", r.body}}.dump();
+    if (n++ == 0)
+      return FakeUpstream::Reply{FakeUpstream::response(200, echo) +
+                                 FakeUpstream::response(200, "{\"evil\":true}")};
+    return FakeUpstream::Reply{FakeUpstream::response(200, echo)};
+  });
+  TempFile cfg(make_config({up.address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  for (int i = 0; i < 3; ++i) {
+    const std::string prompt = "client " + std::to_string(i);
+    auto r = client.post_json("/v1/completions", completion_body(1, false, prompt));
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.body.find("evil"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find(prompt), std::string::npos) << r.body;
+  }
+}
+
+TEST(Hostile, SwitchingProtocolsFromAnEndpointIsAnUpstreamError) {
+  FakeUpstream up([](const UpstreamRequest&) {
+    return FakeUpstream::Reply{"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\nxx", true};
+  });
+  TempFile cfg(make_config({up.address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  auto r = client.post_json("/v1/completions", completion_body(1));
+  EXPECT_EQ(r.status, 502);
+  ASSERT_TRUE(valid_json(r.body)) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "upstream-error");
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "server_error");
+  EXPECT_TRUE(sluice->running());
+}
+
+// Defect 10: fields named in Connection are hop-by-hop; codings sluice cannot
+// decode are refused.
+TEST(Hostile, ConnectionNamedHeadersAreNotForwardedAndCodedBodiesRefused) {
+  FakeUpstream up([](const UpstreamRequest&) {
+    return FakeUpstream::Reply{FakeUpstream::response(
+        200, "{}", "Connection: x-upstream-secret\r\nx-upstream-secret: 1\r\nx-kept: 2\r\n")};
+  });
+  TempFile cfg(make_config({up.address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  auto r = client.post_json("/v1/completions", completion_body(1),
+                            {{"Connection", "keep-alive, X-Client-Secret"},
+                             {"x-client-secret", "s"},
+                             {"x-forwarded-ok", "yes"}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("x-upstream-secret"), "");
+  EXPECT_EQ(r.header("x-kept"), "2");
+  ASSERT_EQ(up.requests().size(), 1u);
+  EXPECT_EQ(up.requests()[0].header("x-client-secret"), "");
+  EXPECT_EQ(up.requests()[0].header("x-forwarded-ok"), "yes");
+
+  RawConnection raw(kHost, sluice->port());
+  const std::string body = completion_body(1);
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  ASSERT_TRUE(
+      raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+               "Content-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\n\r\n" +
+               std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n"));
+  bool closed = false;
+  const std::string text = raw.read_until_close(5000ms, &closed);
+  EXPECT_EQ(text.rfind("HTTP/1.1 501 ", 0), 0u) << text;
+  EXPECT_NE(text.find("unsupported-transfer-coding"), std::string::npos) << text;
+  EXPECT_EQ(up.requests().size(), 1u);  // nothing reached the endpoint
+  expect_serving(sluice->port());
+}
+
+TEST(Hostile, AdminPlaneAnswersOversizedRequests) {
+  auto mock = start_mock();
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  RawConnection big(kHost, sluice->admin_port());
+  const std::string body(2u << 20, 'x');
+  big.send("PUT /admin/v1/flows/a HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n");
+  big.send(body.substr(0, 1u << 16));
+  bool closed = false;
+  std::string text = big.read_until_close(5000ms, &closed);
+  EXPECT_EQ(text.rfind("HTTP/1.1 413 ", 0), 0u) << text;
+  EXPECT_NE(text.find("body-too-large"), std::string::npos);
+
+  RawConnection headers(kHost, sluice->admin_port());
+  headers.send("GET /admin/v1/flows HTTP/1.1\r\nHost: x\r\nx-pad: " + std::string(20000, 'p') +
+               "\r\n\r\n");
+  text = headers.read_until_close(5000ms, &closed);
+  EXPECT_EQ(text.rfind("HTTP/1.1 431 ", 0), 0u) << text;
+
+  RawConnection garbage(kHost, sluice->admin_port());
+  garbage.send("\x01\x02 nonsense\r\n\r\n");
+  text = garbage.read_until_close(5000ms, &closed);
+  EXPECT_EQ(text.rfind("HTTP/1.1 400 ", 0), 0u) << text;
+  HttpClient admin(kHost, sluice->admin_port());
+  EXPECT_EQ(admin.request("GET", "/healthz").status, 200);
+}
+
+}  // namespace
+}  // namespace sluice::test

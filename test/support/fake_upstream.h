@@ -1,0 +1,64 @@
+// A scriptable model-server stand-in for hostile-endpoint tests: it accepts
+// on 127.0.0.1 port 0, reads each HTTP/1.1 request (head + Content-Length
+// body), records it, and writes whatever bytes the test's responder returns
+// — interim responses, lies about lengths, garbage, a close. One thread per
+// connection; everything stops (sockets shut down, threads joined) in the
+// destructor.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sluice::test {
+
+struct UpstreamRequest {
+  std::string head;  // request line + headers, as received
+  std::string body;
+  std::string header(const std::string& lower_name) const;  // "" when absent
+};
+
+class FakeUpstream {
+ public:
+  // What to send for a request; `close_after` closes the connection after it.
+  struct Reply {
+    std::string bytes;
+    bool close_after = false;
+  };
+  using Responder = std::function<Reply(const UpstreamRequest&)>;
+
+  explicit FakeUpstream(Responder responder);
+  ~FakeUpstream();
+
+  std::uint16_t port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Inference requests received so far (GET /metrics scrapes are answered
+  // with 404 and not recorded).
+  std::vector<UpstreamRequest> requests();
+  int connections() const { return connections_.load(); }
+
+  // A whole response with a Content-Length.
+  static std::string response(int status, const std::string& body,
+                              const std::string& extra_headers = "");
+
+ private:
+  void accept_loop();
+  void serve(int fd);
+
+  Responder responder_;
+  int listen_fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+  std::vector<int> fds_;
+  std::vector<UpstreamRequest> requests_;
+};
+
+}  // namespace sluice::test
