@@ -4,7 +4,7 @@
 JOBS ?= 2
 CMAKE_COMMON = -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release asan tsan clang test demo bench format format-check clean
+.PHONY: deps release asan tsan clang test demo bench format format-check clean fuzz fuzz-smoke
 
 deps:
 	@bash scripts/install-deps.sh
@@ -39,6 +39,16 @@ test: asan
 	cd build/asan && ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1" \
 	  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
 	  ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (test/fuzz) in build/fuzz with clang 14 + ASan/UBSan: saved
+# reproducers first, then each fuzzer for FUZZ_SECONDS on a copy of its seeds;
+# exits non-zero on any crash. fuzz-smoke is the short run for `make test`.
+FUZZ_SECONDS ?= 120
+fuzz: deps
+	JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
+
+fuzz-smoke: deps
+	JOBS=$(JOBS) FUZZ_SECONDS=10 bash scripts/fuzz.sh --smoke
 
 demo: release
 	bash scripts/demo.sh build/release

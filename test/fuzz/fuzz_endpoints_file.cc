@@ -1,0 +1,48 @@
+// The endpoints file (server.endpointsFile) that the watcher re-reads at
+// runtime. load_endpoints_file takes a path, so each input is written to a
+// file in /dev/shm (memory, not disk) first. ConfigError is the documented
+// outcome of a bad file; anything else is a finding.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "config/config.h"
+#include "finding.h"
+
+namespace {
+
+const std::string& scratch_path() {
+  static const std::string path = [] {
+    std::string p = "/dev/shm/sluice-fuzz-endpoints-" + std::to_string(::getpid()) + ".yaml";
+    std::atexit([] { std::remove(scratch_path().c_str()); });
+    return p;
+  }();
+  return path;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string& path = scratch_path();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    std::perror(path.c_str());
+    std::abort();  // the harness cannot run, not a finding
+  }
+  if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
+  std::fclose(f);
+  try {
+    (void)sluice::config::load_endpoints_file(path);
+  } catch (const sluice::config::ConfigError&) {
+    // A rejected file: expected.
+  } catch (const std::exception& e) {
+    sluice::fuzz::undocumented_exception("load_endpoints_file", e);
+  } catch (...) {
+    sluice::fuzz::unknown_exception("load_endpoints_file");
+  }
+  return 0;
+}
