@@ -1,6 +1,14 @@
 #include "config/config.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -18,6 +26,110 @@ namespace {
   if (node.IsDefined() && node.Mark().line >= 0) out << ":" << node.Mark().line + 1;
   out << ": " << (path.empty() ? "(top level)" : path) << ": " << what;
   throw ConfigError(out.str());
+}
+
+// yaml-cpp keeps every entry of a mapping whose key repeats, and a lookup
+// finds the first: a second `server:` or `listen:` would be dropped without a
+// word. So the whole document is checked here, once, before any section is
+// read: the sections read through Fields, and just as well the maps read
+// otherwise (labels, plugin parameters) or passed through (parser, data). A
+// key that is not a plain value (a list, a mapping, null) is refused too:
+// no config field has one, and Fields would throw a YAML exception reading it.
+// Aliases share nodes and can even form a cycle, so each collection is walked
+// once; yaml-cpp bounds the nesting depth when it parses.
+void check_keys(const std::string& source, const YAML::Node& node, const std::string& path,
+                std::set<std::pair<int, int>>& walked) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  // No two collections of one type start at the same place in the text:
+  // (position, type) identifies a node, whatever aliases point at it.
+  if (!walked.insert({node.Mark().pos, static_cast<int>(node.Type())}).second) return;
+  if (node.IsSequence()) {
+    std::size_t i = 0;
+    for (const auto& item : node)
+      check_keys(source, item, path + "[" + std::to_string(i++) + "]", walked);
+    return;
+  }
+  std::map<std::string, int> first_line;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar())
+      fail(source, kv.first, path, "a key must be a plain value, not a list, mapping or null");
+    const std::string& key = kv.first.Scalar();
+    const std::string child = path.empty() ? key : path + "." + key;
+    auto [it, fresh] = first_line.emplace(key, kv.first.Mark().line + 1);
+    if (!fresh)
+      fail(source, kv.first, child,
+           "duplicate key (first at line " + std::to_string(it->second) + ")");
+    check_keys(source, kv.second, child, walked);
+  }
+}
+
+void reject_duplicate_keys(const std::string& source, const YAML::Node& root) {
+  std::set<std::pair<int, int>> walked;
+  check_keys(source, root, "", walked);
+}
+
+// How long a pipe or device named as the config file gets to reach its end.
+constexpr std::chrono::seconds kStreamReadDeadline{5};
+
+// The contents of `path`, at most kMaxFileBytes: a larger file is refused
+// after reading one byte more (or at once, when its size says so), so that
+// /dev/zero or a huge file never allocates without bound. With
+// `allow_streams`, a pipe or device is read too (--config <(...)), but must
+// end within kStreamReadDeadline: a FIFO whose writer never writes nor
+// closes fails instead of hanging.
+std::string read_bounded(const std::string& path, bool allow_streams) {
+  const std::string too_large =
+      path + ": larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB";
+  auto error = [&](const char* what) {
+    return ConfigError(path + ": " + what + " (" + std::strerror(errno) + ")");
+  };
+  // Non-blocking, so that opening a FIFO does not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) throw error("cannot open file");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw error("cannot read file");
+  if (S_ISDIR(st.st_mode)) throw ConfigError(path + ": is a directory");
+  const bool regular = S_ISREG(st.st_mode);
+  if (!regular && !allow_streams)
+    throw ConfigError(path + ": not a regular file (a pipe or a device cannot be watched)");
+  if (regular && static_cast<std::uint64_t>(st.st_size) > kMaxFileBytes)
+    throw ConfigError(too_large);
+  std::string text;
+  // One allocation: the file's size (it may still grow), or the limit for a
+  // stream (its pages are touched only as bytes arrive).
+  text.reserve(regular ? static_cast<std::size_t>(st.st_size) + 1 : kMaxFileBytes + 1);
+  const auto deadline = std::chrono::steady_clock::now() + kStreamReadDeadline;
+  char chunk[16384];
+  for (;;) {
+    if (!regular) {
+      // Wait for bytes or the end first: a FIFO nobody has opened for
+      // writing yet reads as empty, but polls as not ready (Linux reports
+      // POLLHUP only once a writer has come and gone).
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd, POLLIN, 0};
+      const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) throw error("cannot read file");
+      if (ready == 0)
+        throw ConfigError(path + ": no end of file within " +
+                          std::to_string(kStreamReadDeadline.count()) + " s");
+    }
+    const std::size_t want = std::min(sizeof chunk, kMaxFileBytes + 1 - text.size());
+    const ssize_t n = ::read(fd, chunk, want);
+    if (n > 0) {
+      text.append(chunk, static_cast<std::size_t>(n));
+      if (text.size() > kMaxFileBytes) throw ConfigError(too_large);
+    } else if (n == 0) {
+      return text;
+    } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+      throw error("cannot read file");
+    }
+  }
 }
 
 // A YAML mapping whose keys are consumed one by one; whatever is left at the
@@ -646,28 +758,23 @@ Config load_config_string(const std::string& text, const std::string& source) {
     out << source << ":" << e.mark.line + 1 << ": (syntax): " << e.msg;
     throw ConfigError(out.str());
   }
+  reject_duplicate_keys(source, root);
   return parse(root, source);
 }
 
 Config load_config_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return load_config_string(text.str(), path);
+  return load_config_string(read_bounded(path, true), path);
 }
 
 std::vector<EndpointConfig> load_endpoints_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ": cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_bounded(path, false);
   YAML::Node root;
   try {
-    root = YAML::Load(text.str());
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ": (syntax): " + e.msg);
   }
+  reject_duplicate_keys(path, root);
   std::vector<EndpointConfig> out;
   if (root.IsNull()) return out;
   Reader r{path};

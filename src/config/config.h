@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -198,8 +199,18 @@ struct Config {
 bool is_known_plugin_type(const std::string& type);
 std::string known_plugin_types();  // for messages
 
+// The most a config or endpoints file may hold. Both are read whole into
+// memory before parsing; a larger file, or one that never ends (/dev/zero),
+// is refused after reading one byte more than this.
+inline constexpr std::size_t kMaxFileBytes = 4u << 20;
+
+// Any file that can be read (a FIFO or /dev/stdin too, given 5 s to end).
+// A mapping with a repeated key anywhere in it is an error, as in
+// load_config_string.
 Config load_config_file(const std::string& path);
-// An endpoints file: `endpoints:` as in the config, nothing else.
+// An endpoints file: `endpoints:` as in the config, nothing else. It must be
+// a regular file: it is read again on the data layer's thread at every
+// change, which must not wait on a pipe or a device.
 std::vector<EndpointConfig> load_endpoints_file(const std::string& path);
 Config load_config_string(const std::string& text, const std::string& source = "<config>");
 

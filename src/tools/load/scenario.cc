@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -19,6 +20,35 @@ namespace {
   if (n && n.Mark().line >= 0) os << " (line " << n.Mark().line + 1 << ")";
   os << ": " << what;
   throw ScenarioError(os.str());
+}
+
+// yaml-cpp keeps both entries of a repeated key and lookups see the first, so
+// the whole document is checked once before it is read: a repeated key, or
+// one that is not a plain value, is an error. Each collection is walked once
+// (aliases share nodes, even in a cycle).
+void check_keys(const std::string& source, const YAML::Node& node, const std::string& path,
+                std::set<std::pair<int, int>>& walked) {
+  if (!node.IsMap() && !node.IsSequence()) return;
+  if (!walked.insert({node.Mark().pos, static_cast<int>(node.Type())}).second) return;
+  if (node.IsSequence()) {
+    std::size_t i = 0;
+    for (const auto& item : node)
+      check_keys(source, item, path + "[" + std::to_string(i++) + "]", walked);
+    return;
+  }
+  std::map<std::string, int> first_line;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar())
+      fail(source, kv.first, path.empty() ? "(top level)" : path,
+           "a key must be a plain value, not a list, mapping or null");
+    const std::string& key = kv.first.Scalar();
+    const std::string child = path.empty() ? key : path + "." + key;
+    auto [it, fresh] = first_line.emplace(key, kv.first.Mark().line + 1);
+    if (!fresh)
+      fail(source, kv.first, child,
+           "duplicate key (first at line " + std::to_string(it->second) + ")");
+    check_keys(source, kv.second, child, walked);
+  }
 }
 
 // The keys of a mapping, taken one by one; finish() rejects the rest.
@@ -259,6 +289,8 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   } catch (const YAML::Exception& e) {
     throw ScenarioError(source + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
+  std::set<std::pair<int, int>> walked;
+  check_keys(source, root, "", walked);
   Fields f(source, root, "");
   Scenario s;
   if (auto v = f.take("name")) s.name = scalar(f, v, "name");

@@ -1,8 +1,18 @@
 #include "config/config.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 namespace sluice::config {
 namespace {
@@ -272,6 +282,153 @@ TEST(Config, DemoAndExampleConfigsLoad) {
   for (const char* name : {"demo.yaml", "example.yaml"}) {
     SCOPED_TRACE(name);
     EXPECT_NO_THROW(load_config_file(std::string(SLUICE_CONFIG_DIR) + "/" + name));
+  }
+}
+
+// yaml-cpp keeps both entries of a repeated key and reads the first; sluice
+// refuses the file, naming the second one's line and path, in every mapping.
+TEST(Config, DuplicateKeysAreErrors) {
+  EXPECT_EQ(error_of("server:\n  listen: 127.0.0.1:1\nserver:\n  threads: 2\n"),
+            "test.yaml:3: server: duplicate key (first at line 1)");
+  EXPECT_EQ(error_of("server:\n  listen: 127.0.0.1:1\n  threads: 2\n  listen: 127.0.0.1:2\n"),
+            "test.yaml:4: server.listen: duplicate key (first at line 2)");
+  EXPECT_EQ(error_of("endpoints:\n  - address: 127.0.0.1:1\n    engine: vllm\n"
+                     "    engine: sglang\n"),
+            "test.yaml:4: endpoints[0].engine: duplicate key (first at line 3)");
+  EXPECT_EQ(error_of("endpoints:\n  - address: 127.0.0.1:1\n    labels: {role: a, role: b}\n"),
+            "test.yaml:3: endpoints[0].labels.role: duplicate key (first at line 3)");
+  EXPECT_EQ(error_of("plugins:\n  - type: prefix-cache-scorer\n    parameters:\n"
+                     "      blockSize: 16\n      blockSize: 64\n"),
+            "test.yaml:5: plugins[0].parameters.blockSize: duplicate key (first at line 4)");
+  EXPECT_EQ(error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      maxBytes: 1Mi\n"
+                     "      priority: 2\n"),
+            "test.yaml:5: flowControl.priorityBands[0].priority: duplicate key (first at line 3)");
+  // Sections sluice only passes through are checked as well.
+  EXPECT_EQ(error_of("dataLayer:\n  sources: []\n  sources: [x]\n"),
+            "test.yaml:3: dataLayer.sources: duplicate key (first at line 2)");
+  // The same key in two different mappings is fine.
+  EXPECT_EQ(error_of("server:\n  listen: 127.0.0.1:1\nendpoints:\n  - address: 127.0.0.1:1\n"
+                     "  - address: 127.0.0.1:2\n"),
+            "");
+}
+
+// A key that is not a plain value is a ConfigError, not a YAML exception
+// escaping the loader; aliases (even a cycle) are walked once.
+TEST(Config, OddKeysAndAliases) {
+  EXPECT_EQ(error_of("[server]: 1\n"),
+            "test.yaml:1: (top level): a key must be a plain value, not a list, mapping or null");
+  EXPECT_EQ(error_of("parser:\n  {a: 1}: x\n"),
+            "test.yaml:2: parser: a key must be a plain value, not a list, mapping or null");
+  EXPECT_EQ(error_of("parser: &p\n  self: *p\n"), "");
+  EXPECT_EQ(error_of("parser:\n  a: &m {k: 1}\n  b: *m\n  c: *m\n"), "");
+  EXPECT_EQ(error_of("parser:\n  a: &m {k: 1, k: 2}\n  b: *m\n"),
+            "test.yaml:2: parser.a.k: duplicate key (first at line 2)");
+}
+
+// A file under a fresh temporary directory, removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "sluice-config-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    dir_ = tmpl;
+  }
+  ~TempDir() { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& contents) const {
+    const auto path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << contents;
+    return path;
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+std::string config_file_error(const std::string& path) {
+  try {
+    load_config_file(path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string endpoints_file_error(const std::string& path) {
+  try {
+    load_endpoints_file(path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// At most kMaxFileBytes is read: a bigger file, or one that never ends, is
+// an error naming it, never a read without bound.
+TEST(ConfigFile, SizeIsBounded) {
+  TempDir dir;
+  // A comment of exactly the limit loads (as an empty config); one byte more does not.
+  const std::string at_limit = "#" + std::string(kMaxFileBytes - 2, 'x') + "\n";
+  ASSERT_EQ(at_limit.size(), kMaxFileBytes);
+  auto path = dir.write("limit.yaml", at_limit);
+  EXPECT_EQ(config_file_error(path), "");
+  EXPECT_EQ(endpoints_file_error(path), "");
+  path = dir.write("over.yaml", at_limit + "\n");
+  EXPECT_EQ(config_file_error(path), path + ": larger than 4 MiB");
+  EXPECT_EQ(endpoints_file_error(path), path + ": larger than 4 MiB");
+
+  EXPECT_EQ(config_file_error("/dev/zero"), "/dev/zero: larger than 4 MiB");
+  // The endpoints file is read again at every change on the data layer's
+  // thread: only a regular file will do.
+  EXPECT_EQ(endpoints_file_error("/dev/zero"),
+            "/dev/zero: not a regular file (a pipe or a device cannot be watched)");
+  EXPECT_EQ(config_file_error(dir.path("")), dir.path("") + ": is a directory");
+  EXPECT_EQ(config_file_error(dir.path("missing.yaml")),
+            dir.path("missing.yaml") + ": cannot open file (No such file or directory)");
+}
+
+// A FIFO as the config file (as --config <(...) gives): read to its end,
+// bounded in size and in time.
+TEST(ConfigFile, FifoIsBoundedInSizeAndTime) {
+  TempDir dir;
+  const auto fifo = dir.path("config.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto write_all = [&](const std::string& text) {
+    // Opening for writing waits for the reader; SIGPIPE stays with this
+    // thread (blocked) once the reader gives up.
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    for (std::size_t done = 0; done < text.size();) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+  };
+
+  {  // written whole, then closed: loads
+    std::thread writer(write_all, "server:\n  threads: 3\n");
+    Config c;
+    EXPECT_NO_THROW(c = load_config_file(fifo));
+    EXPECT_EQ(c.server.threads, 3);
+    writer.join();
+  }
+  {  // more than the limit: refused after limit + 1 bytes (the writer then gets EPIPE)
+    std::thread writer(write_all, std::string(kMaxFileBytes + (1 << 20), '#'));
+    EXPECT_EQ(config_file_error(fifo), fifo + ": larger than 4 MiB");
+    writer.join();
+  }
+  {  // a writer that neither writes nor closes: an error after 5 s, not a hang
+    const int held = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(held, 0);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(config_file_error(fifo), fifo + ": no end of file within 5 s");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    ::close(held);
   }
 }
 
