@@ -339,6 +339,7 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
 void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<EndpointConfig>& out) {
   std::set<std::string> seen;
   read_list(r, node, "endpoints", out, [&](Fields& f, const YAML::Node& item, EndpointConfig& ep) {
+    ep.line = item.Mark().line + 1;
     auto addr = f.take("address");
     if (!addr) fail(r.source, item, f.child("address"), "is required");
     ep.address = r.host_port(addr, f.child("address"));

@@ -82,7 +82,13 @@ struct EndpointConfig {
   std::uint16_t port = 0;
   std::string engine = "vllm";  // vllm | sglang | trtllm-serve
   std::map<std::string, std::string> labels;
-  bool operator==(const EndpointConfig&) const = default;
+  // The line of its entry in the file it came from (for messages); not part
+  // of what the endpoint is, so moving the entry changes nothing on reload.
+  int line = 0;
+  bool operator==(const EndpointConfig& o) const {
+    return address == o.address && host == o.host && port == o.port && engine == o.engine &&
+           labels == o.labels;
+  }
 };
 
 struct ObjectiveConfig {

@@ -115,11 +115,17 @@ Server::~Server() {
 }
 
 std::string Server::bind(const std::string& listen) {
-  // Resolve the static endpoints once, at startup.
+  // Resolve the static endpoints once, at startup; one that does not
+  // resolve stops it, naming its entry.
   tcp::resolver resolver(workers_[0]->ioc);
   for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
     auto& ep = ctx_.endpoints.at(i);
-    auto results = resolver.resolve(ep.config.host, std::to_string(ep.config.port));
+    boost::system::error_code ec;
+    auto results = resolver.resolve(ep.config.host, std::to_string(ep.config.port), ec);
+    if (ec || results.empty())
+      throw std::runtime_error(ctx_.config.source + ":" + std::to_string(ep.config.line) +
+                               ": endpoints[" + std::to_string(i) + "].address: cannot resolve '" +
+                               ep.config.host + "' (" + (ec ? ec.message() : "no address") + ")");
     ep.resolved = results.begin()->endpoint();
   }
   // Endpoint metrics: into the endpoint state (legacy admission reads them

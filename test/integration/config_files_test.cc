@@ -19,6 +19,24 @@ int run_to_exit(const std::vector<std::string>& argv, std::string* err) {
   return rc;
 }
 
+// A static endpoint that does not resolve stops sluice at startup with its
+// entry named: the file, the entry's line and the host.
+TEST(ConfigFiles, UnresolvableEndpointNamesFileLineAndHost) {
+  TempFile cfg(
+      "server:\n  listen: 127.0.0.1:0\n  threads: 1\n# the pool\nendpoints:\n"
+      "  - address: 127.0.0.1:8000\n  - address: does-not-exist.invalid:8000\n"
+      "    engine: vllm\n");
+  std::string err;
+  const int rc =
+      run_to_exit({SLUICE_BIN, "--config", cfg.path(), "--admin-listen", "127.0.0.1:0"}, &err);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(rc, -1) << "did not exit";
+  EXPECT_NE(err.find(cfg.path() + ":7: endpoints[1].address: cannot resolve "
+                                  "'does-not-exist.invalid'"),
+            std::string::npos)
+      << err;
+}
+
 // A repeated key is an error (exit 2) naming the second one, not a silently
 // ignored section.
 TEST(ConfigFiles, DuplicateKeyExitsTwo) {

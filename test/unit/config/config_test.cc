@@ -363,6 +363,26 @@ std::string endpoints_file_error(const std::string& path) {
   return "";
 }
 
+TEST(EndpointsFile, EntriesKnowTheirLineAndDuplicateKeysAreErrors) {
+  TempDir dir;
+  auto path = dir.write("endpoints.yaml",
+                        "# pool\nendpoints:\n  - address: 127.0.0.1:1\n  - address: h:2\n");
+  auto eps = load_endpoints_file(path);
+  ASSERT_EQ(eps.size(), 2u);
+  EXPECT_EQ(eps[0].line, 3);
+  EXPECT_EQ(eps[1].line, 4);
+  // The line is where the entry is, not what it is.
+  auto moved = eps[0];
+  moved.line = 9;
+  EXPECT_EQ(moved, eps[0]);
+
+  path = dir.write("dup.yaml", "endpoints:\n  - address: 127.0.0.1:1\nendpoints: []\n");
+  EXPECT_EQ(endpoints_file_error(path), path + ":3: endpoints: duplicate key (first at line 1)");
+  path = dir.write("dup2.yaml", "endpoints:\n  - address: 127.0.0.1:1\n    address: 127.0.0.1:2\n");
+  EXPECT_EQ(endpoints_file_error(path),
+            path + ":3: endpoints[0].address: duplicate key (first at line 2)");
+}
+
 // At most kMaxFileBytes is read: a bigger file, or one that never ends, is
 // an error naming it, never a read without bound.
 TEST(ConfigFile, SizeIsBounded) {
