@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -107,8 +108,9 @@ double positive(const Fields& f, const YAML::Node& n, const std::string& path) {
 std::int64_t integer(const Fields& f, const YAML::Node& n, const std::string& path, std::int64_t lo,
                      std::int64_t hi) {
   double v = number(f, n, path);
-  if (v != static_cast<double>(static_cast<std::int64_t>(v)) || v < static_cast<double>(lo) ||
-      v > static_cast<double>(hi))
+  // The range first: converting a double outside int64's range (1e300, inf,
+  // nan) to an integer is undefined behaviour.
+  if (!(v >= static_cast<double>(lo) && v <= static_cast<double>(hi)) || v != std::trunc(v))
     fail(f.source(), n, path,
          "must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
   return static_cast<std::int64_t>(v);
