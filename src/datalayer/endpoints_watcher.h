@@ -7,9 +7,11 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,5 +54,27 @@ class EndpointsWatcher {
   Identity seen_;
   bool stopped_ = false;
 };
+
+// One endpoint's host:port, looked up.
+struct Resolution {
+  config::EndpointConfig config;
+  std::optional<boost::asio::ip::tcp::endpoint> endpoint;  // none: not resolved
+  std::string error;                                       // then why, for the log
+};
+
+// How long the lookups of one change of the endpoint set may take; those
+// still pending then count as not resolved.
+inline constexpr std::chrono::seconds kResolveTimeout{5};
+
+// Resolves each endpoint's host without blocking `ioc`'s thread (the data
+// layer's: its scrapes go on meanwhile) and calls `done` there with one
+// Resolution per endpoint, in order, once every lookup has finished or
+// `timeout` has passed. An IP address needs no lookup: when no endpoint has a
+// host name, `done` runs before this returns. Asio runs getaddrinfo on one
+// helper thread per context and cannot interrupt it: after a timeout, a hung
+// lookup still holds that thread (and the context's run()) until it returns.
+void resolve_endpoints(boost::asio::io_context& ioc, std::vector<config::EndpointConfig> endpoints,
+                       std::chrono::nanoseconds timeout,
+                       std::function<void(std::vector<Resolution>)> done);
 
 }  // namespace sluice::datalayer

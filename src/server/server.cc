@@ -188,43 +188,65 @@ void Server::apply_endpoints_file(const std::vector<config::EndpointConfig>& fil
 
 void Server::reconcile_endpoints() {
   // Wanted: the config's endpoints, then the file's (first one wins).
-  std::vector<const config::EndpointConfig*> wanted;
-  std::set<std::string> addresses;
-  for (const auto* list : {&static_endpoints_, &file_endpoints_})
-    for (const auto& c : *list)
-      if (addresses.insert(c.address).second) wanted.push_back(&c);
-  for (const auto* c : wanted) {
-    const int existing = ctx_.endpoints.find(c->address);
-    if (existing >= 0 && !ctx_.endpoints.at(static_cast<std::size_t>(existing)).removed.load())
-      continue;
-    boost::system::error_code ec;
-    tcp::resolver resolver(scraper_->context());
-    auto results = resolver.resolve(c->host, std::to_string(c->port), ec);
-    if (ec || results.empty()) {
-      // Not added; the next change of the file or config tries again.
-      SLUICE_LOG(kWarn, "endpoints",
-                 "cannot resolve " << c->address << " (" << ec.message() << "); not added");
-      continue;
-    }
-    const int slot = ctx_.endpoints.add(*c, results.begin()->endpoint());
-    if (slot < 0) {
-      SLUICE_LOG(kWarn, "endpoints", "pool full; " << c->address << " not added");
-      continue;
-    }
-    const auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(slot));
-    scraper_->add(static_cast<std::size_t>(slot),
-                  {ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
-    SLUICE_LOG(kInfo, "endpoints", "added " << c->address << " (slot " << slot << ")");
-  }
-  for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
-    auto& ep = ctx_.endpoints.at(i);
-    if (ep.removed.load() || addresses.count(ep.config.address)) continue;
-    ctx_.endpoints.remove(i);
-    scraper_->remove(i);
-    SLUICE_LOG(kInfo, "endpoints",
-               "removed " << ep.config.address << "; requests in flight on it finish");
-  }
-  publish_endpoints();
+  auto wanted = [this] {
+    std::vector<const config::EndpointConfig*> out;
+    std::set<std::string> addresses;
+    for (const auto* list : {&static_endpoints_, &file_endpoints_})
+      for (const auto& c : *list)
+        if (addresses.insert(c.address).second) out.push_back(&c);
+    return out;
+  };
+  auto in_pool = [this](const std::string& address) {
+    const int slot = ctx_.endpoints.find(address);
+    return slot >= 0 && !ctx_.endpoints.at(static_cast<std::size_t>(slot)).removed.load();
+  };
+  std::vector<config::EndpointConfig> missing;
+  for (const auto* c : wanted())
+    if (!in_pool(c->address)) missing.push_back(*c);
+  // Host names are looked up off this thread, so the scrapes go on; the pool
+  // changes once all lookups are done (no IP literal waits: then at once),
+  // against what is wanted by then: a change that came in meanwhile is not
+  // undone by this one (its own lookups add what it added).
+  datalayer::resolve_endpoints(
+      scraper_->context(), std::move(missing), datalayer::kResolveTimeout,
+      [this, wanted, in_pool](std::vector<datalayer::Resolution> resolved) {
+        // Once shutting down, the scraper may have stopped its targets: one
+        // added now would keep its thread from ending.
+        if (ctx_.shutting_down.load()) return;
+        std::map<std::string, const datalayer::Resolution*> by_address;
+        for (const auto& r : resolved) by_address[r.config.address] = &r;
+        std::set<std::string> addresses;
+        for (const auto* c : wanted()) {
+          addresses.insert(c->address);
+          const auto it = by_address.find(c->address);
+          if (it == by_address.end() || in_pool(c->address)) continue;
+          const auto& r = *it->second;
+          if (!r.endpoint) {
+            // Not added; the next change of the file or config tries again.
+            SLUICE_LOG(kWarn, "endpoints",
+                       "cannot resolve " << c->address << " (" << r.error << "); not added");
+            continue;
+          }
+          const int slot = ctx_.endpoints.add(*c, *r.endpoint);
+          if (slot < 0) {
+            SLUICE_LOG(kWarn, "endpoints", "pool full; " << c->address << " not added");
+            continue;
+          }
+          const auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(slot));
+          scraper_->add(static_cast<std::size_t>(slot),
+                        {ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
+          SLUICE_LOG(kInfo, "endpoints", "added " << c->address << " (slot " << slot << ")");
+        }
+        for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+          auto& ep = ctx_.endpoints.at(i);
+          if (ep.removed.load() || addresses.count(ep.config.address)) continue;
+          ctx_.endpoints.remove(i);
+          scraper_->remove(i);
+          SLUICE_LOG(kInfo, "endpoints",
+                     "removed " << ep.config.address << "; requests in flight on it finish");
+        }
+        publish_endpoints();
+      });
 }
 
 void Server::reload(std::function<void(ReloadResult)> done) {
