@@ -10,8 +10,9 @@
 # crashed or a reproducer failed.
 #
 # usage: scripts/fuzz.sh [--smoke] [--no-build] [TARGET...]
-#   --smoke      10 s per target unless FUZZ_SECONDS is set, and a fresh copy of
-#                the seeds (a full run keeps what earlier runs found)
+#   --smoke      10 s per target unless FUZZ_SECONDS is set, on a fresh copy of
+#                the seeds in build/fuzz/corpus-smoke (a full run keeps what
+#                earlier runs found in build/fuzz/corpus)
 #   --no-build   use the binaries already in the build directory
 # env: FUZZ_SECONDS (default 120), FUZZ_BUILD_DIR (build/fuzz), JOBS (2)
 set -euo pipefail
@@ -76,7 +77,9 @@ summary=()
 for t in "${targets[@]}"; do
   bin="$build/$t"
   art="$build/artifacts/$t"
-  corpus="$build/corpus/$t"
+  # A smoke starts from the seeds alone (quick and repeatable) and leaves the
+  # corpus that full runs build up alone.
+  if [ "$smoke" = 1 ]; then corpus="$build/corpus-smoke/$t"; else corpus="$build/corpus/$t"; fi
   log="$build/logs/$t.log"
   mkdir -p "$art" "$build/logs"
   [ -x "$bin" ] || {
