@@ -15,12 +15,11 @@
 
 namespace {
 
+// One file per process (libFuzzer's -jobs/-fork run several), removed after
+// each input: libFuzzer ends a timed run with _Exit, so atexit would not run.
 const std::string& scratch_path() {
-  static const std::string path = [] {
-    std::string p = "/dev/shm/sluice-fuzz-endpoints-" + std::to_string(::getpid()) + ".yaml";
-    std::atexit([] { std::remove(scratch_path().c_str()); });
-    return p;
-  }();
+  static const std::string path =
+      "/dev/shm/sluice-fuzz-endpoints-" + std::to_string(::getpid()) + ".yaml";
   return path;
 }
 
@@ -40,9 +39,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const sluice::config::ConfigError&) {
     // A rejected file: expected.
   } catch (const std::exception& e) {
+    std::remove(path.c_str());
     sluice::fuzz::undocumented_exception("load_endpoints_file", e);
   } catch (...) {
+    std::remove(path.c_str());
     sluice::fuzz::unknown_exception("load_endpoints_file");
   }
+  std::remove(path.c_str());
   return 0;
 }
