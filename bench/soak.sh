@@ -61,6 +61,20 @@
 #    sluice's pooled upstream connections (kept open by design, bounded by
 #    upstreamMaxIdlePerEndpoint; counted with ss and reported);
 #  - every fault was carried out and had the expected effect.
+#
+# Measured 2026-11-23 (commit 20351fb, 2-core dev machine). Release, 600 s:
+# 15130 requests sent = sluice_requests_total = access-log lines, lost 0,
+# doubly answered 0; served 10210 (mocks counted 11389), evicted-ttl 1489,
+# client-closed 1397, rejected-no-endpoints 1086, rejected-capacity 383,
+# evicted-displaced 303, draining 216, upstream-error 46; 3501 fairness ids
+# (flows pinned at maxFlows 128); 70 faults, all survived (13 mock kills,
+# 17 SIGHUP reloads of which 8 invalid, 10 endpoint-file changes, 26 admin
+# changes, 4 drains); RSS 6.4 MiB idle, 9.4 after warm-up, peak and end
+# 15.3 MiB; fds 21 idle, peak 147, end 42 (21 pooled upstream). The 60 s
+# ctest in the ASan build: 67 s wall, 1594 requests, lost 0, 14 faults.
+# Seen: while one of three mocks is dead, or right after an endpoint leaves
+# the endpoints file, requests get 503 rejected-no-endpoints although the
+# other endpoints are alive (typed, so no assertion fails).
 set -uo pipefail
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 SOAK_SECONDS=${SOAK_SECONDS:-600}
