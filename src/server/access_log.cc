@@ -10,10 +10,25 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 namespace sluice::server {
 
+namespace {
+std::atomic<std::uint64_t> g_log_ids{0};
+constexpr auto kFlushInterval = std::chrono::milliseconds(100);
+}  // namespace
+
 AccessLog::~AccessLog() {
+  if (writer_.joinable()) {
+    {
+      std::lock_guard lock(wake_mu_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    writer_.join();
+  }
+  flush();
   if (owned_ && fd_ >= 0) ::close(fd_);
 }
 
@@ -22,15 +37,92 @@ bool AccessLog::open(const std::string& target, const std::string& format, std::
   if (target.empty()) return true;
   if (target == "-") {
     fd_ = STDERR_FILENO;
-    return true;
+  } else {
+    fd_ = ::open(target.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      error = "cannot open access log " + target + ": " + std::strerror(errno);
+      return false;
+    }
+    owned_ = true;
   }
-  fd_ = ::open(target.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    error = "cannot open access log " + target + ": " + std::strerror(errno);
-    return false;
-  }
-  owned_ = true;
+  id_ = ++g_log_ids;
+  writer_ = std::thread([this] { run(); });
   return true;
+}
+
+AccessLog::ThreadBuffer& AccessLog::buffer_for_this_thread() {
+  // One cached buffer per thread; the registry is searched only on a
+  // thread's first line (or when it writes to another log).
+  thread_local std::uint64_t cached_id = 0;
+  thread_local ThreadBuffer* cached = nullptr;
+  if (cached_id == id_ && cached) return *cached;
+  std::lock_guard lock(registry_mu_);
+  const auto self = std::this_thread::get_id();
+  ThreadBuffer* found = nullptr;
+  for (auto& [tid, b] : buffers_)
+    if (tid == self) found = b.get();
+  if (!found) {
+    buffers_.emplace_back(self, std::make_unique<ThreadBuffer>());
+    found = buffers_.back().second.get();
+  }
+  cached_id = id_;
+  cached = found;
+  return *found;
+}
+
+void AccessLog::run() {
+  std::unique_lock lock(wake_mu_);
+  while (!stop_) {
+    wake_.wait_for(lock, kFlushInterval);
+    lock.unlock();
+    {
+      std::lock_guard w(write_mu_);
+      flush_locked();
+    }
+    lock.lock();
+  }
+}
+
+void AccessLog::flush() {
+  if (fd_ < 0) return;
+  std::lock_guard w(write_mu_);
+  flush_locked();
+}
+
+void AccessLog::flush_locked() {
+  std::vector<ThreadBuffer*> all;
+  {
+    std::lock_guard lock(registry_mu_);
+    for (auto& [tid, b] : buffers_) all.push_back(b.get());
+  }
+  for (ThreadBuffer* b : all) {
+    {
+      // Swap, not copy: the I/O thread holds the lock for an append only.
+      std::lock_guard lock(b->mu);
+      if (b->data.empty()) continue;
+      out_.swap(b->data);
+      b->signalled = false;
+    }
+    write_out(out_);
+    out_.clear();
+  }
+}
+
+void AccessLog::write_out(const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    // Disk full, a closed pipe: the rest is lost, and counted.
+    const auto lost =
+        std::count(data.begin() + static_cast<std::ptrdiff_t>(done), data.end(), '\n');
+    dropped_.fetch_add(static_cast<std::uint64_t>(lost), std::memory_order_relaxed);
+    return;
+  }
 }
 
 namespace {
@@ -68,7 +160,7 @@ void append_text_value(std::string& out, std::string_view s) {
 
 }  // namespace
 
-void AccessLog::write(const AccessRecord& r, std::string& out) const {
+void AccessLog::write(const AccessRecord& r, std::string& out) {
   if (fd_ < 0) return;
   out.clear();
   // UTC time, millisecond precision.
@@ -152,9 +244,19 @@ void AccessLog::write(const AccessRecord& r, std::string& out) const {
     }
     out += '\n';
   }
-  // One write per line; a short write (disk full) loses the rest of that
-  // line, never blocks the I/O thread on a retry loop.
-  [[maybe_unused]] ssize_t n = ::write(fd_, out.data(), out.size());
+  ThreadBuffer& b = buffer_for_this_thread();
+  bool wake = false;
+  {
+    std::lock_guard lock(b.mu);
+    if (b.data.size() + out.size() > kBufferBytes) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (b.data.capacity() == 0) b.data.reserve(64u << 10);
+    b.data += out;
+    if (!b.signalled && b.data.size() > kBufferBytes / 4) wake = b.signalled = true;
+  }
+  if (wake) wake_.notify_one();
 }
 
 }  // namespace sluice::server

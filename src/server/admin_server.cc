@@ -435,6 +435,9 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
     m.sample("sluice_endpoint_connect_failures_total",
              {{"endpoint", ctx.endpoints.at(i).config.address}},
              static_cast<double>(ctx.endpoints.at(i).connect_failures.load()));
+  m.family("sluice_access_log_dropped_total", "counter",
+           "Access-log lines lost: a thread's buffer was full, or the write failed.");
+  m.sample("sluice_access_log_dropped_total", {}, static_cast<double>(ctx.access_log.dropped()));
   if (ctx.scraper) {
     m.family("sluice_metrics_scrape_failures_total", "counter",
              "Endpoint /metrics scrapes that failed (connect, timeout, status, nothing usable).");
@@ -505,7 +508,21 @@ void AdminServer::stop() {
 void AdminServer::accept() {
   acceptor_->async_accept([this](boost::system::error_code ec, tcp::socket s) {
     if (ec == net::error::operation_aborted) return;
-    if (!ec) std::make_shared<AdminSession>(std::move(s), *this)->start();
+    if (ec) {
+      // Out of descriptors (EMFILE, ENFILE) and the like: the pending
+      // connection stays in the backlog and a re-armed accept fails at once,
+      // a spin at 100% CPU. Back off as the data plane does.
+      // (The timer is owned by its own handler: no new shared_ptr type,
+      // whose first UBSan vptr check would need a descriptor to pass.)
+      SLUICE_LOG_LIMITED(kWarn, "admin", "accept failed: " << ec.message());
+      auto timer = std::make_unique<net::steady_timer>(ioc_, std::chrono::milliseconds(50));
+      auto& t = *timer;
+      t.async_wait([this, timer = std::move(timer)](boost::system::error_code wait_ec) {
+        if (!wait_ec && acceptor_->is_open()) accept();
+      });
+      return;
+    }
+    std::make_shared<AdminSession>(std::move(s), *this)->start();
     accept();
   });
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <string>
 
 namespace sluice::log {
 namespace {
@@ -50,6 +51,31 @@ void write(Level level, std::string_view component, const std::string& message) 
   line += '\n';
   ssize_t rc = ::write(STDERR_FILENO, line.data(), line.size());
   (void)rc;
+}
+
+bool RateLimit::allow(std::uint64_t& suppressed) {
+  suppressed = 0;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  std::int64_t start = window_start_ns_.load(std::memory_order_relaxed);
+  if (now - start >= 1'000'000'000 &&
+      window_start_ns_.compare_exchange_strong(start, now, std::memory_order_relaxed)) {
+    in_window_.store(0, std::memory_order_relaxed);
+    suppressed = suppressed_.exchange(0, std::memory_order_relaxed);
+  }
+  if (in_window_.fetch_add(1, std::memory_order_relaxed) < kLinesPerSecond) return true;
+  // Held back (and what this call took over, if a race filled the window).
+  suppressed_.fetch_add(suppressed + 1, std::memory_order_relaxed);
+  suppressed = 0;
+  return false;
+}
+
+void write_suppressed(Level level, std::string_view component, std::uint64_t suppressed) {
+  if (suppressed == 0) return;
+  write(level, component,
+        std::to_string(suppressed) + " similar line(s) suppressed (at most " +
+            std::to_string(RateLimit::kLinesPerSecond) + " a second from one place)");
 }
 
 }  // namespace sluice::log

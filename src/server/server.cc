@@ -437,8 +437,9 @@ void Server::do_accept() {
       target->ioc.get_executor(), [this, target](boost::system::error_code ec, Socket s) {
         if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
         if (ec) {
-          // Out of descriptors and the like: back off briefly instead of spinning.
-          SLUICE_LOG(kWarn, "listener", "accept failed: " << ec.message());
+          // Out of descriptors and the like: back off briefly instead of
+          // spinning, and say so a few times a second at most.
+          SLUICE_LOG_LIMITED(kWarn, "listener", "accept failed: " << ec.message());
           auto timer =
               std::make_shared<net::steady_timer>(workers_[0]->ioc, std::chrono::milliseconds(50));
           timer->async_wait([this, timer](boost::system::error_code) {
@@ -534,6 +535,7 @@ void Server::shutdown() {
     w->ioc.poll();
     w->pool.close_all();
   }
+  ctx_.access_log.flush();  // every request's line is out before "stopped"
   SLUICE_LOG(kInfo, "server", "stopped");
 }
 
