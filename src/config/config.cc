@@ -327,6 +327,26 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       fail(r.source, n, f.child("metricsMaxFlows"), "must be between 0 and 100000");
     s.metrics_max_flows = static_cast<std::uint32_t>(v);
   }
+  if (auto n = f.take("endpointEjectionConsecutiveFailures")) {
+    auto v = r.integer(n, f.child("endpointEjectionConsecutiveFailures"));
+    if (v < 0 || v > 1000)
+      fail(r.source, n, f.child("endpointEjectionConsecutiveFailures"),
+           "must be between 0 (off) and 1000");
+    s.endpoint_ejection_consecutive_failures = static_cast<std::uint32_t>(v);
+  }
+  if (auto n = f.take("endpointEjectionBaseTime"))
+    s.endpoint_ejection_base_time = positive(n, f.child("endpointEjectionBaseTime"),
+                                             r.duration(n, f.child("endpointEjectionBaseTime")));
+  if (auto n = f.take("endpointEjectionMaxTime")) {
+    s.endpoint_ejection_max_time = positive(n, f.child("endpointEjectionMaxTime"),
+                                            r.duration(n, f.child("endpointEjectionMaxTime")));
+    if (s.endpoint_ejection_max_time < s.endpoint_ejection_base_time)
+      fail(r.source, n, f.child("endpointEjectionMaxTime"),
+           "must not be less than endpointEjectionBaseTime");
+  } else if (s.endpoint_ejection_max_time < s.endpoint_ejection_base_time) {
+    fail(r.source, node, "server.endpointEjectionBaseTime",
+         "must not be more than endpointEjectionMaxTime (30s unless set)");
+  }
   if (auto n = f.take("upstreamMaxIdlePerEndpoint")) {
     auto v = r.integer(n, f.child("upstreamMaxIdlePerEndpoint"));
     if (v < 0 || v > 100000)

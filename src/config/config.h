@@ -46,8 +46,18 @@ struct ServerOptions {
   nanoseconds upstream_idle_timeout = 120s;
   // Idle keep-alive connections kept per endpoint per I/O thread; more are closed.
   std::uint32_t upstream_max_idle_per_endpoint = 128;
-  // An endpoint that refused or timed out a connection is skipped this long.
+  // An endpoint that refused or timed out a connection is skipped this long,
+  // at once (kept as it was; the ejection below comes on top of it).
   nanoseconds endpoint_down_backoff = 1s;
+  // Passive health (Envoy's outlier detection): this many failures in a row
+  // (connect refused or timed out, reset or EOF before any response byte, a
+  // malformed response head; not an HTTP 5xx, not a client leaving) eject
+  // an endpoint for base x 2^k (k: ejections since its last success), at
+  // most the max; one success clears the streak. 0 turns ejection off. The
+  // last usable endpoint is never ejected.
+  std::uint32_t endpoint_ejection_consecutive_failures = 3;
+  nanoseconds endpoint_ejection_base_time = 1s;
+  nanoseconds endpoint_ejection_max_time = 30s;
   // On SIGTERM: how long in-flight requests may take before connections close.
   nanoseconds shutdown_grace_period = 30s;
   // On SIGTERM (and drain): how long queued requests may still wait for

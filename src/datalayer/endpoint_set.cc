@@ -1,5 +1,7 @@
 #include "datalayer/endpoint_set.h"
 
+#include <algorithm>
+
 namespace sluice::datalayer {
 
 EndpointSet::EndpointSet(const std::vector<config::EndpointConfig>& configs)
@@ -31,6 +33,33 @@ int EndpointSet::add(const config::EndpointConfig& c,
   slots_[n]->resolved = resolved;
   size_.store(n + 1, std::memory_order_release);
   return static_cast<int>(n);
+}
+
+FailureVerdict EndpointSet::record_failure(std::size_t slot, Clock::time_point now,
+                                           const EjectionPolicy& policy,
+                                           std::chrono::nanoseconds* backoff) {
+  EndpointState& ep = *slots_[slot];
+  const std::uint32_t failures =
+      ep.consecutive_failures.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (policy.consecutive_failures == 0 || failures < policy.consecutive_failures)
+    return FailureVerdict::kCounted;
+  // Requests that were in flight when it was ejected fail too: one ejection.
+  if (ep.down_until_ns.load(std::memory_order_relaxed) > now.time_since_epoch().count())
+    return FailureVerdict::kCounted;
+  bool others = false;
+  const std::size_t n = size();
+  for (std::size_t i = 0; i < n && !others; ++i) others = i != slot && slots_[i]->usable(now);
+  if (!others) return FailureVerdict::kSpared;
+  const std::uint32_t k = std::min<std::uint32_t>(
+      ep.ejections_in_a_row.load(std::memory_order_relaxed), 30);  // 2^30 x base >= any cap
+  const auto scaled = policy.base_time.count() > policy.max_time.count() >> k
+                          ? policy.max_time
+                          : std::min(policy.max_time, policy.base_time * (std::int64_t{1} << k));
+  if (!ep.skip_until(now + scaled)) return FailureVerdict::kCounted;  // another thread did
+  ep.ejections_in_a_row.fetch_add(1, std::memory_order_relaxed);
+  ep.ejections.fetch_add(1, std::memory_order_relaxed);
+  if (backoff) *backoff = scaled;
+  return FailureVerdict::kEjected;
 }
 
 }  // namespace sluice::datalayer

@@ -45,15 +45,57 @@ struct EndpointState {
     metrics_ns.store(at.time_since_epoch().count(), std::memory_order_release);
   }
 
+  // Passive health (Envoy's outlier detection), written by the I/O threads:
+  // failures since the last success (connect refused or timed out, reset or
+  // EOF before any response byte, a malformed response head), ejections
+  // since the last success (the next one lasts base x 2^that), and all
+  // ejections (for /metrics).
+  std::atomic<std::uint32_t> consecutive_failures{0};
+  std::atomic<std::uint32_t> ejections_in_a_row{0};
+  std::atomic<std::uint64_t> ejections{0};
+
+  // Not removed, not down after a refused connection, not ejected.
   bool usable(Clock::time_point now) const {
     return !removed.load(std::memory_order_relaxed) &&
            down_until_ns.load(std::memory_order_relaxed) <= now.time_since_epoch().count();
   }
+  // A refused connection: skipped for `backoff` (server.endpointDownBackoff)
+  // at once, however many failures came before. Never shortens an ejection.
   void mark_down(Clock::time_point now, std::chrono::nanoseconds backoff) {
-    down_until_ns.store((now + backoff).time_since_epoch().count(), std::memory_order_relaxed);
+    skip_until(now + backoff);
     connect_failures.fetch_add(1, std::memory_order_relaxed);
   }
   void mark_up() { down_until_ns.store(0, std::memory_order_relaxed); }
+  // A complete response: the failure streak and the ejection backoff start
+  // over. Hot path: no write unless there is something to reset.
+  void record_success() {
+    if (consecutive_failures.load(std::memory_order_relaxed) != 0)
+      consecutive_failures.store(0, std::memory_order_relaxed);
+    if (ejections_in_a_row.load(std::memory_order_relaxed) != 0)
+      ejections_in_a_row.store(0, std::memory_order_relaxed);
+  }
+  // Moves down_until_ns forward to `until` (never back); true if it did.
+  bool skip_until(Clock::time_point until) {
+    const std::int64_t want = until.time_since_epoch().count();
+    std::int64_t cur = down_until_ns.load(std::memory_order_relaxed);
+    while (cur < want)
+      if (down_until_ns.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return true;
+    return false;
+  }
+};
+
+// Passive health settings (server.endpointEjection*).
+struct EjectionPolicy {
+  std::uint32_t consecutive_failures = 3;  // 0: never eject
+  std::chrono::nanoseconds base_time = std::chrono::seconds(1);
+  std::chrono::nanoseconds max_time = std::chrono::seconds(30);
+};
+
+// What one recorded failure did.
+enum class FailureVerdict {
+  kCounted,  // below the threshold, or already ejected
+  kEjected,  // ejected now, for EndpointSet::record_failure's `backoff`
+  kSpared,   // at the threshold, but it is the last usable endpoint
 };
 
 // RAII in-flight slot on one endpoint (Seastar semaphore_units style).
@@ -62,6 +104,12 @@ class InFlightPermit {
   InFlightPermit() = default;
   explicit InFlightPermit(EndpointState* ep) : ep_(ep) {
     ep_->in_flight.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Also says how many were in flight before this one (taking the slot and
+  // counting the others is one step: two threads never both see room for
+  // the last slot).
+  InFlightPermit(EndpointState* ep, int& in_flight_before) : ep_(ep) {
+    in_flight_before = ep_->in_flight.fetch_add(1, std::memory_order_relaxed);
   }
   InFlightPermit(InFlightPermit&& o) noexcept : ep_(std::exchange(o.ep_, nullptr)) {}
   InFlightPermit& operator=(InFlightPermit&& o) noexcept {
@@ -104,6 +152,19 @@ class EndpointSet {
   int add(const config::EndpointConfig& c, const boost::asio::ip::tcp::endpoint& resolved);
   // Marks the endpoint removed: never chosen again, in-flight requests finish.
   void remove(std::size_t slot) { slots_[slot]->removed.store(true, std::memory_order_relaxed); }
+
+  // Passive health: one failure of endpoint `slot` (any I/O thread). At
+  // `policy.consecutive_failures` in a row the endpoint is ejected for
+  // base_time x 2^k (k: ejections since its last success), at most
+  // max_time; when the ejection ends it is tried again, and one more failure
+  // ejects it again (longer) while one success clears the streak. The last
+  // usable endpoint is never ejected (Envoy's max_ejection_percent and
+  // panic threshold): a pool with nothing usable could only answer 503,
+  // and would not notice a recovery before the backoff ends. Best effort
+  // across threads: two endpoints failing at the same instant may both go.
+  FailureVerdict record_failure(std::size_t slot, Clock::time_point now,
+                                const EjectionPolicy& policy,
+                                std::chrono::nanoseconds* backoff = nullptr);
 
  private:
   std::unique_ptr<std::unique_ptr<EndpointState>[]> slots_;

@@ -435,6 +435,11 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
     m.sample("sluice_endpoint_connect_failures_total",
              {{"endpoint", ctx.endpoints.at(i).config.address}},
              static_cast<double>(ctx.endpoints.at(i).connect_failures.load()));
+  m.family("sluice_endpoint_ejections_total", "counter",
+           "Times an endpoint was ejected after consecutive failures (passive health).");
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
+    m.sample("sluice_endpoint_ejections_total", {{"endpoint", ctx.endpoints.at(i).config.address}},
+             static_cast<double>(ctx.endpoints.at(i).ejections.load()));
   m.family("sluice_access_log_dropped_total", "counter",
            "Access-log lines lost: a thread's buffer was full, or the write failed.");
   m.sample("sluice_access_log_dropped_total", {}, static_cast<double>(ctx.access_log.dropped()));

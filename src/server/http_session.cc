@@ -498,33 +498,68 @@ void HttpSession::try_next_endpoint() {
   // Endpoints may have joined since the decision (reload, endpoints file):
   // the per-request marks cover the pool as it is now.
   if (tried_.size() < ctx_.endpoints.size()) tried_.resize(ctx_.endpoints.size(), false);
-  // The scheduler's fallbacks first, then any usable endpoint.
-  int ep = -1;
+  // The scheduler's fallbacks first, then any usable endpoint; each one
+  // only if it may take the request now (reserve()). Every endpoint is
+  // looked at once per request at most.
   const auto now = datalayer::Clock::now();
-  for (std::int32_t f : fallbacks_) {
-    if (f >= 0 && static_cast<std::size_t>(f) < ctx_.endpoints.size() &&
-        !tried_[static_cast<std::size_t>(f)] &&
-        ctx_.endpoints.at(static_cast<std::size_t>(f)).usable(now)) {
-      ep = f;
-      break;
+  for (;;) {
+    int ep = -1;
+    for (std::int32_t f : fallbacks_) {
+      if (f >= 0 && static_cast<std::size_t>(f) < ctx_.endpoints.size() &&
+          !tried_[static_cast<std::size_t>(f)] &&
+          ctx_.endpoints.at(static_cast<std::size_t>(f)).usable(now)) {
+        ep = f;
+        break;
+      }
     }
+    if (ep < 0)
+      ep = scheduling::pick_least_in_flight(ctx_.endpoints, tried_, now, worker_.rotation);
+    if (ep < 0) break;
+    tried_[static_cast<std::size_t>(ep)] = true;
+    if (reserve(ep, now)) return send_to(ep);
   }
-  if (ep < 0) ep = scheduling::pick_least_in_flight(ctx_.endpoints, tried_, now, worker_.rotation);
-  if (ep < 0) {
-    release_dispatch();  // a dispatched request whose endpoints all refused
-    return answer(flowcontrol::answer_for(QueueOutcome::kRejectedNoEndpoints));
-  }
-  dispatch_to(ep);
+  // No endpoint is usable, or (gated) none has room: a typed 503 with
+  // Retry-After rather than a request past the saturation detector's limit.
+  release_dispatch();
+  return answer(flowcontrol::answer_for(QueueOutcome::kRejectedNoEndpoints));
 }
 
 void HttpSession::dispatch_to(int endpoint) {
   state_ = State::kProxying;
-  endpoint_ = endpoint;
   if (tried_.size() <= static_cast<std::size_t>(endpoint))
     tried_.resize(static_cast<std::size_t>(endpoint) + 1, false);
   tried_[static_cast<std::size_t>(endpoint)] = true;
+  // The dispatcher sees neither ejections nor refused connections, and
+  // counts a request against the endpoint it chose even when a fallback
+  // served it: its choice is checked here.
+  if (!reserve(endpoint, datalayer::Clock::now())) return try_next_endpoint();
+  send_to(endpoint);
+}
+
+bool HttpSession::reserve(int endpoint, std::chrono::steady_clock::time_point now) {
+  auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(endpoint));
+  if (!ep.usable(now)) return false;
+  int before = 0;
+  permit_ = datalayer::InFlightPermit(&ep, before);
+  const auto* detector = worker_.policy->room_detector.get();
+  if (!ctx_.gated || !ticket_ || !detector) return true;
+  flowcontrol::EndpointLoad load;
+  const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+  load.has_metrics = at != 0;
+  load.metrics_time = flowcontrol::TimePoint(flowcontrol::Duration(at));
+  load.waiting = ep.waiting.load(std::memory_order_relaxed);
+  load.running = ep.running.load(std::memory_order_relaxed);
+  load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
+  load.in_flight = static_cast<std::uint32_t>(std::max(0, before));
+  if (detector->has_room(load, now)) return true;
+  permit_.release();
+  return false;
+}
+
+void HttpSession::send_to(int endpoint) {
+  state_ = State::kProxying;
+  endpoint_ = endpoint;
   const auto& address = ctx_.endpoints.at(endpoint).config.address;
-  permit_ = datalayer::InFlightPermit(&ctx_.endpoints.at(endpoint));
 
   // The request as the model server sees it: the client's fields minus
   // steering, hop-by-hop and framing fields, with sluice's Host, request id
@@ -574,10 +609,13 @@ void HttpSession::on_connect(error_code ec) {
   if (ec) {
     worker_.stats.endpoint(static_cast<std::size_t>(endpoint_))
         .errors[static_cast<std::size_t>(UpstreamError::kConnect)] += 1;
-    SLUICE_LOG(
-        kWarn, "upstream",
-        "endpoint " << ep.config.address << " unreachable (" << ec.message() << "); marked down");
-    ep.mark_down(datalayer::Clock::now(), ctx_.config.server.endpoint_down_backoff);
+    if (ec != net::error::operation_aborted) {  // not our own cancel (shutdown)
+      SLUICE_LOG_LIMITED(
+          kWarn, "upstream",
+          "endpoint " << ep.config.address << " unreachable (" << ec.message() << "); marked down");
+      record_endpoint_failure("connecting");
+      ep.mark_down(datalayer::Clock::now(), ctx_.config.server.endpoint_down_backoff);
+    }
     upstream_.reset();
     permit_.release();
     return try_next_endpoint();
@@ -723,8 +761,14 @@ void HttpSession::upstream_failed_before_response(error_code ec, const char* sta
   errors[static_cast<std::size_t>(
       ec == beast::error::timeout ? UpstreamError::kTimeout : UpstreamError::kBeforeResponse)] += 1;
   release_dispatch();
-  SLUICE_LOG(kWarn, "upstream",
-             "endpoint " << ep.config.address << " failed while " << stage << ": " << ec.message());
+  SLUICE_LOG_LIMITED(
+      kWarn, "upstream",
+      "endpoint " << ep.config.address << " failed while " << stage << ": " << ec.message());
+  // A reset, an EOF or a malformed head before the response: the endpoint's
+  // failure. Not a timeout (a model may think long; upstreamIdleTimeout
+  // answers 504) and not our own cancel.
+  if (ec != beast::error::timeout && ec != net::error::operation_aborted)
+    record_endpoint_failure(stage);
   flowcontrol::ErrorAnswer a;
   if (ec == beast::error::timeout) {
     a = client_error(504, "upstream-timeout", "model server did not answer in time");
@@ -734,6 +778,31 @@ void HttpSession::upstream_failed_before_response(error_code ec, const char* sta
   }
   a.close_connection = false;
   answer(a);
+}
+
+void HttpSession::record_endpoint_failure(const char* what) {
+  const auto& s = ctx_.config.server;
+  const datalayer::EjectionPolicy policy{s.endpoint_ejection_consecutive_failures,
+                                         s.endpoint_ejection_base_time,
+                                         s.endpoint_ejection_max_time};
+  std::chrono::nanoseconds backoff{};
+  const auto slot = static_cast<std::size_t>(endpoint_);
+  const auto verdict =
+      ctx_.endpoints.record_failure(slot, datalayer::Clock::now(), policy, &backoff);
+  const auto& ep = ctx_.endpoints.at(slot);
+  if (verdict == datalayer::FailureVerdict::kEjected) {
+    SLUICE_LOG_LIMITED(kWarn, "upstream",
+                       "endpoint "
+                           << ep.config.address << " ejected for "
+                           << std::chrono::duration_cast<std::chrono::milliseconds>(backoff).count()
+                           << " ms after " << ep.consecutive_failures.load()
+                           << " failures in a row (last " << what << ")");
+  } else if (verdict == datalayer::FailureVerdict::kSpared) {
+    SLUICE_LOG_LIMITED(kWarn, "upstream",
+                       "endpoint " << ep.config.address << " failed "
+                                   << ep.consecutive_failures.load()
+                                   << " times in a row; not ejected: no other endpoint is usable");
+  }
 }
 
 void HttpSession::build_client_head() {
@@ -841,9 +910,9 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
       1;
   end_request(response_.status,
               ec == beast::error::timeout ? "upstream-timeout" : "upstream-error");
-  SLUICE_LOG(kWarn, "upstream",
-             "endpoint " << ctx_.endpoints.at(endpoint_).config.address
-                         << " failed mid-response: " << ec.message());
+  SLUICE_LOG_LIMITED(kWarn, "upstream",
+                     "endpoint " << ctx_.endpoints.at(endpoint_).config.address
+                                 << " failed mid-response: " << ec.message());
   upstream_.reset();
   release_dispatch();
   keep_alive_ = false;
@@ -875,6 +944,9 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
 }
 
 void HttpSession::finish_response() {
+  // A whole response, whatever its status (a 5xx answered cleanly is the
+  // model server's verdict, not a broken endpoint): the failure streak ends.
+  ctx_.endpoints.at(static_cast<std::size_t>(endpoint_)).record_success();
   end_request(response_.status, "served");
   release_dispatch();
   if (upstream_) {

@@ -113,7 +113,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void end_request(int status, std::string_view outcome);
 
   // Upstream side.
+  // Sends the request to `endpoint` (the dispatcher's choice) if it may take
+  // it (reserve()), else to the next one (try_next_endpoint()).
   void dispatch_to(int endpoint);
+  // Takes an in-flight slot on `endpoint` if it is usable (not removed, down
+  // or ejected) and, for a request flow control dispatched, has room by the
+  // saturation detector counting the requests sluice has on it.
+  bool reserve(int endpoint, std::chrono::steady_clock::time_point now);
+  // With the slot taken: a pooled connection, else a new one.
+  void send_to(int endpoint);
+  // Passive health: the current endpoint failed (`what`, for the log).
+  void record_endpoint_failure(const char* what);
   void connect_upstream();
   void on_connect(error_code ec);
   void write_upstream();

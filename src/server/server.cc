@@ -32,6 +32,7 @@ std::shared_ptr<RequestPolicy> make_policy(const config::Config& c,
 RequestPolicy::RequestPolicy(const config::Config& c) {
   for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
   if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
+  if (c.flow_control.enabled) room_detector = flowcontrol::make_detector(c.saturation_detector);
 }
 
 ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.endpoints) {

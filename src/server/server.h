@@ -47,6 +47,12 @@ struct RequestPolicy {
   // Without the gate, GIE's legacy admission: a sheddable request (priority
   // < 0) is rejected while no endpoint has room by this detector.
   std::unique_ptr<flowcontrol::SaturationDetector> legacy_detector;
+  // With the gate, the same detector the dispatcher gates on, applied by the
+  // I/O thread to the endpoint a dispatched request actually goes to (the
+  // dispatcher does not see fallbacks, ejections or refused connections):
+  // nothing is sent to an endpoint without room by sluice's own in-flight
+  // count.
+  std::unique_ptr<flowcontrol::SaturationDetector> room_detector;
 };
 
 // Read-mostly state shared by all I/O threads.
