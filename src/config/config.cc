@@ -549,7 +549,8 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
   }
   if (auto n = f.take("defaultRequestTTL")) {
     auto d = r.duration(n, f.child("defaultRequestTTL"));
-    if (d.count() > 0) fc.default_request_ttl = d;  // GIE: 0 means no TTL
+    // GIE: 0 means no TTL.
+    fc.default_request_ttl = d.count() > 0 ? std::optional<nanoseconds>(d) : std::nullopt;
   }
   if (auto n = f.take("defaultPriorityBand")) {
     read_band(r, c, n, f.child("defaultPriorityBand"), fc.default_band, false);

@@ -152,7 +152,9 @@ struct FlowControlSpec {
   bool enabled = false;            // featureGates: [flowControl]
   std::uint64_t max_bytes = 0;     // global; 0: unlimited
   std::uint64_t max_requests = 0;  // global; 0: unlimited
-  std::optional<nanoseconds> default_request_ttl;
+  // sluice: 60 s unless set (GIE has none), so no request waits for as long
+  // as its client is patient; `defaultRequestTTL: 0` turns it off (GIE's 0).
+  std::optional<nanoseconds> default_request_ttl = std::chrono::seconds(60);
   // sluice: live flows (fairness id x priority) at most; a new id past it
   // replaces the longest-idle flow or is refused 429 rejected-capacity.
   std::uint64_t max_flows = 10000;

@@ -258,24 +258,24 @@ bool Controller::displace_in_band(Flow& newcomer, std::uint64_t bytes, TimePoint
     if (f.get() != &newcomer && f->queued() > 0 && (!longest || length(*f) > length(*longest)))
       longest = f.get();
   if (!longest) return false;
-  // Its requests in the order they would be served; victims from the end,
-  // each only while it stays longer than the newcomer would be.
-  std::vector<Item*> order;
-  order.reserve(longest->queued());
-  longest->queue().for_each([&](Item* i) { order.push_back(i); });
+  // Victims from the end of its queue (the last it would serve), each only
+  // while it stays longer than the newcomer would be: a walk from the tail
+  // that visits no more than it takes.
+  const std::size_t queued = longest->queued();
   const double w_long = std::max(longest->weight(), 1e-9);
   const double newcomer_after =
       static_cast<double>(newcomer.queued() + 1) / std::max(newcomer.weight(), 1e-9);
   std::vector<Item*> victims;
   std::uint64_t freed_requests = 0, freed_bytes = 0;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (freed_requests >= need_requests && freed_bytes >= need_bytes) break;
-    const double left = static_cast<double>(order.size() - victims.size() - 1) / w_long;
-    if (left < newcomer_after) break;
-    victims.push_back(*it);
+  longest->queue().for_each_from_tail([&](Item* i) {
+    if (freed_requests >= need_requests && freed_bytes >= need_bytes) return false;
+    const double left = static_cast<double>(queued - victims.size() - 1) / w_long;
+    if (left < newcomer_after) return false;
+    victims.push_back(i);
     freed_requests += 1;
-    freed_bytes += (*it)->request.byte_size;
-  }
+    freed_bytes += i->request.byte_size;
+    return true;
+  });
   if (freed_requests < need_requests || freed_bytes < need_bytes) return false;
   // All or nothing: if the pool's global limit would still refuse the
   // newcomer after these evictions, evict none of them.

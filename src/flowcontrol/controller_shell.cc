@@ -24,6 +24,25 @@ void ControllerShell::stop() {
   queue_.enqueue(std::move(e));
   wake();
   thread_.join();
+  // An enqueue that raced with the stop either sees stopped_ and rejects
+  // what it pushed itself, or pushed before this drain sees the queue (the
+  // two fences make it one or the other; both is harmless).
+  stopped_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  reject_after_stop();
+}
+
+void ControllerShell::reject_after_stop() {
+  Event e;
+  while (queue_.try_dequeue(e)) {
+    if (e.kind == Event::Kind::kEnqueue && e.waiter) {
+      Decision d;
+      d.cookie = e.id;
+      d.outcome = QueueOutcome::kEvictedOther;
+      e.waiter->deliver(d);
+    }
+    e = Event{};
+  }
 }
 
 void ControllerShell::enqueue(Producer& p, std::uint64_t cookie, EnqueueRequest request,
@@ -35,6 +54,8 @@ void ControllerShell::enqueue(Producer& p, std::uint64_t cookie, EnqueueRequest 
   e.request.cookie = cookie;
   e.waiter = std::move(waiter);
   queue_.enqueue(p, std::move(e));
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (stopped_.load(std::memory_order_relaxed)) reject_after_stop();
 }
 
 void ControllerShell::push_simple(Producer& p, Event::Kind kind, std::uint64_t id,
@@ -157,15 +178,7 @@ void ControllerShell::run() {
   controller_->shutdown(clock_());
   // Anything still queued for us after the stop: requests that never
   // reached the controller end like the queued ones.
-  Event e;
-  while (queue_.try_dequeue(e)) {
-    if (e.kind == Event::Kind::kEnqueue && e.waiter) {
-      Decision d;
-      d.cookie = e.id;
-      d.outcome = QueueOutcome::kEvictedOther;
-      e.waiter->deliver(d);
-    }
-  }
+  reject_after_stop();
 }
 
 }  // namespace sluice::flowcontrol

@@ -43,7 +43,9 @@ class ControllerShell {
   ~ControllerShell();
 
   void start();
-  // Ends every queued request (EvictedOther), then stops the thread.
+  // Ends every queued request (EvictedOther), then stops the thread. A
+  // request enqueued after the stop (an I/O thread that raced with it) gets
+  // EvictedOther at once, on the enqueuing thread: none waits for ever.
   void stop();
 
   // One token per producing thread (I/O thread); tokens are not thread-safe.
@@ -103,6 +105,8 @@ class ControllerShell {
   void run();
   void handle(Event& e, TimePoint now);
   void on_decision(const Decision& d);
+  // After the stop: empties the queue, ending each request EvictedOther.
+  void reject_after_stop();
 
   std::unique_ptr<Controller> controller_;
   ClockFn clock_;
@@ -110,6 +114,7 @@ class ControllerShell {
   moodycamel::LightweightSemaphore wake_;
   std::thread thread_;
   std::atomic<bool> running_{false};
+  std::atomic<bool> stopped_{false};  // the thread has ended; nothing drains the queue
   // Dispatcher-thread only: requests waiting for their decision, by cookie.
   struct Pending {
     std::shared_ptr<Waiter> waiter;

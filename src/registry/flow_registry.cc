@@ -170,6 +170,8 @@ Flow& FlowRegistry::flow(const FlowKey& key, TimePoint now) {
   Flow& ref = *flow;
   b.flows_.emplace(key.id, std::move(flow));
   ++flow_count_;
+  ref.all_index_ = all_flows_.size();
+  all_flows_.push_back(&ref);
   touch(ref, now);  // empty: idle until its first request is queued
   return ref;
 }
@@ -322,7 +324,55 @@ void FlowRegistry::remove_flow(Band& band, Flow& flow) {
   band.fairness_->on_removed(flow);
   free_slots_.push_back(flow.slot_);
   --flow_count_;
+  // Swap-remove from the list of flows. The last flow takes this one's
+  // place: if that moves it from the part a copy in progress has still to
+  // visit into the part it has visited, copy it now.
+  const std::size_t at = flow.all_index_;
+  Flow* last = all_flows_.back();
+  if (copying_ && at < copy_cursor_ && last->all_index_ >= copy_cursor_)
+    copy_.push_back(summarize(*last));
+  all_flows_[at] = last;
+  last->all_index_ = at;
+  all_flows_.pop_back();
+  copy_end_ = std::min(copy_end_, all_flows_.size());
+  copy_cursor_ = std::min(copy_cursor_, copy_end_);
   band.flows_.erase(flow.key_.id);  // destroys `flow`
+}
+
+FlowSummary FlowRegistry::summarize(const Flow& f) {
+  FlowSummary s;
+  s.id = f.key_.id;
+  s.priority = f.key_.priority;
+  s.band = f.band_->priority();
+  s.weight = f.weight_;
+  s.queued = f.queue_.size();
+  s.bytes = f.bytes_;
+  s.in_flight = f.in_flight_;
+  s.last_active = f.last_active_;
+  s.stats = f.stats_;
+  return s;
+}
+
+void FlowRegistry::begin_flow_copy() {
+  copying_ = true;
+  copy_cursor_ = 0;
+  // Flows made from now on are appended past this end: the copy ends after
+  // the flows there are now, however fast new ones come. (A swap-remove only
+  // ever moves a flow to a lower index, so none of these moves past it.)
+  copy_end_ = all_flows_.size();
+  copy_.clear();
+  copy_.reserve(all_flows_.size());
+}
+
+bool FlowRegistry::continue_flow_copy(std::size_t n, std::vector<FlowSummary>& out) {
+  if (!copying_) begin_flow_copy();
+  const std::size_t end = std::min(copy_end_, copy_cursor_ + n);
+  for (; copy_cursor_ < end; ++copy_cursor_) copy_.push_back(summarize(*all_flows_[copy_cursor_]));
+  if (copy_cursor_ < copy_end_) return false;
+  copying_ = false;
+  out = std::move(copy_);
+  copy_ = {};
+  return true;
 }
 
 std::size_t FlowRegistry::collect_idle_flows(TimePoint now, Duration idle) {

@@ -93,6 +93,17 @@ class FlowQueue {
       for (Item* i : ordered_) f(i);
     }
   }
+  // Last to first, while `f` returns true: costs what it visits.
+  template <class F>
+  void for_each_from_tail(F&& f) const {
+    if (fifo_) {
+      for (Item* i = last_; i; i = i->prev)
+        if (!f(i)) return;
+    } else {
+      for (auto it = ordered_.rbegin(); it != ordered_.rend(); ++it)
+        if (!f(*it)) return;
+    }
+  }
 
  private:
   bool fifo_;
@@ -145,6 +156,7 @@ class Flow final : public flowcontrol::FlowView {
   std::uint32_t in_flight_ = 0;
   TimePoint last_active_{};
   FlowStats stats_;
+  std::size_t all_index_ = 0;  // position in the registry's list of flows
   // The registry's idle list (empty, nothing in flight), oldest first.
   Flow* idle_prev_ = nullptr;
   Flow* idle_next_ = nullptr;
@@ -216,6 +228,20 @@ struct FlowOverride {
   std::optional<double> weight;
   std::optional<int> priority;              // pin: every request of the id goes here
   std::optional<std::uint64_t> max_queued;  // per-flow queue limit (requests)
+};
+
+// A copy of one flow's state, made on the dispatcher for other threads to
+// render (the admin plane, /metrics).
+struct FlowSummary {
+  std::string id;
+  int priority = 0;
+  int band = 0;
+  double weight = 1;
+  std::size_t queued = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t in_flight = 0;
+  TimePoint last_active{};
+  FlowStats stats;
 };
 
 // Which limit a newcomer would exceed.
@@ -298,6 +324,17 @@ class FlowRegistry {
 
   std::size_t flow_count() const { return flow_count_; }
 
+  // A copy of every flow, made a chunk at a time so that no single step
+  // holds the dispatcher for long whatever the number of flows. Each flow
+  // that lives through the whole copy is in it exactly once; flows made or
+  // dropped meanwhile may or may not be. One copy at a time: beginning
+  // another abandons the first.
+  void begin_flow_copy();
+  // Copies up to `n` more flows; when that completes the copy, moves it
+  // into `out` and returns true.
+  bool continue_flow_copy(std::size_t n, std::vector<FlowSummary>& out);
+  static FlowSummary summarize(const Flow& flow);
+
  private:
   std::unique_ptr<Band> make_band(const BandConfig& config, bool configured);
   void apply_band_config(Band& band, const BandConfig& config, bool rebuild_fairness = false);
@@ -318,6 +355,11 @@ class FlowRegistry {
   std::uint64_t requests_ = 0;
   std::uint64_t bytes_ = 0;
   std::size_t flow_count_ = 0;
+  std::vector<Flow*> all_flows_;  // every live flow, in no particular order
+  bool copying_ = false;
+  std::vector<FlowSummary> copy_;  // the copy in progress
+  std::size_t copy_cursor_ = 0;    // all_flows_[0, cursor) copied
+  std::size_t copy_end_ = 0;       // ... up to here
   std::uint64_t flow_limit_rejections_ = 0;
   Flow* idle_oldest_ = nullptr;
   Flow* idle_newest_ = nullptr;

@@ -47,28 +47,28 @@ double ms_since(flowcontrol::TimePoint t, flowcontrol::TimePoint now) {
   return std::chrono::duration<double, std::milli>(now - t).count();
 }
 
-json flow_json(const registry::Flow& f, const flowcontrol::Controller& c,
+json flow_json(const registry::FlowSummary& f, const flowcontrol::FairnessParams& prices,
                flowcontrol::TimePoint now) {
   json outcomes = json::object();
   for (int o = 1; o < 8; ++o)
-    if (f.stats().outcomes[o])
-      outcomes[std::string(dropped_reason(static_cast<QueueOutcome>(o)))] = f.stats().outcomes[o];
-  const auto& s = f.stats();
-  return json{{"id", f.key().id},
-              {"priority", f.key().priority},
-              {"band", f.band()->priority()},
-              {"weight", f.weight()},
-              {"queued", f.queued()},
-              {"queuedBytes", f.bytes()},
-              {"inFlight", f.in_flight()},
+    if (f.stats.outcomes[o])
+      outcomes[std::string(dropped_reason(static_cast<QueueOutcome>(o)))] = f.stats.outcomes[o];
+  const auto& s = f.stats;
+  return json{{"id", f.id},
+              {"priority", f.priority},
+              {"band", f.band},
+              {"weight", f.weight},
+              {"queued", f.queued},
+              {"queuedBytes", f.bytes},
+              {"inFlight", f.in_flight},
               {"dispatched", s.dispatched},
               {"completed", s.completed},
               {"outcomes", outcomes},
               {"inputTokens", s.input_tokens},
               {"outputTokens", s.output_tokens},
-              {"tokensCharged", s.input_tokens * c.fairness_prices().input_price +
-                                    s.output_tokens * c.fairness_prices().output_price},
-              {"lastActiveMsAgo", ms_since(f.last_active(), now)}};
+              {"tokensCharged",
+               s.input_tokens * prices.input_price + s.output_tokens * prices.output_price},
+              {"lastActiveMsAgo", ms_since(f.last_active, now)}};
 }
 
 json override_json(const registry::FlowOverride& o) {
@@ -79,14 +79,39 @@ json override_json(const registry::FlowOverride& o) {
   return j;
 }
 
-// Every flow of `id` (one per priority), or all flows when `id` is empty.
+// The flows of one id (one per priority): a lookup per band, on the
+// dispatcher.
 json flows_json(flowcontrol::Controller& c, const std::string& id) {
   const auto now = flowcontrol::Clock::now();
   json out = json::array();
-  for (const auto& [p, band] : c.registry().bands())
-    for (const auto& [fid, flow] : band->flows())
-      if (id.empty() || fid == id) out.push_back(flow_json(*flow, c, now));
+  for (const auto& [p, band] : c.registry().bands()) {
+    auto it = band->flows().find(id);
+    if (it != band->flows().end())
+      out.push_back(
+          flow_json(registry::FlowRegistry::summarize(*it->second), c.fairness_prices(), now));
+  }
   return out;
+}
+
+// `?limit=N` of a target: N, or `fallback` when absent; nullopt when invalid.
+std::optional<std::size_t> limit_param(const std::string& target, std::size_t fallback,
+                                       std::size_t most) {
+  const auto q = target.find('?');
+  if (q == std::string::npos) return fallback;
+  std::string_view query(target);
+  query.remove_prefix(q + 1);
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (kv.rfind("limit=", 0) != 0) continue;
+    const std::string_view v = kv.substr(6);
+    std::size_t n = 0;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || ptr != v.data() + v.size() || n == 0 || n > most) return std::nullopt;
+    return n;
+  }
+  return fallback;
 }
 
 // PUT /admin/v1/flows/{id}: {weight, priority, maxQueued}; anything else is
@@ -251,6 +276,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
                                             ? "text/plain; version=0.0.4"
                                             : "application/json");
     if (r.status == 401) res_.set(http::field::www_authenticate, "Bearer");
+    if (r.total) res_.set("x-total-count", std::to_string(r.total));
     res_.keep_alive(keep_alive_);
     res_.body() = std::move(r.body);
     res_.prepare_payload();
@@ -298,8 +324,10 @@ std::string_view queue_outcome_name(QueueOutcome o) {
 }
 
 // The exposition: GIE's names where they exist, sluice's under sluice_.
-// Runs on the dispatcher (flow-control state); the rest is atomics.
-std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
+// Rendered on the admin thread from copies: the dispatcher's (DispatcherCopy,
+// bounded in size) and the flows' (copied a chunk at a time).
+std::string metrics_text(const AdminServer::DispatcherCopy& c,
+                         const AdminServer::FlowsSnapshot& flows, ProxyContext& ctx,
                          const WorkerStats& requests) {
   MetricsText m;
   {
@@ -310,7 +338,7 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
   }
   m.family("inference_extension_flow_control_request_queue_duration_seconds", "histogram",
            "Time in the flow-control queue, by flow, priority and how the wait ended.");
-  for (const auto& q : c.queue_durations()) {
+  for (const auto& q : c.queue_durations) {
     const std::string pr = std::to_string(q.priority);
     m.histogram("inference_extension_flow_control_request_queue_duration_seconds",
                 {{"fairness_id", q.fairness_id},
@@ -318,26 +346,28 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
                  {"outcome", queue_outcome_name(q.outcome)}},
                 flowcontrol::LatencyHistogram::kBounds, q.histogram.counts, q.histogram.sum);
   }
-  const auto now = flowcontrol::Clock::now();
   // Queues per flow, the largest `metricsMaxFlows` by queued bytes labelled.
   struct Q {
-    std::string id;
+    const std::string* id;
     int priority;
     double size, bytes;
   };
   std::vector<Q> qs;
-  for (const auto& [p, band] : c.registry().bands())
-    for (const auto& [id, flow] : band->flows())
-      qs.push_back({id, flow->key().priority, static_cast<double>(flow->queued()),
-                    static_cast<double>(flow->bytes())});
-  std::sort(qs.begin(), qs.end(), [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
-  std::map<int, std::pair<double, double>> other;
+  qs.reserve(flows.flows.size());
+  for (const auto& f : flows.flows)
+    qs.push_back({&f.id, f.priority, static_cast<double>(f.queued), static_cast<double>(f.bytes)});
   const std::size_t max_flows = ctx.config.server.metrics_max_flows;
+  if (qs.size() > max_flows) {
+    std::nth_element(qs.begin(), qs.begin() + static_cast<std::ptrdiff_t>(max_flows), qs.end(),
+                     [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
+  }
+  std::map<int, std::pair<double, double>> other;
   for (std::size_t i = max_flows; i < qs.size(); ++i) {
     other[qs[i].priority].first += qs[i].size;
     other[qs[i].priority].second += qs[i].bytes;
   }
   if (qs.size() > max_flows) qs.resize(max_flows);
+  std::sort(qs.begin(), qs.end(), [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
   for (int pass = 0; pass < 2; ++pass) {
     const char* name = pass == 0 ? "inference_extension_flow_control_queue_size"
                                  : "inference_extension_flow_control_queue_bytes";
@@ -345,7 +375,7 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
              pass == 0 ? "Requests queued, by flow." : "Bytes of request bodies queued, by flow.");
     for (const auto& q : qs) {
       const std::string pr = std::to_string(q.priority);
-      m.sample(name, {{"fairness_id", q.id}, {"priority", pr}}, pass == 0 ? q.size : q.bytes);
+      m.sample(name, {{"fairness_id", *q.id}, {"priority", pr}}, pass == 0 ? q.size : q.bytes);
     }
     for (const auto& [p, v] : other) {
       const std::string pr = std::to_string(p);
@@ -354,7 +384,7 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
   }
   m.family("inference_extension_flow_control_pool_saturation", "gauge",
            "Pool saturation by the saturation detector (1: no endpoint has room).");
-  m.sample("inference_extension_flow_control_pool_saturation", {}, c.pool_saturation(now));
+  m.sample("inference_extension_flow_control_pool_saturation", {}, c.pool_saturation);
 
   // The pool, from the scraped metrics.
   double kv = 0, queue = 0;
@@ -384,37 +414,32 @@ std::string metrics_text(flowcontrol::Controller& c, ProxyContext& ctx,
   m.sample("inference_pool_ready_pods", {{"name", "sluice"}}, ready);
 
   // Scheduler timings.
-  if (auto* s = c.scheduler()) {
+  if (!c.timings.empty()) {
     const auto& bounds = scheduling::Timing::kBounds;
-    auto hist = [&](const scheduling::Timing& t, MetricsText::Labels labels,
-                    std::string_view name) {
-      std::array<std::uint64_t, scheduling::Timing::kBounds.size() + 1> counts{};
-      for (std::size_t i = 0; i < counts.size(); ++i)
-        counts[i] = t.buckets[i].load(std::memory_order_relaxed);
-      m.histogram(name, labels, bounds, counts, static_cast<double>(t.sum_ns.load()) / 1e9);
-    };
     m.family("inference_extension_scheduler_e2e_duration_seconds", "histogram",
              "One scheduling cycle, all profiles.");
-    hist(s->cycle_timing(), {}, "inference_extension_scheduler_e2e_duration_seconds");
+    for (const auto& t : c.timings)
+      if (t.extension_point == "Cycle")
+        m.histogram("inference_extension_scheduler_e2e_duration_seconds", {}, bounds, t.counts,
+                    t.sum_seconds);
     m.family("inference_extension_plugin_duration_seconds", "histogram",
              "One call of a scheduling plugin.");
-    for (const auto& t : s->timings()) {
-      if (t->extension_point == "Cycle") continue;
-      hist(*t,
-           {{"extension_point", t->extension_point},
-            {"plugin_type", t->type},
-            {"plugin_name", t->name}},
-           "inference_extension_plugin_duration_seconds");
+    for (const auto& t : c.timings) {
+      if (t.extension_point == "Cycle") continue;
+      m.histogram("inference_extension_plugin_duration_seconds",
+                  {{"extension_point", t.extension_point},
+                   {"plugin_type", t.type},
+                   {"plugin_name", t.name}},
+                  bounds, t.counts, t.sum_seconds);
     }
   }
 
   // sluice's own.
   m.family("sluice_flows", "gauge", "Live flows (fairness id x priority) in the registry.");
-  m.sample("sluice_flows", {}, static_cast<double>(c.registry().flow_count()));
+  m.sample("sluice_flows", {}, static_cast<double>(c.flow_count));
   m.family("sluice_flow_limit_rejections_total", "counter",
            "New flows refused at flowControl.maxFlows (every flow had work queued or in flight).");
-  m.sample("sluice_flow_limit_rejections_total", {},
-           static_cast<double>(c.registry().flow_limit_rejections()));
+  m.sample("sluice_flow_limit_rejections_total", {}, static_cast<double>(c.flow_limit_rejections));
   m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
   m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
   m.family("sluice_dispatcher_events_total", "counter",
@@ -551,6 +576,51 @@ void AdminServer::on_dispatcher(std::function<Reply(flowcontrol::Controller&)> f
       });
 }
 
+void AdminServer::with_flows(std::function<void(std::shared_ptr<const FlowsSnapshot>)> fn) {
+  if (!flow_waiters_.empty()) {
+    // A copy is under way, begun before this call: the next one serves it.
+    next_flow_waiters_.push_back(std::move(fn));
+    return;
+  }
+  flow_waiters_.push_back(std::move(fn));
+  auto snapshot = std::make_shared<FlowsSnapshot>();
+  ctx_.flow_control->reconfigure(
+      *producer_, [](flowcontrol::Controller& c) { c.registry().begin_flow_copy(); },
+      [this, snapshot] { net::post(ioc_, [this, snapshot] { copy_flows_step(snapshot); }); });
+}
+
+void AdminServer::copy_flows_step(std::shared_ptr<FlowsSnapshot> snapshot) {
+  // Flows copied per dispatcher event: tens of microseconds.
+  static constexpr std::size_t kChunk = 256;
+  auto done = std::make_shared<bool>(false);
+  ctx_.flow_control->reconfigure(
+      *producer_,
+      [snapshot, done](flowcontrol::Controller& c) {
+        *done = c.registry().continue_flow_copy(kChunk, snapshot->flows);
+        if (*done) {
+          snapshot->prices = c.fairness_prices();
+          snapshot->taken = flowcontrol::Clock::now();
+        }
+      },
+      [this, snapshot, done] {
+        net::post(ioc_, [this, snapshot, done] {
+          if (!*done) return copy_flows_step(snapshot);
+          auto waiters = std::move(flow_waiters_);
+          flow_waiters_.clear();
+          std::shared_ptr<const FlowsSnapshot> result = snapshot;
+          for (auto& w : waiters) w(result);
+          if (!next_flow_waiters_.empty()) {
+            auto next = std::move(next_flow_waiters_);
+            next_flow_waiters_.clear();
+            auto first = std::move(next.front());
+            next.erase(next.begin());
+            with_flows(std::move(first));
+            for (auto& w : next) flow_waiters_.push_back(std::move(w));
+          }
+        });
+      });
+}
+
 void AdminServer::handle(const std::string& method, const std::string& target,
                          const std::string& authorization, const std::string& body,
                          std::function<void(Reply)> respond) {
@@ -595,16 +665,38 @@ void AdminServer::handle(const std::string& method, const std::string& target,
   }
   if (path == "/metrics") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
-    // The I/O threads' request statistics first, then flow control's.
-    // (The admin thread's producer token is used on the admin thread only.)
+    // The I/O threads' request statistics, the flows (copied a chunk at a
+    // time), the rest of flow control's state (a bounded copy); rendered
+    // here, never on the dispatcher.
     server_.collect_stats([this, respond = std::move(respond)](WorkerStats stats) mutable {
-      auto shared = std::make_shared<WorkerStats>(std::move(stats));
-      net::post(ioc_, [this, shared, respond = std::move(respond)]() mutable {
-        on_dispatcher(
-            [this, shared](flowcontrol::Controller& c) {
-              return Reply{200, metrics_text(c, ctx_, *shared)};
-            },
-            std::move(respond));
+      auto requests = std::make_shared<WorkerStats>(std::move(stats));
+      net::post(ioc_, [this, requests, respond = std::move(respond)]() mutable {
+        with_flows([this, requests, respond = std::move(respond)](
+                       std::shared_ptr<const FlowsSnapshot> flows) mutable {
+          auto copy = std::make_shared<DispatcherCopy>();
+          ctx_.flow_control->reconfigure(
+              *producer_,
+              [copy](flowcontrol::Controller& c) {
+                copy->queue_durations = c.queue_durations();
+                copy->pool_saturation = c.pool_saturation(flowcontrol::Clock::now());
+                copy->flow_count = c.registry().flow_count();
+                copy->flow_limit_rejections = c.registry().flow_limit_rejections();
+                if (auto* s = c.scheduler()) {
+                  for (const auto& t : s->timings()) {
+                    TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
+                    for (std::size_t i = 0; i < tc.counts.size() && i < t->buckets.size(); ++i)
+                      tc.counts[i] = t->buckets[i].load(std::memory_order_relaxed);
+                    tc.sum_seconds = static_cast<double>(t->sum_ns.load()) / 1e9;
+                    copy->timings.push_back(std::move(tc));
+                  }
+                }
+              },
+              [this, copy, flows, requests, respond = std::move(respond)]() mutable {
+                net::post(ioc_, [this, copy, flows, requests, respond = std::move(respond)] {
+                  respond(Reply{200, metrics_text(*copy, *flows, ctx_, *requests)});
+                });
+              });
+        });
       });
     });
     return;
@@ -657,9 +749,26 @@ void AdminServer::handle(const std::string& method, const std::string& target,
   }
   if (path == "/admin/v1/endpoints") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
+    // At most ?limit= (default 1000), the longest queues first when capped;
+    // x-total-count says how many there are.
+    auto limit = limit_param(target, 1000, datalayer::EndpointSet::kMaxEndpoints);
+    if (!limit)
+      return respond(
+          error_reply(400, "invalid-limit", "limit must be a whole number from 1 to 4096"));
     const auto now = datalayer::Clock::now();
+    std::vector<std::size_t> order(ctx_.endpoints.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (order.size() > *limit) {
+      auto load = [&](std::size_t i) {
+        const auto& ep = ctx_.endpoints.at(i);
+        return static_cast<double>(ep.waiting.load()) + static_cast<double>(ep.in_flight.load());
+      };
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return load(a) > load(b); });
+      order.resize(*limit);
+    }
     json out = json::array();
-    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+    for (std::size_t i : order) {
       const auto& ep = ctx_.endpoints.at(i);
       const auto at = ep.metrics_ns.load(std::memory_order_acquire);
       json e{{"address", ep.config.address},
@@ -680,7 +789,9 @@ void AdminServer::handle(const std::string& method, const std::string& target,
       }
       out.push_back(std::move(e));
     }
-    return respond(Reply{200, out.dump(-1, ' ', false, kReplace)});
+    Reply r{200, out.dump(-1, ' ', false, kReplace)};
+    r.total = ctx_.endpoints.size();
+    return respond(std::move(r));
   }
   if (path == "/admin/v1/bands") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
@@ -751,11 +862,33 @@ void AdminServer::handle(const std::string& method, const std::string& target,
   }
   if (path == "/admin/v1/flows") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
-    return on_dispatcher(
-        [](flowcontrol::Controller& c) {
-          return Reply{200, flows_json(c, "").dump(-1, ' ', false, kReplace)};
-        },
-        std::move(respond));
+    // The busiest flows first (queued, then in flight), at most ?limit=
+    // (default 1000); x-total-count says how many there are.
+    auto limit = limit_param(target, 1000, 1000000);
+    if (!limit)
+      return respond(
+          error_reply(400, "invalid-limit", "limit must be a whole number from 1 to 1000000"));
+    return with_flows(
+        [n = *limit, respond = std::move(respond)](std::shared_ptr<const FlowsSnapshot> snap) {
+          std::vector<const registry::FlowSummary*> order;
+          order.reserve(snap->flows.size());
+          for (const auto& f : snap->flows) order.push_back(&f);
+          auto busier = [](const registry::FlowSummary* a, const registry::FlowSummary* b) {
+            if (a->queued != b->queued) return a->queued > b->queued;
+            if (a->in_flight != b->in_flight) return a->in_flight > b->in_flight;
+            if (a->id != b->id) return a->id < b->id;
+            return a->priority > b->priority;
+          };
+          const std::size_t shown = std::min(n, order.size());
+          std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown),
+                            order.end(), busier);
+          json out = json::array();
+          for (std::size_t i = 0; i < shown; ++i)
+            out.push_back(flow_json(*order[i], snap->prices, snap->taken));
+          Reply r{200, out.dump(-1, ' ', false, kReplace)};
+          r.total = snap->flows.size();
+          respond(std::move(r));
+        });
   }
   const std::string flows_prefix = "/admin/v1/flows/";
   if (path.rfind(flows_prefix, 0) == 0 && path.size() > flows_prefix.size()) {

@@ -5,14 +5,19 @@
 // <token>` when a token is configured.
 #pragma once
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "flowcontrol/controller.h"
 #include "flowcontrol/controller_shell.h"
+#include "registry/flow_registry.h"
 
 namespace sluice::server {
 
@@ -36,6 +41,28 @@ class AdminServer {
   struct Reply {
     int status = 200;
     std::string body;
+    std::uint64_t total = 0;  // when listing a capped subset: x-total-count
+  };
+
+  // What the admin plane renders, copied on the dispatcher: the flows, a
+  // chunk per dispatcher event (so no step holds decisions up however many
+  // flows there are), and the rest of flow control's state, bounded in size.
+  struct FlowsSnapshot {
+    std::vector<registry::FlowSummary> flows;
+    flowcontrol::FairnessParams prices;
+    flowcontrol::TimePoint taken{};
+  };
+  struct TimingCopy {
+    std::string extension_point, type, name;
+    std::array<std::uint64_t, 13> counts{};
+    double sum_seconds = 0;
+  };
+  struct DispatcherCopy {
+    std::vector<flowcontrol::QueueDurationSeries> queue_durations;
+    double pool_saturation = 0;
+    std::size_t flow_count = 0;
+    std::uint64_t flow_limit_rejections = 0;
+    std::vector<TimingCopy> timings;
   };
   void handle(const std::string& method, const std::string& target,
               const std::string& authorization, const std::string& body,
@@ -43,6 +70,9 @@ class AdminServer {
 
  private:
   void accept();
+  // Calls `fn` on this thread with a copy of every flow made after the call.
+  void with_flows(std::function<void(std::shared_ptr<const FlowsSnapshot>)> fn);
+  void copy_flows_step(std::shared_ptr<FlowsSnapshot> snapshot);
   // Runs `fn` on the dispatcher, then `respond(fn's reply)` on this thread.
   void on_dispatcher(std::function<Reply(flowcontrol::Controller&)> fn,
                      std::function<void(Reply)> respond);
@@ -54,6 +84,10 @@ class AdminServer {
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<flowcontrol::ControllerShell::Producer> producer_;  // admin thread only
   std::thread thread_;
+  // with_flows callers served by the copy in progress, and those that came
+  // after it began (served by the next copy). Admin thread only.
+  std::vector<std::function<void(std::shared_ptr<const FlowsSnapshot>)>> flow_waiters_;
+  std::vector<std::function<void(std::shared_ptr<const FlowsSnapshot>)>> next_flow_waiters_;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".

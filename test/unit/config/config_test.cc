@@ -183,7 +183,9 @@ TEST(Config, FlowControlDefaults) {
   auto c = load_config_string("flowControl: {}\n");
   EXPECT_FALSE(c.flow_control.enabled);  // the gate is off
   EXPECT_TRUE(c.flow_control.displacement);
-  EXPECT_FALSE(c.flow_control.default_request_ttl.has_value());
+  EXPECT_EQ(c.flow_control.default_request_ttl, std::chrono::nanoseconds(60s));  // sluice's bound
+  EXPECT_FALSE(load_config_string("flowControl: {defaultRequestTTL: 0s}\n")
+                   .flow_control.default_request_ttl.has_value());
   EXPECT_EQ(c.flow_control.default_band.fairness_type, "global-strict-fairness-policy");
   EXPECT_EQ(c.flow_control.default_band.ordering_type, "fcfs-ordering-policy");
   EXPECT_EQ(c.saturation_detector.type, "utilization-detector");

@@ -137,5 +137,45 @@ TEST(ControllerShell, ReconfigureRunsOnTheDispatcherAndKeepsQueuedRequests) {
   EXPECT_EQ(c.total, 3u);
 }
 
+// Shutdown: a request enqueued as the dispatcher stops (an I/O thread racing
+// with Server::shutdown) still gets its one decision, EvictedOther, and at
+// once; before, it sat in the queue with its session until the process
+// ended (the suspected use-after-free of issue 11, defect 10). Producers run
+// through the stop, so both sides of the race are taken.
+TEST(ControllerShell, RequestsEnqueuedAroundTheStopEachGetOneDecision) {
+  for (int round = 0; round < 20; ++round) {
+    ControllerShell shell(controller(0));  // nothing leaves: all stay queued
+    shell.start();
+    Collector c;
+    auto waiter = std::make_shared<RecordingWaiter>(c);
+    std::atomic<bool> stopped{false};
+    std::atomic<std::uint64_t> sent{0};
+    std::vector<std::thread> producers;
+    for (int t = 0; t < 2; ++t) {
+      producers.emplace_back([&, t] {
+        auto token = shell.make_producer();
+        // Until well after the stop: at least 50 requests once it returned.
+        int after = 0;
+        for (std::uint64_t i = 0; after < 50; ++i) {
+          if (stopped.load()) ++after;
+          EnqueueRequest r;
+          r.flow_id = "flow";
+          shell.enqueue(*token, static_cast<std::uint64_t>(t) << 32 | i, r, waiter);
+          sent += 1;
+          shell.wake();
+        }
+      });
+    }
+    while (sent.load() < 100) std::this_thread::yield();
+    shell.stop();
+    stopped = true;
+    for (auto& p : producers) p.join();
+    ASSERT_TRUE(c.wait_for(sent.load(), 10s)) << "round " << round;
+    std::lock_guard lock(c.mu);
+    EXPECT_EQ(c.total, sent.load());
+    for (const auto& [cookie, n] : c.decisions) EXPECT_EQ(n, 1) << cookie;
+  }
+}
+
 }  // namespace
 }  // namespace sluice::flowcontrol

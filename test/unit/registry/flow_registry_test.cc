@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "flowcontrol/fairness_policies.h"
 #include "flowcontrol/ordering_policies.h"
 
@@ -195,6 +198,105 @@ TEST_F(Fixture, IdleFlowsAreCollected) {
   EXPECT_EQ(reg.collect_idle_flows(T0 + 1min, std::chrono::minutes(5)), 0u);
   EXPECT_EQ(reg.collect_idle_flows(T0 + 6min, std::chrono::minutes(5)), 1u);
   EXPECT_EQ(reg.flow_count(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::registry
+
+namespace sluice::registry {
+namespace {
+
+FlowRegistry capped_registry(std::uint64_t max_flows) {
+  RegistryConfig c;
+  c.default_band.fairness = "round-robin-fairness-policy";
+  c.max_flows = max_flows;
+  return FlowRegistry(c, factory());
+}
+
+// Idle flows are collected oldest first, at a cost of the flows collected:
+// those with queued or in-flight work stay whatever their age.
+TEST(FlowRegistryIdle, CollectsOnlyFlowsIdleLongEnoughOldestFirst) {
+  FlowRegistry reg = capped_registry(0);
+  reg.flow({"old", 0}, T0);
+  reg.flow({"newer", 0}, T0 + 10s);
+  Item* busy = reg.allocate();
+  busy->request.sequence = 1;
+  reg.enqueue(busy, reg.flow({"busy", 0}, T0), T0);
+  EXPECT_EQ(reg.flow_count(), 3u);
+  EXPECT_EQ(reg.collect_idle_flows(T0 + 30s, 25s), 1u);  // "old" only
+  EXPECT_EQ(reg.flow_count(), 2u);
+  EXPECT_EQ(reg.band(0).flows().count("old"), 0u);
+  EXPECT_EQ(reg.collect_idle_flows(T0 + 100s, 25s), 1u);  // "newer"; "busy" has work
+  EXPECT_EQ(reg.band(0).flows().count("busy"), 1u);
+  // In flight counts as work too; finishing makes it idle from then.
+  reg.dequeue(busy, T0 + 100s);
+  reg.mark_in_flight(busy, 0);
+  EXPECT_EQ(reg.collect_idle_flows(T0 + 200s, 25s), 0u);
+  reg.finish_in_flight(busy, T0 + 200s);
+  EXPECT_EQ(reg.collect_idle_flows(T0 + 210s, 25s), 0u);
+  EXPECT_EQ(reg.collect_idle_flows(T0 + 226s, 25s), 1u);
+  EXPECT_EQ(reg.flow_count(), 0u);
+}
+
+// At max_flows a newcomer takes the place of the longest idle flow; when
+// every flow has work it is refused and the others keep their state.
+TEST(FlowRegistryIdle, FlowCapReplacesTheLongestIdleOrRefuses) {
+  FlowRegistry reg = capped_registry(2);
+  Item* a = reg.allocate();
+  a->request.sequence = 1;
+  reg.enqueue(a, *reg.admit_flow({"a", 0}, T0), T0);
+  ASSERT_NE(reg.admit_flow({"b", 0}, T0 + 1s), nullptr);  // idle (nothing queued)
+  ASSERT_NE(reg.admit_flow({"c", 0}, T0 + 2s), nullptr);  // replaces idle "b"
+  EXPECT_EQ(reg.band(0).flows().count("b"), 0u);
+  EXPECT_EQ(reg.flow_count(), 2u);
+  Item* c = reg.allocate();
+  c->request.sequence = 2;
+  reg.enqueue(c, *reg.admit_flow({"c", 0}, T0 + 2s), T0 + 2s);
+  EXPECT_EQ(reg.admit_flow({"d", 0}, T0 + 3s), nullptr);  // a and c have work
+  EXPECT_EQ(reg.flow_limit_rejections(), 1u);
+  EXPECT_NE(reg.admit_flow({"a", 0}, T0 + 3s), nullptr);  // an existing flow is always found
+  EXPECT_EQ(reg.flow({"a", 0}, T0).queued(), 1u);
+  EXPECT_EQ(reg.flow_count(), 2u);
+}
+
+// The chunked copy: every flow that lives through the whole copy is in it
+// exactly once, whatever is made or dropped between chunks (drops swap the
+// last flow into the dropped one's place, before and after the cursor).
+TEST(FlowRegistryCopy, EveryFlowLivingThroughTheCopyIsInItExactlyOnce) {
+  for (std::size_t chunk : {1u, 7u, 64u}) {
+    SCOPED_TRACE(chunk);
+    FlowRegistry reg = capped_registry(0);
+    // Made out of order of their idle time, so that collection (oldest idle
+    // first) drops flows all over the list.
+    for (int i = 0; i < 300; ++i) {
+      const int age = (i * 37) % 300;
+      reg.flow({"f" + std::to_string(i), 0}, T0 + std::chrono::seconds(age));
+    }
+    std::set<std::string> made;
+    reg.begin_flow_copy();
+    std::vector<FlowSummary> out;
+    int steps = 0;
+    while (!reg.continue_flow_copy(chunk, out)) {
+      ++steps;
+      // Between chunks: the two oldest idle flows go (100 in all), a new
+      // one comes.
+      if (steps <= 50) reg.collect_idle_flows(T0 + std::chrono::seconds(2 * steps), 1s);
+      const std::string fresh = "new" + std::to_string(steps);
+      reg.flow({fresh, 0}, T0 + 10000s);
+      made.insert(fresh);
+    }
+    std::map<std::string, int> seen;
+    for (const auto& s : out) seen[s.id] += 1;
+    for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id;
+    int survivors = 0;
+    for (const auto& [id, f] : reg.band(0).flows()) {
+      if (made.count(id)) continue;
+      ++survivors;
+      EXPECT_EQ(seen.count(id), 1u) << id;
+    }
+    EXPECT_GT(survivors, 0);
+    EXPECT_GT(steps, 2);
+  }
 }
 
 }  // namespace
