@@ -285,6 +285,12 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       fail(r.source, n, f.child("maxFairnessIdBytes"), "must be between 1 and 1024");
     s.max_fairness_id_bytes = static_cast<std::uint32_t>(v);
   }
+  if (auto n = f.take("maxModelBytes")) {
+    auto v = r.integer(n, f.child("maxModelBytes"));
+    if (v < 1 || v > 4096)
+      fail(r.source, n, f.child("maxModelBytes"), "must be between 1 and 4096");
+    s.max_model_bytes = static_cast<std::uint32_t>(v);
+  }
   struct {
     const char* key;
     nanoseconds* field;

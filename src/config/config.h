@@ -36,6 +36,9 @@ struct ServerOptions {
   // Longest fairness id / objective name accepted (x-gateway-inference-*);
   // longer, or with bytes outside server/steering.h's set: 400.
   std::uint32_t max_fairness_id_bytes = 128;
+  // Longest `model` accepted (it becomes a metric label and a log field);
+  // longer, or with control characters: 400 invalid-model.
+  std::uint32_t max_model_bytes = 256;
   nanoseconds header_read_timeout = 10s;      // first byte to end of headers
   nanoseconds body_read_timeout = 30s;        // end of headers to end of body
   nanoseconds keep_alive_idle_timeout = 60s;  // between requests on a connection

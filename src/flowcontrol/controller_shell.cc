@@ -19,9 +19,9 @@ void ControllerShell::start() {
 
 void ControllerShell::stop() {
   if (!thread_.joinable()) return;
-  Event e;
-  e.kind = Event::Kind::kStop;
-  queue_.enqueue(std::move(e));
+  // A flag, not an event: the queue does not order events across producers
+  // and drains the fullest first, so a stop event could wait behind a flood.
+  running_.store(false);
   wake();
   thread_.join();
   // An enqueue that raced with the stop either sees stopped_ and rejects

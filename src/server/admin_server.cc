@@ -294,7 +294,9 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
 
   beast::tcp_stream stream_;
   AdminServer& admin_;
-  beast::flat_buffer buffer_;
+  // Unparsed bytes at most: a head, a chunk-size line or a trailer (Beast
+  // 1.81 bounds the last two by nothing else); over it, 400 bad-request.
+  beast::flat_buffer buffer_{(1u << 20) + (64u << 10)};
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
   bool keep_alive_ = true;

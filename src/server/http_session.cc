@@ -27,6 +27,8 @@ namespace {
 
 constexpr std::size_t kReadSize = 8192;
 constexpr std::size_t kRelayReadSize = 16384;
+// An endpoint's response head, and any chunk-size line or trailer after it.
+constexpr std::size_t kMaxResponseHeadBytes = 64 * 1024;
 
 void append_number(std::string& out, std::uint64_t v) {
   char buf[24];
@@ -148,6 +150,12 @@ void HttpSession::parse_request() {
   if (ec)
     return answer(client_error(400, "bad-request", "malformed HTTP request: " + ec.message()));
   if (p.is_done()) return handle_request();
+  // Past the head, what stays buffered is an unfinished chunk-size line or
+  // trailer (chunk data is consumed as it comes): Beast 1.81 bounds neither,
+  // so sluice does, by the header limit.
+  if (p.is_header_done() && client_buffer_.size() > ctx_.config.server.max_header_bytes)
+    return answer(
+        client_error(400, "bad-request", "a chunk-size line or the trailer exceeds the limit"));
 
   if (!p.is_header_done()) {
     if (!header_deadline_armed_) {
@@ -224,6 +232,11 @@ void HttpSession::handle_request() {
     auto parsed = parse_openai_request(request_.body, hash_prefix ? &prompt_text_ : nullptr,
                                        scheduling::prefix_text_limit(policy.preparation));
     if (!parsed.ok()) return answer(client_error(400, parsed.error_code, parsed.error_message));
+    if (!is_valid_model_name(parsed.request.model, ctx_.config.server.max_model_bytes))
+      return answer(client_error(400, "invalid-model",
+                                 "'model' must be 1 to " +
+                                     std::to_string(ctx_.config.server.max_model_bytes) +
+                                     " bytes without control characters"));
     // GIE's legacy admission (flow control off): shed sheddable requests
     // while the pool is saturated.
     if (policy.legacy_detector && !request_.objective.empty()) {
@@ -350,7 +363,8 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
   }
   if (d.outcome == QueueOutcome::kEvictedContextCancelled) return close();
   if (!d.detail.empty()) {
-    SLUICE_LOG(kWarn, "scheduler", "request " << request_id_ << " not schedulable: " << d.detail);
+    SLUICE_LOG_LIMITED(kWarn, "scheduler",
+                       "request " << request_id_ << " not schedulable: " << d.detail);
     return answer(
         flowcontrol::answer_for(d.outcome, "no endpoint can serve this request: " + d.detail));
   }
@@ -644,7 +658,7 @@ void HttpSession::on_upstream_written(error_code ec, std::size_t) {
   if (ec) return upstream_failed_before_response(ec, "writing the request");
   response_parser_.emplace(response_);
   response_parser_->body_limit(boost::none);  // relayed, never buffered whole
-  response_parser_->header_limit(64 * 1024);
+  response_parser_->header_limit(kMaxResponseHeadBytes);
   response_parser_->eager(true);
   // The deadline set before the write also bounds the wait for the headers.
   read_upstream();
@@ -679,6 +693,14 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     return upstream_failed_mid_response(ec);
   }
   if (!p.is_header_done()) return read_upstream();
+  // An unfinished chunk-size line or trailer is all that stays buffered past
+  // the head (Beast 1.81 bounds neither): an endpoint sending an endless
+  // one is an upstream error, not memory.
+  if (!p.is_done() && upstream_->buffer.size() > kMaxResponseHeadBytes) {
+    const error_code overflow = http::error::buffer_overflow;
+    if (!head_built_) return upstream_failed_before_response(overflow, "reading the response");
+    return upstream_failed_mid_response(overflow);
+  }
   if (!head_built_ && response_.status / 100 == 1) return on_interim_response();
   if (!head_built_ && response_.unsupported_transfer_coding)
     return upstream_failed_before_response(http::error::bad_transfer_encoding,
@@ -713,7 +735,7 @@ void HttpSession::on_interim_response() {
   auto next = [self = shared_from_this()] {
     self->response_parser_.emplace(self->response_);
     self->response_parser_->body_limit(boost::none);
-    self->response_parser_->header_limit(64 * 1024);
+    self->response_parser_->header_limit(kMaxResponseHeadBytes);
     self->response_parser_->eager(true);
     if (self->upstream_->buffer.size() > 0) return self->on_upstream_read({}, 0);
     self->read_upstream();
@@ -816,8 +838,14 @@ void HttpSession::build_client_head() {
   // reusable); HTTP/1.0 clients get the raw body and a close.
   if (p.content_length()) {
     framing_ = Framing::kRaw;
-  } else if (p.is_done()) {
+  } else if (p.is_done() && (bodyless || response_.body.empty())) {
     framing_ = Framing::kNone;
+  } else if (p.is_done()) {
+    // A chunked (or close-delimited) body that came whole in the first
+    // read: its length is known, and it must be framed by it — a
+    // `Content-Length: 0` here would leave the body on the client's
+    // connection to be read as its next response.
+    framing_ = Framing::kRaw;
   } else if (request_.version >= 11) {
     framing_ = Framing::kChunked;
   } else {
@@ -845,9 +873,9 @@ void HttpSession::build_client_head() {
   h += request_id_;
   h += "\r\n";
   h += scheduler_response_headers_;
-  if (framing_ == Framing::kRaw && p.content_length()) {
+  if (framing_ == Framing::kRaw && (p.content_length() || p.is_done())) {
     h += "Content-Length: ";
-    append_number(h, *p.content_length());
+    append_number(h, p.content_length() ? *p.content_length() : response_.body.size());
     h += "\r\n";
   } else if (framing_ == Framing::kChunked) {
     h += "Transfer-Encoding: chunked\r\n";

@@ -118,6 +118,9 @@ void ProxyRequestParser::on_request_impl(http::verb method, string_view method_s
 
 void ProxyRequestParser::on_field_impl(http::field name, string_view name_string, string_view value,
                                        error_code&) {
+  // A chunked body's trailer: dropped. Its fields would otherwise be
+  // forwarded (or steer the request) outside the header limit.
+  if (is_header_done()) return;
   if (name == http::field::connection) note_connection_options(head_.connection_options, value);
   if (name == http::field::transfer_encoding && !is_plain_chunked(value))
     head_.unsupported_transfer_coding = true;
@@ -197,6 +200,7 @@ void RelayResponseParser::on_response_impl(int code, string_view reason, int, er
 
 void RelayResponseParser::on_field_impl(http::field name, string_view name_string,
                                         string_view value, error_code&) {
+  if (is_header_done()) return;  // a trailer: not relayed (nor made a header)
   if (name == http::field::connection) note_connection_options(head_.connection_options, value);
   if (name == http::field::transfer_encoding && !is_plain_chunked(value))
     head_.unsupported_transfer_coding = true;
@@ -204,9 +208,11 @@ void RelayResponseParser::on_field_impl(http::field name, string_view name_strin
   if (name == http::field::content_type) {
     head_.is_sse = value.size() >= 17 && iequals(value.substr(0, 17), "text/event-stream");
   } else if (name == http::field::unknown &&
-             (iequals(name_string, "x-request-id") ||
-              iequals(name_string, "x-gateway-destination-endpoint-served"))) {
-    return;  // sluice sets these
+             (iequals(name_string, "x-request-id") || iequals(name_string, "x-session-token") ||
+              (name_string.size() >= 10 && iequals(name_string.substr(0, 10), "x-gateway-")))) {
+    // sluice's own: the request id, the serving endpoint, the session token,
+    // a drop reason. An endpoint cannot speak for sluice.
+    return;
   }
   append_field(head_.forward_headers, name_string, value);
 }

@@ -46,4 +46,15 @@ inline bool is_valid_steering_value(std::string_view v, std::size_t max_bytes) {
   return true;
 }
 
+// The body's `model` (valid UTF-8 already, simdjson checks): at most
+// `max_bytes`, no control characters (it is a metric label and a log field).
+inline bool is_valid_model_name(std::string_view v, std::size_t max_bytes) {
+  if (v.size() > max_bytes) return false;
+  for (char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return false;
+  }
+  return true;
+}
+
 }  // namespace sluice::server

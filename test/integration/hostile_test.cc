@@ -377,5 +377,118 @@ TEST(Hostile, AdminReadsOfManyFlowsAreCopiedInChunksAndCapped) {
   EXPECT_TRUE(sluice->running());
 }
 
+// A chunked answer that arrives whole in one read was relayed with
+// `Content-Length: 0` and then its body: the body sat on the client's
+// connection and was read as its next response (an endpoint could plant
+// one). Its trailer became header fields; an endpoint's x-gateway-* and
+// x-session-token spoke for sluice.
+TEST(Hostile, WholeChunkedAnswerIsFramedByItsLengthAndTrailersDropped) {
+  FakeUpstream up([](const UpstreamRequest& r) {
+    const std::string echo = json{{"echo", r.body}}.dump();
+    const std::string half = echo.substr(0, echo.size() / 2), rest = echo.substr(echo.size() / 2);
+    char a[16], b[16];
+    std::snprintf(a, sizeof a, "%zx", half.size());
+    std::snprintf(b, sizeof b, "%zx", rest.size());
+    return FakeUpstream::Reply{
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+        "x-gateway-inference-dropped-reason: evicted-ttl\r\nx-session-token: forged\r\n"
+        "x-kept: 1\r\n\r\n" +
+        std::string(a) + "\r\n" + half + "\r\n" + std::string(b) + "\r\n" + rest +
+        "\r\n0\r\nx-trailer-field: evil\r\n\r\n"};
+  });
+  TempFile cfg(make_config({up.address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());  // one keep-alive connection
+  for (int i = 0; i < 3; ++i) {
+    const std::string prompt = "client " + std::to_string(i);
+    auto r = client.post_json("/v1/completions", completion_body(1, false, prompt));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find(prompt), std::string::npos) << r.body;
+    ASSERT_TRUE(valid_json(r.body)) << r.body;
+    EXPECT_EQ(r.header("x-trailer-field"), "");
+    EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), "");
+    EXPECT_EQ(r.header("x-session-token"), "");
+    EXPECT_EQ(r.header("x-kept"), "1");
+  }
+  EXPECT_EQ(up.requests().size(), 3u);
+}
+
+// Beast 1.81 bounds neither a chunk-size line nor a trailer: an endless one
+// grew the read buffer for as long as the client (or endpoint) kept sending.
+TEST(Hostile, EndlessChunkLinesAreRefusedNotBuffered) {
+  std::atomic<int> n{0};
+  FakeUpstream up([&](const UpstreamRequest& r) {
+    if (n++ == 0)  // an answer whose first chunk-size line never ends
+      return FakeUpstream::Reply{
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+          "\r\n1;" +
+          std::string(300u << 10, 'e')};
+    return FakeUpstream::Reply{FakeUpstream::response(200, json{{"echo", r.body}}.dump())};
+  });
+  TempFile cfg(make_config({up.address()}, "  maxHeaderBytes: 16Ki\n"));
+  auto sluice = start_sluice(cfg);
+
+  // From a client: the chunk extension, then a trailer, that never end.
+  for (const std::string& tail : {"1;" + std::string(64u << 10, 'x'),
+                                  "2\r\n{}\r\n0\r\nx-t: " + std::string(64u << 10, 'y')}) {
+    RawConnection raw(kHost, sluice->port());
+    raw.send(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n" +
+        tail);
+    bool closed = false;
+    const std::string text = raw.read_until_close(5000ms, &closed);
+    EXPECT_EQ(text.rfind("HTTP/1.1 400 ", 0), 0u) << text.substr(0, 200);
+    EXPECT_NE(text.find("bad-request"), std::string::npos);
+    EXPECT_TRUE(closed);
+  }
+  // A client's trailer is never forwarded (nor read as steering headers).
+  RawConnection trailer(kHost, sluice->port());
+  const std::string body = completion_body(1, false, "with a trailer");
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  // (The endpoint's first answer is the endless one: use it up first.)
+  HttpClient client(kHost, sluice->port());
+  auto first = client.post_json("/v1/completions", completion_body(1));
+  EXPECT_NE(first.status, 200);  // cut short: the transfer never completes
+  trailer.send(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+      std::string(size) + "\r\n" + body +
+      "\r\n0\r\nx-smuggled: 1\r\nx-gateway-inference-fairness-id: evil\r\n\r\n");
+  bool closed = false;
+  const std::string text = trailer.read_until_close(5000ms, &closed);
+  EXPECT_EQ(text.rfind("HTTP/1.1 200 ", 0), 0u) << text;
+  auto reqs = up.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[1].header("x-smuggled"), "");
+  EXPECT_NE(reqs[1].body.find("with a trailer"), std::string::npos);
+  EXPECT_EQ(scrape_metric(kHost, sluice->admin_port(),
+                          "sluice_requests_total{outcome=\"upstream-error\"}"),
+            1);
+  expect_serving(sluice->port());
+}
+
+// The model name becomes a metric label and a log field: bounded, printable.
+TEST(Hostile, ModelNamesAreBoundedAndPrintable) {
+  auto mock = start_mock();
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  for (const std::string& model :
+       {std::string(257, 'm'), std::string(1u << 20, 'm'), std::string("a\\u0000b"),
+        std::string("a\\rb"), std::string("a\\u007fb")}) {
+    SCOPED_TRACE(model.substr(0, 12));
+    auto r = client.post_json("/v1/completions",
+                              "{\"model\":\"" + model + "\",\"prompt\":\"hi\",\"max_tokens\":1}");
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "invalid-model");
+  }
+  auto ok = client.post_json("/v1/completions", "{\"model\":\"" + std::string(256, 'm') +
+                                                    "\",\"prompt\":\"hi\",\"max_tokens\":1}");
+  EXPECT_NE(ok.status, 400) << ok.body;
+  expect_serving(sluice->port());
+}
+
 }  // namespace
 }  // namespace sluice::test

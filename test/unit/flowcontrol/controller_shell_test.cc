@@ -163,6 +163,7 @@ TEST(ControllerShell, RequestsEnqueuedAroundTheStopEachGetOneDecision) {
           shell.enqueue(*token, static_cast<std::uint64_t>(t) << 32 | i, r, waiter);
           sent += 1;
           shell.wake();
+          std::this_thread::yield();
         }
       });
     }
