@@ -285,6 +285,16 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       fail(r.source, n, f.child("maxFairnessIdBytes"), "must be between 1 and 1024");
     s.max_fairness_id_bytes = static_cast<std::uint32_t>(v);
   }
+  if (auto n = f.take("maxConnections")) {
+    s.max_connections = r.quantity(n, f.child("maxConnections"));
+    if (s.max_connections == 0 || s.max_connections > 10000000)
+      fail(r.source, n, f.child("maxConnections"), "must be between 1 and 10000000");
+  }
+  if (auto n = f.take("adminMaxConnections")) {
+    s.admin_max_connections = r.quantity(n, f.child("adminMaxConnections"));
+    if (s.admin_max_connections == 0 || s.admin_max_connections > 100000)
+      fail(r.source, n, f.child("adminMaxConnections"), "must be between 1 and 100000");
+  }
   if (auto n = f.take("maxModelBytes")) {
     auto v = r.integer(n, f.child("maxModelBytes"));
     if (v < 1 || v > 4096)

@@ -39,6 +39,10 @@ struct ServerOptions {
   // Longest `model` accepted (it becomes a metric label and a log field);
   // longer, or with control characters: 400 invalid-model.
   std::uint32_t max_model_bytes = 256;
+  // Client connections open at once, data plane and admin plane; past it a
+  // new connection gets 503 too-many-connections and is closed.
+  std::uint64_t max_connections = 10000;
+  std::uint64_t admin_max_connections = 64;
   nanoseconds header_read_timeout = 10s;      // first byte to end of headers
   nanoseconds body_read_timeout = 30s;        // end of headers to end of body
   nanoseconds keep_alive_idle_timeout = 60s;  // between requests on a connection

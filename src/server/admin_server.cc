@@ -231,7 +231,8 @@ bool parse_band(const std::string& body, registry::BandConfig& c, Reply& error) 
 
 class AdminSession : public std::enable_shared_from_this<AdminSession> {
  public:
-  AdminSession(tcp::socket s, AdminServer& admin) : stream_(std::move(s)), admin_(admin) {}
+  AdminSession(tcp::socket s, AdminServer& admin, ConnectionLimit::Permit permit)
+      : stream_(std::move(s)), admin_(admin), permit_(std::move(permit)) {}
   void start() { read(); }
 
  private:
@@ -297,6 +298,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   // Unparsed bytes at most: a head, a chunk-size line or a trailer (Beast
   // 1.81 bounds the last two by nothing else); over it, 400 bad-request.
   beast::flat_buffer buffer_{(1u << 20) + (64u << 10)};
+  ConnectionLimit::Permit permit_;  // one of server.adminMaxConnections
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
   bool keep_alive_ = true;
@@ -442,6 +444,19 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
   m.family("sluice_flow_limit_rejections_total", "counter",
            "New flows refused at flowControl.maxFlows (every flow had work queued or in flight).");
   m.sample("sluice_flow_limit_rejections_total", {}, static_cast<double>(c.flow_limit_rejections));
+  m.family("sluice_connections", "gauge",
+           "Client connections open, by listener (at most server.maxConnections / "
+           "server.adminMaxConnections).");
+  m.sample("sluice_connections", {{"listener", "data"}},
+           static_cast<double>(ctx.connections.open()));
+  m.sample("sluice_connections", {{"listener", "admin"}},
+           static_cast<double>(ctx.admin_connections.open()));
+  m.family("sluice_connections_refused_total", "counter",
+           "Connections answered 503 too-many-connections and closed, by listener.");
+  m.sample("sluice_connections_refused_total", {{"listener", "data"}},
+           static_cast<double>(ctx.connections.refused()));
+  m.sample("sluice_connections_refused_total", {{"listener", "admin"}},
+           static_cast<double>(ctx.admin_connections.refused()));
   m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
   m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
   m.family("sluice_dispatcher_events_total", "counter",
@@ -554,7 +569,17 @@ void AdminServer::accept() {
       });
       return;
     }
-    std::make_shared<AdminSession>(std::move(s), *this)->start();
+    auto permit = ctx_.admin_connections.try_acquire();
+    if (!permit) {
+      SLUICE_LOG_LIMITED(kWarn, "admin",
+                         "connection refused: " << ctx_.admin_connections.max()
+                                                << " open (server.adminMaxConnections)");
+      ConnectionLimit::refuse(s.native_handle());
+      boost::system::error_code ignored;
+      s.close(ignored);
+      return accept();
+    }
+    std::make_shared<AdminSession>(std::move(s), *this, std::move(permit))->start();
     accept();
   });
 }

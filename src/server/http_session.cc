@@ -58,8 +58,12 @@ bool parse_ms(std::string_view v, std::uint64_t& out) {
 
 }  // namespace
 
-HttpSession::HttpSession(Socket socket, Worker& worker, ProxyContext& ctx)
-    : client_(std::move(socket)), worker_(worker), ctx_(ctx) {
+HttpSession::HttpSession(Socket socket, Worker& worker, ProxyContext& ctx,
+                         ConnectionLimit::Permit permit)
+    : client_(std::move(socket)),
+      worker_(worker),
+      ctx_(ctx),
+      connection_permit_(std::move(permit)) {
   registration_ = worker_.sessions.insert(worker_.sessions.end(), this);
 }
 

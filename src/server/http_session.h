@@ -66,7 +66,8 @@ class DispatchTicket {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(Socket socket, Worker& worker, ProxyContext& ctx);
+  HttpSession(Socket socket, Worker& worker, ProxyContext& ctx,
+              ConnectionLimit::Permit permit = {});
   ~HttpSession();
 
   void start();
@@ -155,6 +156,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::beast::flat_buffer client_buffer_;
   Worker& worker_;
   ProxyContext& ctx_;
+  ConnectionLimit::Permit
+      connection_permit_;  // one of server.maxConnections, for this session's life
   std::list<HttpSession*>::iterator registration_;
   State state_ = State::kIdle;
   bool closing_ = false;

@@ -35,7 +35,11 @@ RequestPolicy::RequestPolicy(const config::Config& c) {
   if (c.flow_control.enabled) room_detector = flowcontrol::make_detector(c.saturation_detector);
 }
 
-ProxyContext::ProxyContext(const config::Config& c) : config(c), endpoints(c.endpoints) {
+ProxyContext::ProxyContext(const config::Config& c)
+    : config(c),
+      endpoints(c.endpoints),
+      connections(c.server.max_connections),
+      admin_connections(c.server.admin_max_connections) {
   auto controller = flowcontrol::make_controller(c);
   controller->set_metrics_max_flows(c.server.metrics_max_flows);
   policy = make_policy(c, controller->scheduler()->preparation());
@@ -434,27 +438,38 @@ void Server::start() {
 
 void Server::do_accept() {
   Worker* target = workers_[next_worker_++ % workers_.size()].get();
-  acceptor_->async_accept(
-      target->ioc.get_executor(), [this, target](boost::system::error_code ec, Socket s) {
-        if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
-        if (ec) {
-          // Out of descriptors and the like: back off briefly instead of
-          // spinning, and say so a few times a second at most.
-          SLUICE_LOG_LIMITED(kWarn, "listener", "accept failed: " << ec.message());
-          auto timer =
-              std::make_shared<net::steady_timer>(workers_[0]->ioc, std::chrono::milliseconds(50));
-          timer->async_wait([this, timer](boost::system::error_code) {
-            if (acceptor_->is_open()) do_accept();
-          });
-          return;
-        }
-        boost::system::error_code ignored;
-        s.set_option(tcp::no_delay(true), ignored);
-        net::post(target->ioc, [this, target, s = std::move(s)]() mutable {
-          std::make_shared<HttpSession>(std::move(s), *target, ctx_)->start();
-        });
-        do_accept();
+  acceptor_->async_accept(target->ioc.get_executor(), [this, target](boost::system::error_code ec,
+                                                                     Socket s) {
+    if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
+    if (ec) {
+      // Out of descriptors and the like: back off briefly instead of
+      // spinning, and say so a few times a second at most.
+      SLUICE_LOG_LIMITED(kWarn, "listener", "accept failed: " << ec.message());
+      auto timer =
+          std::make_shared<net::steady_timer>(workers_[0]->ioc, std::chrono::milliseconds(50));
+      timer->async_wait([this, timer](boost::system::error_code) {
+        if (acceptor_->is_open()) do_accept();
       });
+      return;
+    }
+    auto permit = ctx_.connections.try_acquire();
+    if (!permit) {
+      // At server.maxConnections: a typed answer, then the close.
+      SLUICE_LOG_LIMITED(
+          kWarn, "listener",
+          "connection refused: " << ctx_.connections.max() << " open (server.maxConnections)");
+      ConnectionLimit::refuse(s.native_handle());
+      boost::system::error_code ignored;
+      s.close(ignored);
+      return do_accept();
+    }
+    boost::system::error_code ignored;
+    s.set_option(tcp::no_delay(true), ignored);
+    net::post(target->ioc, [this, target, s = std::move(s), permit = std::move(permit)]() mutable {
+      std::make_shared<HttpSession>(std::move(s), *target, ctx_, std::move(permit))->start();
+    });
+    do_accept();
+  });
 }
 
 void Server::shutdown() {

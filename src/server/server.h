@@ -24,6 +24,7 @@
 #include "datalayer/metrics_scraper.h"
 #include "flowcontrol/controller_shell.h"
 #include "server/access_log.h"
+#include "server/connection_limit.h"
 #include "server/request_stats.h"
 #include "server/upstream_pool.h"
 
@@ -76,7 +77,9 @@ struct ProxyContext {
   // Drain (admin) or shutdown: new inference requests are turned away (503
   // `draining`); what is queued and in flight finishes.
   std::atomic<bool> draining{false};
-  AccessLog access_log;  // opened before start(); then read-only
+  AccessLog access_log;               // opened before start(); then read-only
+  ConnectionLimit connections;        // server.maxConnections
+  ConnectionLimit admin_connections;  // server.adminMaxConnections
   // Requests proxied right now (inference and pass-through), all threads.
   std::size_t in_flight() const;
 };
