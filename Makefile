@@ -4,7 +4,7 @@
 JOBS ?= 2
 CMAKE_COMMON = -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release asan tsan clang test demo bench format format-check clean fuzz fuzz-smoke
+.PHONY: deps release asan tsan clang test test-asan demo bench format format-check clean fuzz fuzz-smoke
 
 deps:
 	@bash scripts/install-deps.sh
@@ -32,10 +32,14 @@ clang: deps
 	cmake --build build/clang -j $(JOBS)
 	cd build/clang && ctest --output-on-failure -j $(JOBS)
 
-# Every test under ASan+UBSan; any sanitizer report aborts the process that
-# hit it, which fails its test (children started by integration tests are
-# checked for a clean exit too).
-test: asan
+# The CI gate (.ci/run): formatting; every test under ASan+UBSan (any
+# sanitizer report aborts the process that hit it, which fails its test;
+# children started by integration tests are checked for a clean exit too);
+# the threaded and integration tests under TSan; a 10 s smoke of every
+# fuzzer with its saved reproducers. About 30 minutes on 2 cores.
+test: format-check test-asan tsan fuzz-smoke
+
+test-asan: asan
 	cd build/asan && ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1" \
 	  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
 	  ctest --output-on-failure -j $(JOBS)
@@ -60,7 +64,7 @@ format:
 	git ls-files '*.h' '*.cc' | xargs clang-format -i
 
 # Fails (and lists the files) when a tracked source differs from .clang-format.
-format-check:
+format-check: deps
 	@bad=$$(git ls-files '*.h' '*.cc' | xargs -n 20 clang-format --dry-run 2>&1 | \
 	  sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: warning:.*/\1/p' | sort -u); \
 	if [ -n "$$bad" ]; then echo "format-check: these files differ from .clang-format (run make format):"; \

@@ -18,6 +18,7 @@
 #include "flowcontrol/controller.h"
 #include "flowcontrol/controller_shell.h"
 #include "registry/flow_registry.h"
+#include "server/admin_requests.h"
 
 namespace sluice::server {
 
@@ -38,11 +39,7 @@ class AdminServer {
 
   // Internal: one request -> (status, JSON body); `respond` is called
   // exactly once, on the admin thread.
-  struct Reply {
-    int status = 200;
-    std::string body;
-    std::uint64_t total = 0;  // when listing a capped subset: x-total-count
-  };
+  using Reply = AdminReply;
 
   // What the admin plane renders, copied on the dispatcher: the flows, a
   // chunk per dispatcher event (so no step holds decisions up however many

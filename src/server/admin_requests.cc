@@ -1,0 +1,140 @@
+#include "server/admin_requests.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "flowcontrol/fairness_policies.h"
+#include "flowcontrol/ordering_policies.h"
+
+namespace sluice::server {
+
+using json = nlohmann::json;
+using Reply = AdminReply;
+
+namespace {
+constexpr auto kReplace = json::error_handler_t::replace;
+}  // namespace
+
+Reply error_reply(int status, std::string_view code, const std::string& message) {
+  return Reply{status, json{{"error", {{"message", message}, {"code", code}}}}.dump(-1, ' ', false,
+                                                                                    kReplace)};
+}
+
+std::optional<std::size_t> limit_param(const std::string& target, std::size_t fallback,
+                                       std::size_t most) {
+  const auto q = target.find('?');
+  if (q == std::string::npos) return fallback;
+  std::string_view query(target);
+  query.remove_prefix(q + 1);
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (kv.rfind("limit=", 0) != 0) continue;
+    const std::string_view v = kv.substr(6);
+    std::size_t n = 0;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || ptr != v.data() + v.size() || n == 0 || n > most) return std::nullopt;
+    return n;
+  }
+  return fallback;
+}
+
+std::optional<registry::FlowOverride> parse_override(const std::string& body,
+                                                     registry::FlowOverride o, Reply& error) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = error_reply(400, "invalid-json", "body must be a JSON object");
+    return std::nullopt;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "weight") {
+      if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e6) {
+        error = error_reply(400, "invalid-field",
+                            "weight must be a number greater than 0 and at most 1000000");
+        return std::nullopt;
+      }
+      o.weight = v.get<double>();
+    } else if (k == "priority") {
+      if (!v.is_number_integer() || v.get<long long>() < -1000000 || v.get<long long>() > 1000000) {
+        error = error_reply(400, "invalid-field", "priority must be a whole number");
+        return std::nullopt;
+      }
+      o.priority = static_cast<int>(v.get<long long>());
+    } else if (k == "maxQueued") {
+      if (!v.is_number_unsigned()) {
+        error = error_reply(400, "invalid-field",
+                            "maxQueued must be a whole number >= 0 (0: no limit)");
+        return std::nullopt;
+      }
+      if (v.get<std::uint64_t>() == 0)
+        o.max_queued.reset();
+      else
+        o.max_queued = v.get<std::uint64_t>();
+    } else {
+      error = error_reply(400, "unknown-field",
+                          "unknown field '" + k + "' (expected weight, priority, maxQueued)");
+      return std::nullopt;
+    }
+  }
+  if (j.empty()) {
+    error = error_reply(400, "invalid-field",
+                        "nothing to change (expected weight, priority, maxQueued)");
+    return std::nullopt;
+  }
+  return o;
+}
+
+bool parse_band(const std::string& body, registry::BandConfig& c, Reply& error) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = error_reply(400, "invalid-json", "body must be a JSON object");
+    return false;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "maxBytes" || k == "maxRequests") {
+      if (!v.is_number_unsigned()) {
+        error = error_reply(400, "invalid-field", k + " must be a whole number >= 0 (0: no limit)");
+        return false;
+      }
+      (k == "maxBytes" ? c.max_bytes : c.max_requests) = v.get<std::uint64_t>();
+    } else if (k == "fairnessPolicy") {
+      if (!v.is_string() || !flowcontrol::make_fairness_policy(v.get<std::string>(), {})) {
+        error = error_reply(
+            400, "invalid-field",
+            "fairnessPolicy must be global-strict-fairness-policy, round-robin-fairness-policy "
+            "or vtc-fairness-policy");
+        return false;
+      }
+      c.fairness = v.get<std::string>();
+    } else if (k == "orderingPolicy") {
+      if (!v.is_string() || !flowcontrol::make_ordering_policy(v.get<std::string>())) {
+        error = error_reply(400, "invalid-field",
+                            "orderingPolicy must be fcfs-ordering-policy, edf-ordering-policy or "
+                            "slo-deadline-ordering-policy");
+        return false;
+      }
+      c.ordering = v.get<std::string>();
+    } else if (k == "antiStarvationShare") {
+      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() >= 1) {
+        error =
+            error_reply(400, "invalid-field", "antiStarvationShare must be at least 0 and below 1");
+        return false;
+      }
+      c.share = v.get<double>();
+    } else {
+      error = error_reply(400, "unknown-field",
+                          "unknown field '" + k +
+                              "' (expected maxBytes, maxRequests, fairnessPolicy, orderingPolicy, "
+                              "antiStarvationShare)");
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,222 @@
+// The hostile-input suite, on the wire: request smuggling shapes, pipelining,
+// a client that never reads its stream, endpoints that lie about lengths,
+// reset or send garbage. Each test sends the bad bytes, checks the status and
+// the reason, that sluice keeps serving, and that nothing else was lost (no
+// smuggled request reached an endpoint, every request is accounted for).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "flow_control_harness.h"
+#include "support/fake_upstream.h"
+
+namespace sluice::test {
+namespace {
+
+using json = nlohmann::json;
+
+FakeUpstream::Reply echo(const UpstreamRequest& r) {
+  return FakeUpstream::Reply{FakeUpstream::response(200, json{{"echo", r.body}}.dump())};
+}
+
+std::string post(const std::string& body, const std::string& framing) {
+  return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+         framing + "\r\n" + body;
+}
+
+double outcome_count(std::uint16_t admin_port, const std::string& outcome) {
+  const double v =
+      scrape_metric(kHost, admin_port, "sluice_requests_total{outcome=\"" + outcome + "\"}");
+  return v < 0 ? 0 : v;
+}
+
+// Each shape is a request whose length two parsers could read differently,
+// followed by a second request hidden in what the first one's body would be
+// under the other reading. sluice must refuse the first and close: the
+// hidden one never reaches an endpoint.
+TEST(HostileWire, SmugglingShapesAreRefusedAndWhatHidesBehindThemNeverRuns) {
+  FakeUpstream up(echo);
+  TempFile cfg(make_config({up.address()}));
+  auto sluice = start_sluice(cfg);
+  const std::string hidden = post(completion_body(1, false, "SMUGGLED"),
+                                  "Content-Length: " +
+                                      std::to_string(completion_body(1, false, "SMUGGLED").size()) +
+                                      "\r\n");
+  const std::string body = completion_body(1, false, "first");
+  const std::string n = std::to_string(body.size());
+  struct Shape {
+    const char* name;
+    std::string bytes;
+  };
+  const std::vector<Shape> shapes = {
+      {"CL and TE", post("0\r\n\r\n" + hidden, "Content-Length: " +
+                                                   std::to_string(5 + hidden.size()) +
+                                                   "\r\nTransfer-Encoding: chunked\r\n")},
+      {"TE and CL", post("0\r\n\r\n" + hidden, "Transfer-Encoding: chunked\r\nContent-Length: " +
+                                                   std::to_string(5 + hidden.size()) + "\r\n")},
+      {"two different CLs", post(body + hidden, "Content-Length: " + n + "\r\nContent-Length: " +
+                                                    std::to_string(body.size() + hidden.size()) +
+                                                    "\r\n")},
+      {"CL list", post(body + hidden, "Content-Length: " + n + ", " +
+                                          std::to_string(body.size() + hidden.size()) + "\r\n")},
+      {"signed CL", post(body + hidden, "Content-Length: +" + n + "\r\n")},
+      {"TE obs-fold", post("0\r\n\r\n" + hidden, "Transfer-Encoding:\r\n chunked\r\nContent-Length: " +
+                                                     std::to_string(5 + hidden.size()) + "\r\n")},
+      {"TE xchunked", post("0\r\n\r\n" + hidden, "Transfer-Encoding: xchunked\r\n")},
+      {"TE chunked twice", post("0\r\n\r\n" + hidden, "Transfer-Encoding: chunked, chunked\r\n")},
+      {"space before colon", post("0\r\n\r\n" + hidden, "Transfer-Encoding : chunked\r\n")},
+      {"bare LF", "POST /v1/completions HTTP/1.1\nHost: x\nContent-Length: " + n + "\n\n" + body +
+                      hidden},
+      {"chunk size overflow",
+       post("10000000000000000\r\n" + hidden, "Transfer-Encoding: chunked\r\n")},
+  };
+  int refused = 0;
+  for (const auto& s : shapes) {
+    SCOPED_TRACE(s.name);
+    RawConnection raw(kHost, sluice->port());
+    ASSERT_TRUE(raw.send(s.bytes));
+    bool closed = false;
+    const std::string text = raw.read_until_close(5000ms, &closed);
+    const int status = text.size() > 12 ? std::atoi(text.substr(9, 3).c_str()) : 0;
+    EXPECT_TRUE(status == 400 || status == 501) << text.substr(0, 300);
+    EXPECT_TRUE(closed);
+    // Only one answer on the connection.
+    EXPECT_EQ(text.find("HTTP/1.1", 1), std::string::npos) << text;
+    refused += 1;
+  }
+  for (const auto& r : up.requests()) EXPECT_EQ(r.body.find("SMUGGLED"), std::string::npos);
+  EXPECT_TRUE(up.requests().empty());
+  EXPECT_EQ(refused, static_cast<int>(shapes.size()));
+  HttpClient client(kHost, sluice->port());
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+}
+
+// Pipelined requests (all in one write) are answered one by one, in order,
+// each with its own answer.
+TEST(HostileWire, PipelinedRequestsAreAnsweredInOrder) {
+  FakeUpstream up(echo);
+  TempFile cfg(make_config({up.address()}));
+  auto sluice = start_sluice(cfg);
+  std::string burst;
+  for (int i = 0; i < 5; ++i) {
+    const std::string b = completion_body(1, false, "pipelined-" + std::to_string(i));
+    burst += post(b, "Content-Length: " + std::to_string(b.size()) + "\r\n");
+  }
+  burst += "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  RawConnection raw(kHost, sluice->port());
+  ASSERT_TRUE(raw.send(burst));
+  bool closed = false;
+  std::string text;
+  for (int tries = 0; tries < 50 && !closed; ++tries) text += raw.read_until_close(200ms, &closed);
+  std::size_t at = 0;
+  for (int i = 0; i < 5; ++i) {
+    at = text.find("HTTP/1.1 200 ", at);
+    ASSERT_NE(at, std::string::npos) << i << text;
+    const auto mine = text.find("pipelined-" + std::to_string(i), at);
+    const auto next = text.find("HTTP/1.1 ", at + 1);
+    ASSERT_NE(mine, std::string::npos);
+    EXPECT_LT(mine, next) << "answer " << i << " is not the " << i << "th response";
+    at = next;
+  }
+  EXPECT_NE(at, std::string::npos);  // and the sixth (the models list)
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(up.requests().size(), 6u);
+}
+
+// A client that asks for a long stream and never reads it: sluice stops at
+// clientWriteTimeout, closes the client and the upstream (the engine stops
+// generating), and keeps serving others.
+TEST(HostileWire, ClientThatNeverReadsItsStreamIsCutAtTheWriteTimeout) {
+  auto mock = start_mock({"--decode-ms-per-token", "0"});
+  TempFile cfg(make_config({mock->address()}, "  clientWriteTimeout: 1s\n"));
+  auto sluice = start_sluice(cfg);
+  RawConnection stalled(kHost, sluice->port());
+  const std::string body = completion_body(1000000, true);
+  ASSERT_TRUE(stalled.send(post(body, "Content-Length: " + std::to_string(body.size()) + "\r\n")));
+  // sluice holds the connection while the client's buffers fill, then cuts
+  // it: both its connections to the client and to the mock close.
+  ASSERT_TRUE(eventually(
+      [&] {
+        return scrape_metric(kHost, sluice->admin_port(), "sluice_connections{listener=\"data\"}") ==
+               1;
+      },
+      5000ms));
+  EXPECT_TRUE(eventually(
+      [&] {
+        return scrape_metric(kHost, sluice->admin_port(),
+                             "sluice_connections{listener=\"data\"}") == 0 &&
+               scrape_metric(kHost, mock->port(),
+                             "vllm:num_requests_running{model_name=\"mock-model\"}") == 0;
+      },
+      15000ms));
+  EXPECT_EQ(scrape_metric(kHost, sluice->admin_port(), "sluice_endpoint_in_flight"), 0);
+  HttpClient client(kHost, sluice->port());
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+}
+
+// Endpoints that lie about the length, reset, or answer garbage: each such
+// request ends with a typed error for its own client, the connection is
+// never reused, and the next client gets its own, whole answer.
+TEST(HostileWire, EndpointsThatLieResetOrSendGarbageHurtOnlyTheirOwnRequest) {
+  std::atomic<int> n{0};
+  FakeUpstream up([&](const UpstreamRequest& r) {
+    switch (n++ % 5) {
+      case 0:  // garbage instead of a response
+        return FakeUpstream::Reply{"NOT HTTP AT ALL\r\n\r\n", true};
+      case 1:  // a reset: closes without a byte
+        return FakeUpstream::Reply{"", true};
+      case 2:  // promises 100000 bytes, sends a few, closes
+        return FakeUpstream::Reply{
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+            "{\"partial\":",
+            true};
+      case 3:  // a negative length
+        return FakeUpstream::Reply{"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n{}", true};
+      default:
+        return echo(r);
+    }
+  });
+  TempFile cfg(make_config({up.address()}, "  endpointEjectionConsecutiveFailures: 0\n"));
+  auto sluice = start_sluice(cfg);
+  int errors = 0, served = 0, cut = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 5; ++i) {
+      HttpClient client(kHost, sluice->port());
+      const std::string prompt = "round " + std::to_string(round) + " request " + std::to_string(i);
+      auto r = client.post_json("/v1/completions", completion_body(1, false, prompt));
+      SCOPED_TRACE(prompt);
+      if (i == 2) {
+        // The head was relayed before the lie showed: the transfer is cut.
+        EXPECT_EQ(r.status, 0) << r.body;
+        EXPECT_EQ(r.body.find(prompt), std::string::npos);
+        cut += 1;
+      } else if (i == 4) {
+        EXPECT_EQ(r.status, 200);
+        EXPECT_NE(r.body.find(prompt), std::string::npos) << r.body;
+        served += 1;
+      } else {
+        EXPECT_EQ(r.status, 502) << r.body;
+        ASSERT_TRUE(json::accept(r.body)) << r.body;
+        EXPECT_EQ(json::parse(r.body)["error"]["code"], "upstream-error");
+        errors += 1;
+      }
+    }
+  }
+  EXPECT_EQ(served, 3);
+  EXPECT_EQ(errors, 9);
+  EXPECT_EQ(cut, 3);
+  // Every request accounted for: 15 sent, 15 reached the endpoint (none was
+  // retried onto a stale connection), outcomes add up.
+  EXPECT_EQ(up.requests().size(), 15u);
+  EXPECT_TRUE(eventually([&] {
+    return outcome_count(sluice->admin_port(), "served") == 3 &&
+           outcome_count(sluice->admin_port(), "upstream-error") == 12;
+  }));
+  EXPECT_TRUE(sluice->running());
+}
+
+}  // namespace
+}  // namespace sluice::test
