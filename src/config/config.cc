@@ -373,6 +373,10 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
 }
 
 void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<EndpointConfig>& out) {
+  if (node.IsSequence() && node.size() > kMaxEndpoints)
+    fail(r.source, node, "endpoints",
+         "at most " + std::to_string(kMaxEndpoints) + " endpoints (" + std::to_string(node.size()) +
+             " given)");
   std::set<std::string> seen;
   read_list(r, node, "endpoints", out, [&](Fields& f, const YAML::Node& item, EndpointConfig& ep) {
     ep.line = item.Mark().line + 1;

@@ -228,6 +228,8 @@ std::string known_plugin_types();  // for messages
 // memory before parsing; a larger file, or one that never ends (/dev/zero),
 // is refused after reading one byte more than this.
 inline constexpr std::size_t kMaxFileBytes = 4u << 20;
+// Endpoints in a config or endpoints file at most (the data layer's slots).
+inline constexpr std::size_t kMaxEndpoints = 4096;
 
 // Any file that can be read (a FIFO or /dev/stdin too, given 5 s to end).
 // A mapping with a repeated key anywhere in it is an error, as in

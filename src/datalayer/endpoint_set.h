@@ -135,7 +135,7 @@ class InFlightPermit {
 
 class EndpointSet {
  public:
-  static constexpr std::size_t kMaxEndpoints = 4096;
+  static constexpr std::size_t kMaxEndpoints = config::kMaxEndpoints;
 
   explicit EndpointSet(const std::vector<config::EndpointConfig>& configs);
 

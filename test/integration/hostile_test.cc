@@ -578,7 +578,11 @@ TEST(Hostile, TwoThousandIdleConnectionsCostLittleAndComeBack) {
   // (64 KiB each would be 128 MB).
   std::printf("idle connections: %d, RSS %ld -> %ld KiB (%.1f KiB each)\n", kIdle, before, held,
               static_cast<double>(held - before) / kIdle);
+  // (Not under TSan: its shadow memory makes RSS meaningless, see
+  // Proxy.SlowClientBackpressuresInsteadOfBuffering.)
+#if !defined(__SANITIZE_THREAD__)
   EXPECT_LT(held - before, 64 * 1024);
+#endif
   idle.clear();
   EXPECT_TRUE(eventually([&] { return connections_open(sluice->admin_port(), "data") <= 1; }));
   expect_serving(sluice->port());

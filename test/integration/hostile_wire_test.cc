@@ -41,10 +41,9 @@ TEST(HostileWire, SmugglingShapesAreRefusedAndWhatHidesBehindThemNeverRuns) {
   FakeUpstream up(echo);
   TempFile cfg(make_config({up.address()}));
   auto sluice = start_sluice(cfg);
-  const std::string hidden = post(completion_body(1, false, "SMUGGLED"),
-                                  "Content-Length: " +
-                                      std::to_string(completion_body(1, false, "SMUGGLED").size()) +
-                                      "\r\n");
+  const std::string hidden = post(
+      completion_body(1, false, "SMUGGLED"),
+      "Content-Length: " + std::to_string(completion_body(1, false, "SMUGGLED").size()) + "\r\n");
   const std::string body = completion_body(1, false, "first");
   const std::string n = std::to_string(body.size());
   struct Shape {
@@ -52,24 +51,25 @@ TEST(HostileWire, SmugglingShapesAreRefusedAndWhatHidesBehindThemNeverRuns) {
     std::string bytes;
   };
   const std::vector<Shape> shapes = {
-      {"CL and TE", post("0\r\n\r\n" + hidden, "Content-Length: " +
-                                                   std::to_string(5 + hidden.size()) +
-                                                   "\r\nTransfer-Encoding: chunked\r\n")},
+      {"CL and TE",
+       post("0\r\n\r\n" + hidden, "Content-Length: " + std::to_string(5 + hidden.size()) +
+                                      "\r\nTransfer-Encoding: chunked\r\n")},
       {"TE and CL", post("0\r\n\r\n" + hidden, "Transfer-Encoding: chunked\r\nContent-Length: " +
                                                    std::to_string(5 + hidden.size()) + "\r\n")},
-      {"two different CLs", post(body + hidden, "Content-Length: " + n + "\r\nContent-Length: " +
-                                                    std::to_string(body.size() + hidden.size()) +
-                                                    "\r\n")},
+      {"two different CLs",
+       post(body + hidden, "Content-Length: " + n + "\r\nContent-Length: " +
+                               std::to_string(body.size() + hidden.size()) + "\r\n")},
       {"CL list", post(body + hidden, "Content-Length: " + n + ", " +
                                           std::to_string(body.size() + hidden.size()) + "\r\n")},
       {"signed CL", post(body + hidden, "Content-Length: +" + n + "\r\n")},
-      {"TE obs-fold", post("0\r\n\r\n" + hidden, "Transfer-Encoding:\r\n chunked\r\nContent-Length: " +
-                                                     std::to_string(5 + hidden.size()) + "\r\n")},
+      {"TE obs-fold",
+       post("0\r\n\r\n" + hidden, "Transfer-Encoding:\r\n chunked\r\nContent-Length: " +
+                                      std::to_string(5 + hidden.size()) + "\r\n")},
       {"TE xchunked", post("0\r\n\r\n" + hidden, "Transfer-Encoding: xchunked\r\n")},
       {"TE chunked twice", post("0\r\n\r\n" + hidden, "Transfer-Encoding: chunked, chunked\r\n")},
       {"space before colon", post("0\r\n\r\n" + hidden, "Transfer-Encoding : chunked\r\n")},
-      {"bare LF", "POST /v1/completions HTTP/1.1\nHost: x\nContent-Length: " + n + "\n\n" + body +
-                      hidden},
+      {"bare LF",
+       "POST /v1/completions HTTP/1.1\nHost: x\nContent-Length: " + n + "\n\n" + body + hidden},
       {"chunk size overflow",
        post("10000000000000000\r\n" + hidden, "Transfer-Encoding: chunked\r\n")},
   };
@@ -140,8 +140,8 @@ TEST(HostileWire, ClientThatNeverReadsItsStreamIsCutAtTheWriteTimeout) {
   // it: both its connections to the client and to the mock close.
   ASSERT_TRUE(eventually(
       [&] {
-        return scrape_metric(kHost, sluice->admin_port(), "sluice_connections{listener=\"data\"}") ==
-               1;
+        return scrape_metric(kHost, sluice->admin_port(),
+                             "sluice_connections{listener=\"data\"}") == 1;
       },
       5000ms));
   EXPECT_TRUE(eventually(

@@ -456,3 +456,23 @@ TEST(ConfigFile, FifoIsBoundedInSizeAndTime) {
 
 }  // namespace
 }  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+// The data layer has 4096 endpoint slots: a config with more is an error at
+// load, not endpoints silently left out of the data plane.
+TEST(Config, TooManyEndpointsIsAnError) {
+  std::string text = "endpoints:\n";
+  for (std::size_t i = 0; i <= kMaxEndpoints; ++i)
+    text += "  - address: 10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1) +
+            ":8000\n";
+  EXPECT_EQ(error_of(text), "test.yaml:2: endpoints: at most 4096 endpoints (4097 given)");
+  EXPECT_EQ(error_of("server:\n  maxModelBytes: 0\n"),
+            "test.yaml:2: server.maxModelBytes: must be between 1 and 4096");
+  EXPECT_EQ(error_of("server:\n  maxConnections: 0\n"),
+            "test.yaml:2: server.maxConnections: must be between 1 and 10000000");
+}
+
+}  // namespace
+}  // namespace sluice::config
