@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
   }
   if (config_path.empty()) usage_error("--config is required");
   sluice::log::set_level(level);
+  // From here on no thread but the log's own writes to stderr.
+  sluice::log::start_writer();
 
   sluice::config::Config config;
   try {
@@ -176,5 +178,6 @@ int main(int argc, char** argv) {
   SLUICE_LOG(kInfo, "server", "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
   admin.stop();
   server.shutdown();
+  sluice::log::stop_writer();
   return 0;
 }

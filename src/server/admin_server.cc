@@ -359,6 +359,9 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
   m.family("sluice_access_log_dropped_total", "counter",
            "Access-log lines lost: a thread's buffer was full, or the write failed.");
   m.sample("sluice_access_log_dropped_total", {}, static_cast<double>(ctx.access_log.dropped()));
+  m.family("sluice_log_lines_dropped_total", "counter",
+           "Log lines dropped because stderr was not read fast enough (1 MiB pending).");
+  m.sample("sluice_log_lines_dropped_total", {}, static_cast<double>(log::dropped()));
   if (ctx.scraper) {
     m.family("sluice_metrics_scrape_failures_total", "counter",
              "Endpoint /metrics scrapes that failed (connect, timeout, status, nothing usable).");

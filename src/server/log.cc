@@ -3,15 +3,88 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <ctime>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace sluice::log {
 namespace {
 std::atomic<int> g_level{static_cast<int>(Level::kInfo)};
 constexpr const char* kNames[] = {"debug", "info", "warn", "error"};
+
+void write_all(const std::string& bytes) {
+  std::size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // stderr closed or broken: nothing more to do
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+// The background writer's state. Leaked on purpose: lines may be logged
+// from static destructors after main returns.
+struct Writer {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string pending;
+  std::uint64_t dropped_since = 0;  // since the last "dropped" line
+  bool stop = false;
+  std::thread thread;
+  std::atomic<bool> running{false};
+  std::atomic<std::uint64_t> dropped{0};
+
+  void run() {
+    std::string out;
+    std::unique_lock lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return stop || !pending.empty(); });
+      if (pending.empty() && stop) return;
+      out.swap(pending);
+      lock.unlock();
+      write_all(out);  // the only place that may block on stderr
+      out.clear();
+      if (out.capacity() > kMaxPending) std::string().swap(out);
+      lock.lock();
+    }
+  }
+};
+
+Writer& writer() {
+  static Writer* w = new Writer;
+  return *w;
+}
+
 }  // namespace
+
+void start_writer() {
+  Writer& w = writer();
+  if (w.running.exchange(true)) return;
+  w.thread = std::thread([&w] { w.run(); });
+  std::atexit([] { stop_writer(); });
+}
+
+void stop_writer() {
+  Writer& w = writer();
+  if (!w.running.exchange(false)) return;
+  {
+    std::lock_guard lock(w.mu);
+    w.stop = true;
+  }
+  w.cv.notify_one();
+  if (w.thread.joinable()) w.thread.join();
+  // A line that came in as the writer stopped.
+  std::lock_guard lock(w.mu);
+  write_all(w.pending);
+  w.pending.clear();
+}
+
+std::uint64_t dropped() { return writer().dropped.load(std::memory_order_relaxed); }
 
 void set_level(Level level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
 
@@ -49,8 +122,23 @@ void write(Level level, std::string_view component, const std::string& message) 
   line += ": ";
   line += message;
   line += '\n';
-  ssize_t rc = ::write(STDERR_FILENO, line.data(), line.size());
-  (void)rc;
+  Writer& w = writer();
+  if (!w.running.load(std::memory_order_acquire)) return write_all(line);
+  {
+    std::lock_guard lock(w.mu);
+    if (w.pending.size() + line.size() > kMaxPending) {
+      w.dropped_since += 1;
+      w.dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (w.dropped_since > 0) {
+      w.pending += std::string(stamp) + " warn log: " + std::to_string(w.dropped_since) +
+                   " line(s) dropped: stderr was not read fast enough\n";
+      w.dropped_since = 0;
+    }
+    w.pending += line;
+  }
+  w.cv.notify_one();
 }
 
 bool RateLimit::allow(std::uint64_t& suppressed) {

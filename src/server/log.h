@@ -1,6 +1,13 @@
 // Minimal leveled logging to stderr. Not for the per-request hot path: only
-// errors, state changes and startup/shutdown are logged. Each line is one
-// write(2), so lines from different threads do not interleave.
+// errors, state changes and startup/shutdown are logged. Lines from
+// different threads do not interleave.
+//
+// In the daemon (after start_writer()) a line is appended to a bounded
+// buffer under a short lock and written by a thread of its own, so a stalled
+// reader of stderr (a full pipe) never blocks an I/O, admin or dispatcher
+// thread: past kMaxPending bytes lines are dropped and counted (dropped()),
+// and a "K line(s) dropped" line follows once there is room. Without the
+// writer (tools, tests) each line is one write(2) on the calling thread.
 //
 // A line that can repeat per request or per event (an endpoint failing, an
 // accept failing at the descriptor limit) goes through SLUICE_LOG_LIMITED:
@@ -24,6 +31,13 @@ void set_level(Level level);
 bool enabled(Level level);
 bool parse_level(std::string_view text, Level& out);
 void write(Level level, std::string_view component, const std::string& message);
+
+// The background writer: start once in main; stop_writer() writes what is
+// pending and joins (also run at exit if still running).
+inline constexpr std::size_t kMaxPending = 1u << 20;
+void start_writer();
+void stop_writer();
+std::uint64_t dropped();
 
 // One call site's budget (a static in SLUICE_LOG_LIMITED); any thread, no
 // lock. Approximate under races: a line or two more or fewer per second.

@@ -412,5 +412,39 @@ TEST(EndpointFaults, AdminAcceptBacksOffAtTheDescriptorLimit) {
   EXPECT_EQ(sluice->stop(), 0);
 }
 
+// Nobody reads sluice's stderr (a stalled pipe: 64 KiB, then every write
+// blocks). Log lines written on the thread that logs would stall it: here
+// the admin thread, through a thousand invalid reloads that each log an
+// error. With the log's own writer they wait in its buffer (past 1 MiB they
+// would be dropped and counted: test/unit/server/log_test.cc), every thread
+// keeps serving, and once stderr is read again every line arrives.
+TEST(EndpointFaults, StalledStderrNeverBlocksAThread) {
+  auto mock = start_mock({"--decode-ms-per-token", "0"});
+  ASSERT_TRUE(mock);
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg, {}, /*capture_stderr=*/true);  // never drained below
+  ASSERT_TRUE(sluice);
+  {
+    const std::string tmp = cfg.path() + ".new";
+    std::ofstream(tmp, std::ios::trunc) << make_config({mock->address()}) << "  bogusField: 1\n";
+    ASSERT_EQ(std::rename(tmp.c_str(), cfg.path().c_str()), 0);
+  }
+  HttpClient admin(kHost, sluice->admin_port(), 5000ms);
+  int refused = 0;
+  for (int i = 0; i < 1000; ++i) refused += admin.request("POST", "/admin/v1/reload").status == 400;
+  EXPECT_EQ(refused, 1000);
+  HttpClient client(kHost, sluice->port(), 5000ms);
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+  EXPECT_EQ(scrape_metric(kHost, sluice->admin_port(), "sluice_log_lines_dropped_total"), 0);
+  auto count = [&] {
+    const std::string& text = sluice->stderr_now();
+    int n = 0;
+    for (std::size_t at = 0; (at = text.find("not applied", at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  EXPECT_TRUE(eventually([&] { return count() == 1000; }, 10000ms)) << count();
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::test
