@@ -311,6 +311,7 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       {"clientWriteTimeout", &s.client_write_timeout},
       {"upstreamConnectTimeout", &s.upstream_connect_timeout},
       {"upstreamIdleTimeout", &s.upstream_idle_timeout},
+      {"upstreamPoolIdleTimeout", &s.upstream_pool_idle_timeout},
       {"endpointDownBackoff", &s.endpoint_down_backoff},
       {"shutdownGracePeriod", &s.shutdown_grace_period},
       {"shutdownQueueDeadline", &s.shutdown_queue_deadline},

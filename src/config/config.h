@@ -53,6 +53,9 @@ struct ServerOptions {
   nanoseconds upstream_idle_timeout = 120s;
   // Idle keep-alive connections kept per endpoint per I/O thread; more are closed.
   std::uint32_t upstream_max_idle_per_endpoint = 128;
+  // A pooled connection idle this long is closed (checked every second),
+  // and so is every idle one of an endpoint that left the pool.
+  nanoseconds upstream_pool_idle_timeout = 60s;
   // An endpoint that refused or timed out a connection is skipped this long,
   // at once (kept as it was; the ejection below comes on top of it).
   nanoseconds endpoint_down_backoff = 1s;

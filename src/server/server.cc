@@ -427,6 +427,10 @@ void Server::start() {
   for (auto& w : workers_) guards_.emplace_back(net::make_work_guard(w->ioc));
   net::post(workers_[0]->ioc, [this] { do_accept(); });
   for (auto& w : workers_) {
+    w->pool_sweep.emplace(w->ioc);
+    sweep_pool(*w);
+  }
+  for (auto& w : workers_) {
     threads_.emplace_back([this, w = w.get()] {
       w->ioc.run();
       std::lock_guard lock(done_mu_);
@@ -434,6 +438,19 @@ void Server::start() {
       done_cv_.notify_all();
     });
   }
+}
+
+void Server::sweep_pool(Worker& w) {
+  w.pool_sweep->expires_after(std::chrono::seconds(1));
+  w.pool_sweep->async_wait([this, &w](boost::system::error_code ec) {
+    if (ec || ctx_.shutting_down.load()) return;
+    w.pool.sweep(std::chrono::steady_clock::now(), ctx_.config.server.upstream_pool_idle_timeout,
+                 [this](std::size_t e) {
+                   return e < ctx_.endpoints.size() &&
+                          ctx_.endpoints.at(e).removed.load(std::memory_order_relaxed);
+                 });
+    sweep_pool(w);
+  });
 }
 
 void Server::do_accept() {
@@ -518,6 +535,7 @@ void Server::shutdown() {
       std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
       for (auto* s : live) s->begin_close();
       w->pool.close_all();
+      if (w->pool_sweep) w->pool_sweep->cancel();
     });
     guards_[i].reset();  // run() returns once the last session is gone
   }

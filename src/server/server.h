@@ -6,6 +6,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <functional>
 #include <list>
@@ -109,7 +110,10 @@ struct Worker {
   // themselves from this list when the io_context destroys those handlers.
   std::list<HttpSession*> sessions;
   boost::asio::io_context ioc;
-  UpstreamPool pool;              // after ioc: its sockets must go before their io_context
+  UpstreamPool pool;  // after ioc: its sockets must go before their io_context
+  // Sweeps `pool` once a second (server.upstreamPoolIdleTimeout, endpoints
+  // that left); cancelled at shutdown.
+  std::optional<boost::asio::steady_timer> pool_sweep;
   std::uint32_t rotation = 0;     // tie-break for the endpoint picker
   std::uint64_t request_seq = 0;  // for generated request ids
   std::uint64_t id_prefix = 0;
@@ -170,6 +174,7 @@ class Server {
 
  private:
   void do_accept();
+  void sweep_pool(Worker& w);  // on w's thread, once a second
 
   ProxyContext ctx_;
   std::vector<std::unique_ptr<Worker>> workers_;

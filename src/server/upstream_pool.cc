@@ -11,7 +11,8 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::take(std::size_t endpoint) {
   return conn;
 }
 
-void UpstreamPool::give_back(std::unique_ptr<UpstreamConnection> conn) {
+void UpstreamPool::give_back(std::unique_ptr<UpstreamConnection> conn,
+                             std::chrono::steady_clock::time_point now) {
   if (conn->endpoint >= idle_.size()) idle_.resize(conn->endpoint + 1);
   auto& list = idle_[conn->endpoint];
   if (list.size() >= max_idle_ || conn->buffer.size() != 0) {
@@ -19,7 +20,32 @@ void UpstreamPool::give_back(std::unique_ptr<UpstreamConnection> conn) {
     conn->stream.socket().close(ec);
     return;
   }
+  conn->idle_since = now;
   list.push_back(std::move(conn));
+}
+
+std::size_t UpstreamPool::sweep(std::chrono::steady_clock::time_point now,
+                                std::chrono::steady_clock::duration max_idle,
+                                const std::function<bool(std::size_t)>& gone) {
+  std::size_t closed = 0;
+  for (std::size_t e = 0; e < idle_.size(); ++e) {
+    auto& list = idle_[e];
+    if (list.empty()) continue;
+    // Given back in time order: the oldest are first.
+    std::size_t keep_from = 0;
+    if (gone(e)) {
+      keep_from = list.size();
+    } else {
+      while (keep_from < list.size() && now - list[keep_from]->idle_since >= max_idle) ++keep_from;
+    }
+    for (std::size_t i = 0; i < keep_from; ++i) {
+      boost::beast::error_code ec;
+      list[i]->stream.socket().close(ec);
+    }
+    list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(keep_from));
+    closed += keep_from;
+  }
+  return closed;
 }
 
 void UpstreamPool::close_all() {

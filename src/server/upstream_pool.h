@@ -4,12 +4,17 @@
 // needs no lock (shared-nothing, as in Seastar). A connection is given back
 // only after a complete response without `Connection: close` and with no
 // unread bytes; the pool keeps at most `max_idle_per_endpoint` idle
-// connections per endpoint and closes the rest.
+// connections per endpoint and closes the rest. sweep() (a timer of the I/O
+// thread) closes those idle longer than server.upstreamPoolIdleTimeout and
+// every idle one of an endpoint that left the pool, so descriptors do not
+// stay with connections nobody will take again.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/core.hpp>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,6 +33,7 @@ struct UpstreamConnection {
   Stream stream;
   boost::beast::flat_buffer buffer;
   std::size_t endpoint;
+  std::chrono::steady_clock::time_point idle_since{};  // set when given back
 };
 
 class UpstreamPool {
@@ -38,8 +44,14 @@ class UpstreamPool {
   // Most recently returned idle connection to `endpoint` (the likeliest to be
   // still open), or null.
   std::unique_ptr<UpstreamConnection> take(std::size_t endpoint);
-  void give_back(std::unique_ptr<UpstreamConnection> conn);
+  void give_back(std::unique_ptr<UpstreamConnection> conn,
+                 std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   void close_all();
+  // Closes idle connections given back before `now - max_idle`, and all
+  // those of endpoints for which `gone(endpoint)` is true. Returns how many.
+  std::size_t sweep(std::chrono::steady_clock::time_point now,
+                    std::chrono::steady_clock::duration max_idle,
+                    const std::function<bool(std::size_t)>& gone);
 
   std::size_t idle_count(std::size_t endpoint) const {
     return endpoint < idle_.size() ? idle_[endpoint].size() : 0;
