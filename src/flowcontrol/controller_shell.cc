@@ -33,6 +33,9 @@ void ControllerShell::stop() {
 }
 
 void ControllerShell::reject_after_stop() {
+  // One drainer at a time: a dequeue that races another consumer's can
+  // miss an element, and then every drainer could.
+  std::lock_guard lock(reject_mu_);
   Event e;
   while (queue_.try_dequeue(e)) {
     if (e.kind == Event::Kind::kEnqueue && e.waiter) {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -115,6 +116,7 @@ class ControllerShell {
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::atomic<bool> stopped_{false};  // the thread has ended; nothing drains the queue
+  std::mutex reject_mu_;              // reject_after_stop (cold: after the stop only)
   // Dispatcher-thread only: requests waiting for their decision, by cookie.
   struct Pending {
     std::shared_ptr<Waiter> waiter;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <new>
 #include <stdexcept>
 
 namespace sluice::registry {
@@ -320,22 +321,29 @@ void FlowRegistry::finish_in_flight(Item* item, TimePoint now) {
 }
 
 void FlowRegistry::remove_flow(Band& band, Flow& flow) {
-  if (flow.idle_linked_) unlink_idle(flow);
-  band.fairness_->on_removed(flow);
-  free_slots_.push_back(flow.slot_);
-  --flow_count_;
   // Swap-remove from the list of flows. The last flow takes this one's
   // place: if that moves it from the part a copy in progress has still to
-  // visit into the part it has visited, copy it now.
+  // visit into the part it has visited, copy it now (if that fails, the copy
+  // is abandoned and the next step begins a new one: removal never throws
+  // because of it).
   const std::size_t at = flow.all_index_;
   Flow* last = all_flows_.back();
-  if (copying_ && at < copy_cursor_ && last->all_index_ >= copy_cursor_)
-    copy_.push_back(summarize(*last));
+  if (copying_ && at < copy_cursor_ && last->all_index_ >= copy_cursor_) {
+    try {
+      copy_.push_back(summarize(*last));
+    } catch (const std::bad_alloc&) {
+      abandon_flow_copy();
+    }
+  }
   all_flows_[at] = last;
   last->all_index_ = at;
   all_flows_.pop_back();
   copy_end_ = std::min(copy_end_, all_flows_.size());
   copy_cursor_ = std::min(copy_cursor_, copy_end_);
+  if (flow.idle_linked_) unlink_idle(flow);
+  band.fairness_->on_removed(flow);
+  free_slots_.push_back(flow.slot_);
+  --flow_count_;
   band.flows_.erase(flow.key_.id);  // destroys `flow`
 }
 

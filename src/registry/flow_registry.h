@@ -333,6 +333,11 @@ class FlowRegistry {
   // Copies up to `n` more flows; when that completes the copy, moves it
   // into `out` and returns true.
   bool continue_flow_copy(std::size_t n, std::vector<FlowSummary>& out);
+  // Ends a copy in progress and frees it (after a failure).
+  void abandon_flow_copy() {
+    copying_ = false;
+    copy_ = {};
+  }
   static FlowSummary summarize(const Flow& flow);
 
  private:

@@ -18,7 +18,7 @@ namespace sluice::server {
 struct AdminReply {
   int status = 200;
   std::string body;
-  std::uint64_t total = 0;  // when listing a capped subset: x-total-count
+  std::optional<std::uint64_t> total = std::nullopt;  // a capped list: x-total-count
 };
 
 // {"error":{"message","code"}}, valid JSON whatever bytes `message` holds.

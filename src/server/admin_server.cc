@@ -151,7 +151,7 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
                                             ? "text/plain; version=0.0.4"
                                             : "application/json");
     if (r.status == 401) res_.set(http::field::www_authenticate, "Bearer");
-    if (r.total) res_.set("x-total-count", std::to_string(r.total));
+    if (r.total) res_.set("x-total-count", std::to_string(*r.total));
     res_.keep_alive(keep_alive_);
     res_.body() = std::move(r.body);
     res_.prepare_payload();
@@ -199,6 +199,25 @@ std::string_view queue_outcome_name(QueueOutcome o) {
       return "EvictedOther";
   }
   return "Unknown";
+}
+
+// Flow control's state for /metrics apart from the flows: bounded in size
+// (queue-duration series are capped by metricsMaxFlows), copied in one
+// dispatcher event.
+void copy_dispatcher_state(flowcontrol::Controller& c, AdminServer::DispatcherCopy& copy) {
+  copy.queue_durations = c.queue_durations();
+  copy.pool_saturation = c.pool_saturation(flowcontrol::Clock::now());
+  copy.flow_count = c.registry().flow_count();
+  copy.flow_limit_rejections = c.registry().flow_limit_rejections();
+  if (auto* s = c.scheduler()) {
+    for (const auto& t : s->timings()) {
+      AdminServer::TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
+      for (std::size_t i = 0; i < tc.counts.size() && i < t->buckets.size(); ++i)
+        tc.counts[i] = t->buckets[i].load(std::memory_order_relaxed);
+      tc.sum_seconds = static_cast<double>(t->sum_ns.load()) / 1e9;
+      copy.timings.push_back(std::move(tc));
+    }
+  }
 }
 
 // The exposition: GIE's names where they exist, sluice's under sluice_.
@@ -500,7 +519,15 @@ void AdminServer::copy_flows_step(std::shared_ptr<FlowsSnapshot> snapshot) {
   ctx_.flow_control->reconfigure(
       *producer_,
       [snapshot, done](flowcontrol::Controller& c) {
-        *done = c.registry().continue_flow_copy(kChunk, snapshot->flows);
+        // On the dispatcher: nothing here may end the process (a bad_alloc
+        // ends this copy with what it has; the registry is unchanged).
+        try {
+          *done = c.registry().continue_flow_copy(kChunk, snapshot->flows);
+        } catch (const std::exception& e) {
+          SLUICE_LOG(kError, "admin", "copying the flows failed: " << e.what());
+          c.registry().abandon_flow_copy();
+          *done = true;
+        }
         if (*done) {
           snapshot->prices = c.fairness_prices();
           snapshot->taken = flowcontrol::Clock::now();
@@ -581,22 +608,18 @@ void AdminServer::handle(const std::string& method, const std::string& target,
           ctx_.flow_control->reconfigure(
               *producer_,
               [copy](flowcontrol::Controller& c) {
-                copy->queue_durations = c.queue_durations();
-                copy->pool_saturation = c.pool_saturation(flowcontrol::Clock::now());
-                copy->flow_count = c.registry().flow_count();
-                copy->flow_limit_rejections = c.registry().flow_limit_rejections();
-                if (auto* s = c.scheduler()) {
-                  for (const auto& t : s->timings()) {
-                    TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
-                    for (std::size_t i = 0; i < tc.counts.size() && i < t->buckets.size(); ++i)
-                      tc.counts[i] = t->buckets[i].load(std::memory_order_relaxed);
-                    tc.sum_seconds = static_cast<double>(t->sum_ns.load()) / 1e9;
-                    copy->timings.push_back(std::move(tc));
-                  }
+                try {  // on the dispatcher: a failure costs this scrape, not the process
+                  copy_dispatcher_state(c, *copy);
+                } catch (const std::exception& e) {
+                  SLUICE_LOG(kError, "admin", "copying for /metrics failed: " << e.what());
+                  copy->failed = true;
                 }
               },
               [this, copy, flows, requests, respond = std::move(respond)]() mutable {
                 net::post(ioc_, [this, copy, flows, requests, respond = std::move(respond)] {
+                  if (copy->failed)
+                    return respond(
+                        error_reply(500, "internal-error", "the scrape failed; see the log"));
                   respond(Reply{200, metrics_text(*copy, *flows, ctx_, *requests)});
                 });
               });
@@ -663,12 +686,15 @@ void AdminServer::handle(const std::string& method, const std::string& target,
     std::vector<std::size_t> order(ctx_.endpoints.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     if (order.size() > *limit) {
-      auto load = [&](std::size_t i) {
+      // The loads read once: I/O threads change them meanwhile, and a sort
+      // whose comparisons change under it is undefined behaviour.
+      std::vector<double> load(order.size());
+      for (std::size_t i = 0; i < load.size(); ++i) {
         const auto& ep = ctx_.endpoints.at(i);
-        return static_cast<double>(ep.waiting.load()) + static_cast<double>(ep.in_flight.load());
-      };
+        load[i] = static_cast<double>(ep.waiting.load()) + static_cast<double>(ep.in_flight.load());
+      }
       std::stable_sort(order.begin(), order.end(),
-                       [&](std::size_t a, std::size_t b) { return load(a) > load(b); });
+                       [&](std::size_t a, std::size_t b) { return load[a] > load[b]; });
       order.resize(*limit);
     }
     json out = json::array();

@@ -60,6 +60,7 @@ class AdminServer {
     std::size_t flow_count = 0;
     std::uint64_t flow_limit_rejections = 0;
     std::vector<TimingCopy> timings;
+    bool failed = false;
   };
   void handle(const std::string& method, const std::string& target,
               const std::string& authorization, const std::string& body,

@@ -17,6 +17,13 @@ void ConnectionLimit::refuse(int fd) {
   // A fresh socket's send buffer is empty: this goes out whole or not at all.
   (void)::send(fd, response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   ::shutdown(fd, SHUT_WR);
+  // Bytes the client sent already (its request) and left unread would make
+  // the close a reset, which can destroy the 503 before it is read: read
+  // what is there, without waiting. Best effort: bytes still on their way
+  // can still turn the close into a reset.
+  char sink[4096];
+  for (int i = 0; i < 16; ++i)
+    if (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) <= 0) break;
 }
 
 }  // namespace sluice::server

@@ -59,7 +59,8 @@ class ConnectionLimit {
   std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
   // Best effort, never blocking: writes a 503 `too-many-connections`
-  // (Retry-After: 1, Connection: close) to a freshly accepted socket. The
+  // (Retry-After: 1, Connection: close) to a freshly accepted socket and
+  // reads what the client already sent (so the close is not a reset). The
   // caller closes it.
   static void refuse(int fd);
 

@@ -64,16 +64,24 @@ Writer& writer() {
 
 void start_writer() {
   Writer& w = writer();
-  if (w.running.exchange(true)) return;
+  std::lock_guard lock(w.mu);
+  if (w.running.load()) return;
+  w.stop = false;
+  w.running.store(true);
   w.thread = std::thread([&w] { w.run(); });
-  std::atexit([] { stop_writer(); });
+  static const bool registered = [] {
+    std::atexit([] { stop_writer(); });
+    return true;
+  }();
+  (void)registered;
 }
 
 void stop_writer() {
   Writer& w = writer();
-  if (!w.running.exchange(false)) return;
   {
     std::lock_guard lock(w.mu);
+    if (!w.running.load()) return;
+    w.running.store(false);  // under the lock: a line either goes to pending first or is direct
     w.stop = true;
   }
   w.cv.notify_one();
@@ -123,9 +131,12 @@ void write(Level level, std::string_view component, const std::string& message) 
   line += message;
   line += '\n';
   Writer& w = writer();
-  if (!w.running.load(std::memory_order_acquire)) return write_all(line);
   {
-    std::lock_guard lock(w.mu);
+    std::unique_lock lock(w.mu);
+    if (!w.running.load(std::memory_order_relaxed)) {
+      lock.unlock();
+      return write_all(line);
+    }
     if (w.pending.size() + line.size() > kMaxPending) {
       w.dropped_since += 1;
       w.dropped.fetch_add(1, std::memory_order_relaxed);
