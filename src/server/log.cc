@@ -1,5 +1,7 @@
 #include "server/log.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -68,7 +70,14 @@ void start_writer() {
   if (w.running.load()) return;
   w.stop = false;
   w.running.store(true);
+  // The writer takes no signal: a process-directed SIGTERM or SIGINT must
+  // reach the thread that waits for it, not end the process here (the
+  // thread inherits the mask it is created with).
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   w.thread = std::thread([&w] { w.run(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   static const bool registered = [] {
     std::atexit([] { stop_writer(); });
     return true;
