@@ -273,12 +273,14 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   const std::size_t max_id = ctx_.config.server.max_fairness_id_bytes;
   if (!request_.fairness_id.empty() && !is_valid_steering_value(request_.fairness_id, max_id))
     return answer(client_error(400, "invalid-fairness-id",
-                               "x-gateway-inference-fairness-id must be 1 to " +
+                               "the fairness id (x-llm-d-inference-fairness-id or "
+                               "x-gateway-inference-fairness-id) must be 1 to " +
                                    std::to_string(max_id) +
                                    " token characters (letters, digits, !#$%&'*+-.^_`|~:/@=)"));
   if (!request_.objective.empty() && !is_valid_steering_value(request_.objective, max_id))
     return answer(client_error(400, "invalid-objective",
-                               "x-gateway-inference-objective must be 1 to " +
+                               "the objective (x-llm-d-inference-objective or "
+                               "x-gateway-inference-objective) must be 1 to " +
                                    std::to_string(max_id) + " token characters"));
   e.flow_id = request_.fairness_id.empty() ? "default-flow" : request_.fairness_id;
   model_ = parsed.model;

@@ -99,6 +99,7 @@ void RequestHead::clear() {
   objective.clear();
   ttl_ms.clear();
   slo_ttft_ms.clear();
+  fairness_id_llmd = objective_llmd = slo_ttft_llmd = false;
   session_token.clear();
   connection_options.clear();
   unsupported_transfer_coding = false;
@@ -140,21 +141,38 @@ void ProxyRequestParser::on_field_impl(http::field name, string_view name_string
       // Steering headers and the request id (which sluice sets itself).
       if (name_string.size() > 2 && (name_string[0] == 'x' || name_string[0] == 'X')) {
         std::string* capture = nullptr;
-        if (iequals(name_string, "x-request-id"))
+        // An llm-d name, then its deprecated alias: the alias is taken only
+        // while the llm-d name has not been seen.
+        auto llmd = [&](std::string& field, bool& seen) {
+          seen = true;
+          capture = &field;
+        };
+        auto alias = [&](std::string& field, bool seen) {
+          if (seen) return true;  // dropped: the x-llm-d-* value stands
+          capture = &field;
+          return false;
+        };
+        if (iequals(name_string, "x-request-id")) {
           capture = &head_.request_id;
-        else if (iequals(name_string, "x-gateway-inference-fairness-id"))
-          capture = &head_.fairness_id;
-        else if (iequals(name_string, "x-gateway-inference-objective"))
-          capture = &head_.objective;
-        else if (iequals(name_string, "x-gateway-inference-ttl-ms"))
+        } else if (iequals(name_string, "x-llm-d-inference-fairness-id")) {
+          llmd(head_.fairness_id, head_.fairness_id_llmd);
+        } else if (iequals(name_string, "x-gateway-inference-fairness-id")) {
+          if (alias(head_.fairness_id, head_.fairness_id_llmd)) return;
+        } else if (iequals(name_string, "x-llm-d-inference-objective")) {
+          llmd(head_.objective, head_.objective_llmd);
+        } else if (iequals(name_string, "x-gateway-inference-objective")) {
+          if (alias(head_.objective, head_.objective_llmd)) return;
+        } else if (iequals(name_string, "x-gateway-inference-ttl-ms")) {
           capture = &head_.ttl_ms;
-        else if (iequals(name_string, "x-slo-ttft-ms"))
-          capture = &head_.slo_ttft_ms;
-        else if (iequals(name_string, "x-session-token"))
+        } else if (iequals(name_string, "x-llm-d-slo-ttft-ms")) {
+          llmd(head_.slo_ttft_ms, head_.slo_ttft_llmd);
+        } else if (iequals(name_string, "x-slo-ttft-ms")) {
+          if (alias(head_.slo_ttft_ms, head_.slo_ttft_llmd)) return;
+        } else if (iequals(name_string, "x-session-token")) {
           capture = &head_.session_token;
-        // Set by the scheduler only (P/D): a client's copy is dropped.
-        else if (iequals(name_string, "x-prefiller-host-port"))
-          return;
+        } else if (iequals(name_string, "x-prefiller-host-port")) {
+          return;  // set by the scheduler only (P/D): a client's copy is dropped
+        }
         if (capture) {
           capture->assign(value.data(), value.size());
           return;

@@ -22,11 +22,17 @@ struct RequestHead {
   std::string forward_headers;
   std::string content_type;
   std::string request_id;
-  // Steering headers (GIE names), read by sluice, never forwarded.
+  // Steering headers, read by sluice, never forwarded. llm-d's names
+  // (x-llm-d-inference-fairness-id, x-llm-d-inference-objective,
+  // x-llm-d-slo-ttft-ms) and their deprecated aliases (x-gateway-inference-
+  // fairness-id, x-gateway-inference-objective, x-slo-ttft-ms) are both
+  // accepted; as in llm-d, the x-llm-d-* name wins when both are present,
+  // whatever their order.
   std::string fairness_id;
   std::string objective;
   std::string ttl_ms;
   std::string slo_ttft_ms;
+  bool fairness_id_llmd = false, objective_llmd = false, slo_ttft_llmd = false;
   std::string session_token;  // x-session-token (session affinity)
   // Options of Connection headers: fields named there are not forwarded.
   std::string connection_options;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -216,6 +217,73 @@ TEST(HostileWire, EndpointsThatLieResetOrSendGarbageHurtOnlyTheirOwnRequest) {
            outcome_count(sluice->admin_port(), "upstream-error") == 12;
   }));
   EXPECT_TRUE(sluice->running());
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// llm-d's header names and the deprecated x-gateway-* / x-slo-* aliases:
+// both steer, the x-llm-d-* name wins whatever the order, and neither
+// reaches the endpoint.
+TEST(HeaderAliases, LlmdNamesWinOverTheirAliasesAndNeitherIsForwarded) {
+  FakeUpstream up(echo);
+  TempFile cfg(make_config({up.address()}) +
+               "objectives:\n  - {name: premium, priority: 10}\n  - {name: batch, priority: 3}\n");
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  struct Case {
+    Headers headers;
+    std::string flow;
+    int priority;
+  };
+  const std::vector<Case> cases = {
+      {{{"x-llm-d-inference-fairness-id", "new-only"}}, "new-only", 0},
+      {{{"x-gateway-inference-fairness-id", "old-only"}}, "old-only", 0},
+      {{{"x-gateway-inference-fairness-id", "old-first"},
+        {"x-llm-d-inference-fairness-id", "new-second"}},
+       "new-second",
+       0},
+      {{{"x-llm-d-inference-fairness-id", "new-first"},
+        {"x-gateway-inference-fairness-id", "old-second"}},
+       "new-first",
+       0},
+      {{{"x-llm-d-inference-fairness-id", "obj"},
+        {"x-gateway-inference-objective", "batch"},
+        {"x-llm-d-inference-objective", "premium"}},
+       "obj",
+       10},
+      {{{"x-llm-d-inference-fairness-id", "obj-old"}, {"x-gateway-inference-objective", "batch"}},
+       "obj-old",
+       3},
+  };
+  for (const auto& c : cases) {
+    auto r = client.post_json("/v1/completions", completion_body(1), c.headers);
+    EXPECT_EQ(r.status, 200) << c.flow << ": " << r.body;
+  }
+  // A bad value under the llm-d name is refused like one under the alias.
+  auto bad = client.post_json("/v1/completions", completion_body(1),
+                              {{"x-llm-d-inference-fairness-id", "a b"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"]["code"], "invalid-fairness-id");
+
+  HttpClient admin(kHost, sluice->admin_port());
+  auto flows = json::parse(admin.request("GET", "/admin/v1/flows").body);
+  std::map<std::string, int> seen;
+  for (const auto& f : flows) seen[f["id"].get<std::string>()] = f["priority"].get<int>();
+  EXPECT_EQ(seen.size(), cases.size());
+  for (const auto& c : cases) {
+    ASSERT_EQ(seen.count(c.flow), 1u) << c.flow;
+    EXPECT_EQ(seen[c.flow], c.priority) << c.flow;
+  }
+  for (const auto& r : up.requests()) {
+    for (const char* h : {"x-llm-d-inference-fairness-id", "x-gateway-inference-fairness-id",
+                          "x-llm-d-inference-objective", "x-gateway-inference-objective"})
+      EXPECT_EQ(r.header(h), "") << h;
+  }
+  EXPECT_EQ(up.requests().size(), cases.size());
 }
 
 }  // namespace
