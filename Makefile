@@ -36,7 +36,7 @@ clang: deps
 # sanitizer report aborts the process that hit it, which fails its test;
 # children started by integration tests are checked for a clean exit too);
 # the threaded and integration tests under TSan; a 10 s smoke of every
-# fuzzer with its saved reproducers. About 30 minutes on 2 cores.
+# fuzzer with its saved reproducers. About 20 minutes on 2 cores.
 test: format-check test-asan tsan fuzz-smoke
 
 test-asan: asan
