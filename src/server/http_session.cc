@@ -1,5 +1,6 @@
 #include "server/http_session.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -387,12 +388,12 @@ void HttpSession::watch_client() {
                                   error_code ec) { self->on_watch(ec, gen); });
 }
 
+// The client closed (its FIN is seen even behind pipelined bytes still
+// unread, which a peek would return instead) or reset the connection.
 bool HttpSession::client_gone() {
-  char byte;
-  const ssize_t r = ::recv(client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (r > 0) return false;  // bytes of a pipelined request: still there
-  if (r == 0) return true;  // orderly close
-  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;  // reset
+  pollfd p{client_.socket().native_handle(), POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 void HttpSession::stop_watching() {
@@ -411,11 +412,14 @@ void HttpSession::on_watch(error_code ec, std::uint64_t generation) {
     char byte;
     const ssize_t r = ::recv(client_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (r > 0) {
-      // Bytes of a next (pipelined) request: read when this one is done.
-      if (state_ == State::kIdle) read_client();
-      return;
+      // Bytes of a next (pipelined) request: read when this one is done —
+      // unless the client closed behind them while this one is still
+      // queued or in flight (then it is gone, as below).
+      if (state_ == State::kIdle) return read_client();
+      if (!client_gone()) return;
+    } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      return watch_client();
     }
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return watch_client();
   }
   if (state_ == State::kQueued) {
     cancel_sent_ = true;  // a dispatch decision already on its way is handed back

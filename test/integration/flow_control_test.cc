@@ -38,6 +38,38 @@ TEST(FlowControl, ClientsLeavingWhileQueuedNeverReachTheEndpoint) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+// The same, but each client sends pipelined bytes behind its request (more
+// than sluice reads ahead) and then closes: a peek at the socket returns
+// those bytes, not the close, so before the liveness check looked for the
+// FIN itself (POLLRDHUP) these requests were dispatched when their turn
+// came and generated for nobody. Deterministic: whichever of the watch and
+// the decision sees the close first, nothing may reach the endpoint.
+TEST(FlowControl, ClientsLeavingBehindPipelinedBytesNeverReachTheEndpoint) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy"));
+  auto sluice = start_sluice(cfg);
+  {
+    Occupier busy(sluice->port(), *mock);
+    for (int i = 0; i < 5; ++i) {
+      RawConnection raw(kHost, sluice->port());
+      std::string body = completion_body(5);
+      raw.send(
+          "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          "Content-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body + std::string(32u << 10, 'p'));
+    }  // each connection closes here, while its request waits
+  }
+  HttpClient c(kHost, sluice->port());
+  EXPECT_EQ(c.post_json("/v1/completions", completion_body(2)).status, 200);
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 2);
+  EXPECT_TRUE(eventually([&] {
+    return scrape_metric(kHost, sluice->admin_port(),
+                         "sluice_requests_total{outcome=\"client-closed\"}") == 5;
+  }));
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
 TEST(FlowControl, TtlExpiryIs503WithReason) {
   auto mock = start_mock({"--decode-ms-per-token", "10"});
   TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy"));
