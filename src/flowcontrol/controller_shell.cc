@@ -32,12 +32,12 @@ void ControllerShell::stop() {
   reject_after_stop();
 }
 
-void ControllerShell::reject_after_stop() {
+void ControllerShell::reject_after_stop(std::size_t at_most) {
   // One drainer at a time: a dequeue that races another consumer's can
   // miss an element, and then every drainer could.
   std::lock_guard lock(reject_mu_);
   Event e;
-  while (queue_.try_dequeue(e)) {
+  for (std::size_t n = 0; n < at_most && queue_.try_dequeue(e); ++n) {
     if (e.kind == Event::Kind::kEnqueue && e.waiter) {
       Decision d;
       d.cookie = e.id;
@@ -179,9 +179,11 @@ void ControllerShell::run() {
     queued_.store(controller_->queued() + queue_.size_approx(), std::memory_order_relaxed);
   }
   controller_->shutdown(clock_());
-  // Anything still queued for us after the stop: requests that never
-  // reached the controller end like the queued ones.
-  reject_after_stop();
+  // Anything queued for us at the stop: requests that never reached the
+  // controller end like the queued ones. Only what is there now: producers
+  // still pushing would keep an unbounded drain (and the stop) going for as
+  // long as they push; stop() drains the rest once they reject their own.
+  reject_after_stop(queue_.size_approx() + 1);
 }
 
 }  // namespace sluice::flowcontrol

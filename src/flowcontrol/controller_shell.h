@@ -15,6 +15,7 @@
 #include <concurrentqueue/lightweightsemaphore.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -107,7 +108,7 @@ class ControllerShell {
   void handle(Event& e, TimePoint now);
   void on_decision(const Decision& d);
   // After the stop: empties the queue, ending each request EvictedOther.
-  void reject_after_stop();
+  void reject_after_stop(std::size_t at_most = SIZE_MAX);
 
   std::unique_ptr<Controller> controller_;
   ClockFn clock_;
