@@ -499,6 +499,117 @@ bool is_fairness_type(const std::string& t) {
 bool is_detector_type(const std::string& t) {
   return t == "utilization-detector" || t == "concurrency-detector";
 }
+bool is_usage_limit_type(const std::string& t) {
+  return t == "static-usage-limit-policy" || t == "priority-holdback-policy" ||
+         t == "soft-reflective-ceiling-policy";
+}
+
+std::string short_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// A ceiling: a number in [0, 1] (NaN is not).
+double ceiling(const Reader& r, const YAML::Node& n, const std::string& path, bool zero_ok,
+               bool one_ok) {
+  double v = r.number(n, path);
+  const bool ok = (zero_ok ? v >= 0 : v > 0) && (one_ok ? v <= 1 : v < 1);
+  if (!ok)
+    fail(r.source, n, path,
+         std::string("must be in ") + (zero_ok ? "[0, " : "(0, ") + (one_ok ? "1]" : "1)"));
+  return v;
+}
+
+// A usage-limit policy's parameters, checked as llm-d checks them (and the
+// static policy's threshold as its documentation says, which its code does
+// not check).
+UsageLimitSpec read_usage_limit(const Reader& r, const PluginSpec& p) {
+  UsageLimitSpec u;
+  u.type = p.type;
+  u.name = p.name;
+  const std::string path = "plugins[" + p.name + "].parameters";
+  const bool empty =
+      !p.parameters || p.parameters.IsNull() || (p.parameters.IsMap() && p.parameters.size() == 0);
+  if (p.type == "soft-reflective-ceiling-policy") {
+    if (!empty) fail(r.source, p.parameters, path, "soft-reflective-ceiling-policy takes none");
+    return u;
+  }
+  if (empty) {
+    if (p.type == "priority-holdback-policy")
+      fail(r.source, p.parameters, path + ".minCeiling", "is required");
+    return u;
+  }
+  Fields f(r.source, p.parameters, path);
+  if (p.type == "static-usage-limit-policy") {
+    if (auto n = f.take("threshold"))
+      u.threshold = ceiling(r, n, f.child("threshold"), false, true);
+    f.finish();
+    return u;
+  }
+  // priority-holdback-policy
+  std::string domain = "rank";
+  auto dn = f.take("domain");
+  if (dn) {
+    domain = r.string(dn, f.child("domain"));
+    if (domain != "rank" && domain != "value" && domain != "explicit")
+      fail(r.source, dn, f.child("domain"), "must be rank, value or explicit");
+  }
+  auto shape = f.take("shape"), min = f.take("minCeiling"), max = f.take("maxCeiling");
+  auto list = f.take("ceilings");
+  if (domain == "explicit") {
+    u.explicit_domain = true;
+    for (auto [n, key] : {std::pair{shape, "shape"}, {min, "minCeiling"}, {max, "maxCeiling"}})
+      if (n) fail(r.source, n, f.child(key), "must not be set when domain is explicit");
+    if (!list || !list.IsMap() || list.size() == 0)
+      fail(r.source, list ? list : dn, f.child("ceilings"),
+           "is required when domain is explicit: a mapping of band priority to ceiling");
+    // Keys are kept apart and never assigned: assigning a YAML::Node writes
+    // through to the document.
+    std::vector<YAML::Node> keys;
+    std::vector<std::pair<int, double>> entries;
+    for (const auto& kv : list) {
+      const std::string key = r.scalar(kv.first, f.child("ceilings"));
+      const std::string at = f.child("ceilings") + "." + key;
+      auto v = r.integer(kv.first, at);
+      if (v < -1000000 || v > 1000000)
+        fail(r.source, kv.first, at, "a priority must be between -1000000 and 1000000");
+      for (const auto& e : entries)
+        if (e.first == v) fail(r.source, kv.first, at, "duplicate band priority " + key);
+      entries.emplace_back(static_cast<int>(v), ceiling(r, kv.second, at, true, true));
+      keys.push_back(kv.first);
+    }
+    std::vector<std::size_t> order(entries.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return entries[a].first > entries[b].first; });
+    // Highest band first; a lower band may not have a higher ceiling.
+    for (std::size_t k = 1; k < order.size(); ++k) {
+      const auto& hi = entries[order[k - 1]];
+      const auto& lo = entries[order[k]];
+      if (lo.second > hi.second)
+        fail(r.source, keys[order[k]], f.child("ceilings") + "." + std::to_string(lo.first),
+             "ceilings must not increase towards lower priorities: band " +
+                 std::to_string(lo.first) + " has " + short_number(lo.second) + ", above band " +
+                 std::to_string(hi.first) + "'s " + short_number(hi.second));
+    }
+    for (auto i : order) u.ceilings.push_back(entries[i]);
+    f.finish();
+    return u;
+  }
+  u.value_domain = domain == "value";
+  if (list) fail(r.source, list, f.child("ceilings"), "must not be set unless domain is explicit");
+  if (!min) fail(r.source, p.parameters, f.child("minCeiling"), "is required");
+  u.min_ceiling = ceiling(r, min, f.child("minCeiling"), true, false);
+  if (max) u.max_ceiling = ceiling(r, max, f.child("maxCeiling"), false, true);
+  if (!(u.max_ceiling > u.min_ceiling))
+    fail(r.source, max ? max : min, f.child(max ? "maxCeiling" : "minCeiling"),
+         "minCeiling must be strictly less than maxCeiling");
+  if (shape && r.string(shape, f.child("shape")) != "linear")
+    fail(r.source, shape, f.child("shape"), "must be linear (the only shape llm-d has)");
+  f.finish();
+  return u;
+}
 
 // The plugin instance named `ref`: declared in plugins:, or one of the
 // defaults GIE registers implicitly under its type name.
@@ -558,6 +669,8 @@ void read_band(const Reader& r, const Config& c, const YAML::Node& node, const s
   f.finish();
 }
 
+void read_saturation_detector(const Reader& r, Config& c, const YAML::Node& node);
+
 void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
   auto& fc = c.flow_control;
   Fields f(r.source, node, "flowControl");
@@ -602,7 +715,26 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
     if (fc.flow_idle_timeout.count() <= 0)
       fail(r.source, n, f.child("flowIdleTimeout"), "must be greater than zero");
   }
-  f.take("usageLimitPolicyPluginRef");  // GIE: a saturation ceiling, 1.0 unless configured
+  // llm-d: flowControl.saturationDetector, the same as the top-level one.
+  if (auto n = f.take("saturationDetector")) read_saturation_detector(r, c, n);
+  if (auto n = f.take("usageLimitPolicyPluginRef")) {
+    const auto path = f.child("usageLimitPolicyPluginRef");
+    const auto ref = r.string(n, path);
+    if (const PluginSpec* p = find_plugin(c, ref)) {
+      if (!is_usage_limit_type(p->type))
+        fail(r.source, n, path,
+             "plugin '" + ref + "' is a " + p->type + ", not a usage limit policy");
+      fc.usage_limit = read_usage_limit(r, *p);
+    } else if (ref == "static-usage-limit-policy") {
+      // llm-d registers this one by itself (threshold 1.0).
+      fc.usage_limit.type = fc.usage_limit.name = ref;
+    } else {
+      fail(r.source, n, path,
+           "unknown usage limit policy '" + ref +
+               "' (declare it under plugins:, type static-usage-limit-policy, "
+               "priority-holdback-policy or soft-reflective-ceiling-policy)");
+    }
+  }
   f.finish();
 }
 
@@ -749,6 +881,9 @@ Config parse(const YAML::Node& root, const std::string& source) {
     read_detector_parameters(r, p, c.detectors[p.name]);
   }
   if (auto n = f.take("saturationDetector")) read_saturation_detector(r, c, n);
+  // Every usage-limit policy declared gets its parameters checked, used or not.
+  for (const auto& p : c.plugins)
+    if (is_usage_limit_type(p.type)) read_usage_limit(r, p);
   if (auto n = f.take("flowControl")) read_flow_control(r, c, n);
   for (const auto& g : c.feature_gates) {
     if (g == "flowControl") c.flow_control.enabled = true;
@@ -767,7 +902,8 @@ const std::vector<std::string>& plugin_types() {
       // flow control
       "fcfs-ordering-policy", "edf-ordering-policy", "slo-deadline-ordering-policy",
       "global-strict-fairness-policy", "round-robin-fairness-policy", "vtc-fairness-policy",
-      "utilization-detector", "concurrency-detector",
+      "utilization-detector", "concurrency-detector", "static-usage-limit-policy",
+      "priority-holdback-policy", "soft-reflective-ceiling-policy",
       // scheduling
       "single-profile-handler", "disagg-profile-handler", "prefix-based-pd-decider", "queue-scorer",
       "running-requests-size-scorer", "kv-cache-utilization-scorer", "lora-affinity-scorer",

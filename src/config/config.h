@@ -158,6 +158,25 @@ struct BandSpec {
   bool operator==(const BandSpec&) const = default;
 };
 
+// A usage-limit policy (flowControl.usageLimitPolicyPluginRef): one
+// dispatch ceiling per band from the pool's saturation.
+struct UsageLimitSpec {
+  std::string type;  // empty: none (no ceiling beyond the detector's)
+  std::string name;
+  // static-usage-limit-policy
+  double threshold = 1.0;
+  // priority-holdback-policy
+  double min_ceiling = 0;
+  double max_ceiling = 1.0;
+  bool value_domain = false;     // domain: rank (default) | value | explicit
+  bool explicit_domain = false;  // domain: explicit
+  // Explicit domain: ceiling by band priority, highest first, non-increasing.
+  // A band not listed takes the ceiling of the nearest listed band above it
+  // (1.0 above all of them); llm-d gives it 0.0, which never dispatches it.
+  std::vector<std::pair<int, double>> ceilings;
+  bool operator==(const UsageLimitSpec&) const = default;
+};
+
 struct FlowControlSpec {
   bool enabled = false;            // featureGates: [flowControl]
   std::uint64_t max_bytes = 0;     // global; 0: unlimited
@@ -175,6 +194,7 @@ struct FlowControlSpec {
   nanoseconds flow_idle_timeout = std::chrono::minutes(5);
   double vtc_input_price = 1.0;  // from the vtc-fairness-policy plugin's parameters
   double vtc_output_price = 2.0;
+  UsageLimitSpec usage_limit;
   bool operator==(const FlowControlSpec&) const = default;
 };
 

@@ -347,11 +347,48 @@ std::optional<TimePoint> Controller::next_deadline() const {
   return deadlines_.front()->request.deadline;
 }
 
-Band* Controller::choose_band() {
+double Controller::pool_saturation_now(TimePoint now) {
+  bool any_removed = false;
+  for (bool r : removed_) any_removed = any_removed || r;
+  if (!any_removed) return detector_->saturation(load_, now);
+  active_load_.clear();
+  for (std::size_t i = 0; i < load_.size(); ++i)
+    if (!removed_[i]) active_load_.push_back(load_[i]);
+  return detector_->saturation(active_load_, now);
+}
+
+void Controller::compute_ceilings(TimePoint now) {
+  const auto& bands = registry_.bands();
+  band_priorities_.clear();
+  for (const auto& [p, band] : bands) band_priorities_.push_back(p);
+  ceilings_.assign(band_priorities_.size(), 1.0);
+  saturation_ = pool_saturation_now(now);
+  usage_limit_->compute(now, saturation_, band_priorities_, ceilings_);
+  last_ceilings_.resize(band_priorities_.size());
+  for (std::size_t i = 0; i < band_priorities_.size(); ++i) {
+    // A policy's bad value cannot open more than the detector allows.
+    double c = ceilings_[i];
+    if (!(c >= 0)) c = 0;  // NaN too
+    ceilings_[i] = std::min(c, 1.0);
+    last_ceilings_[i] = BandCeiling{band_priorities_[i], ceilings_[i]};
+  }
+}
+
+Band* Controller::choose_band(TimePoint now) {
   starving_ = nullptr;
+  const bool limited = usage_limit_ && gated_;
+  if (limited) compute_ceilings(now);
   Band* top = nullptr;
+  std::size_t index = 0;
   for (auto& [p, band] : registry_.bands()) {
+    const std::size_t i = index++;
     if (!band->backlogged()) continue;
+    // Held back by its ceiling: skipped, not a stop (a lower band whose
+    // ceiling lets it through still goes).
+    if (limited && saturation_ >= ceilings_[i]) {
+      ++ceiling_holds_;
+      continue;
+    }
     if (!top) {
       top = band.get();
       continue;
@@ -432,7 +469,7 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
 std::size_t Controller::dispatch(TimePoint now) {
   std::size_t released = 0;
   while (true) {
-    Band* band = choose_band();
+    Band* band = choose_band(now);
     if (!band) break;
     const bool used_share = band == starving_;
     auto* flow = static_cast<Flow*>(band->fairness().pick());
@@ -529,6 +566,7 @@ void Controller::apply(ControllerReload r, TimePoint now) {
   config_ = std::move(r.config);
   if (r.detector) detector_ = std::move(r.detector);
   staleness_ = r.staleness;
+  usage_limit_ = std::move(r.usage_limit);
   if (r.scheduler) {
     if (scheduler_ && scheduler_in_flight_ > 0)
       retired_.push_back(Retired{scheduler_epoch_, std::move(scheduler_), scheduler_in_flight_});

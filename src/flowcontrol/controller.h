@@ -90,6 +90,7 @@ struct ControllerReload {
   std::unordered_map<std::string, double> weights;  // the config's flows:
   std::unique_ptr<SaturationDetector> detector;
   std::unique_ptr<scheduling::Scheduler> scheduler;  // null: keep the running one
+  std::unique_ptr<UsageLimitPolicy> usage_limit;     // null: none
   Duration staleness = std::chrono::milliseconds(200);
 };
 
@@ -152,6 +153,21 @@ class Controller {
   void set_displacement_policy(std::unique_ptr<DisplacementPolicy> p) {
     displacement_ = std::move(p);
   }
+  // Per-band dispatch ceilings (null: none, the detector alone decides).
+  // Only with the gate on.
+  void set_usage_limit_policy(std::unique_ptr<UsageLimitPolicy> p) { usage_limit_ = std::move(p); }
+  // The ceilings and pool saturation of the last dispatch decision, by
+  // band priority (highest first); empty without a usage-limit policy.
+  struct BandCeiling {
+    int priority;
+    double ceiling;
+  };
+  const std::vector<BandCeiling>& band_ceilings() const { return last_ceilings_; }
+  double last_saturation() const { return saturation_; }
+  // Times a backlogged band was passed over because the pool's saturation
+  // had reached its ceiling.
+  std::uint64_t ceiling_holds() const { return ceiling_holds_; }
+
   // Replaces the decision sink (the shell installs its own).
   void set_sink(Sink sink) { sink_ = std::move(sink); }
 
@@ -171,7 +187,11 @@ class Controller {
   // longest flow (queued / weight), if that flow stays longer than the
   // newcomer's: a flood cannot crowd the other flows out of the band.
   bool displace_in_band(registry::Flow& newcomer, std::uint64_t bytes, TimePoint now);
-  registry::Band* choose_band();
+  registry::Band* choose_band(TimePoint now);
+  // The pool's saturation over the endpoints still in it; the usage-limit
+  // policy's ceilings for every band into ceilings_.
+  double pool_saturation_now(TimePoint now);
+  void compute_ceilings(TimePoint now);
   void account_dispatch(registry::Band* chosen, bool used_share);
   // The endpoint for `item` (filling `decision`), or kWait (no room now)
   // or kUnroutable (the scheduler can never place it).
@@ -197,6 +217,13 @@ class Controller {
   Duration staleness_ = std::chrono::milliseconds(200);
   registry::FlowRegistry registry_;
   std::unique_ptr<DisplacementPolicy> displacement_;  // null: none
+  std::unique_ptr<UsageLimitPolicy> usage_limit_;     // null: none
+  std::vector<int> band_priorities_;                  // scratch, highest first
+  std::vector<double> ceilings_;                      // scratch, same order
+  std::vector<BandCeiling> last_ceilings_;
+  std::vector<EndpointLoad> active_load_;  // scratch: load_ without removed endpoints
+  double saturation_ = 0;
+  std::uint64_t ceiling_holds_ = 0;
   std::vector<EndpointLoad> load_;
   std::vector<bool> room_;
   std::vector<registry::Item*> deadlines_;

@@ -1,6 +1,7 @@
 #include "flowcontrol/from_config.h"
 
 #include "flowcontrol/saturation_detectors.h"
+#include "flowcontrol/usage_limit_policies.h"
 #include "scheduling/from_config.h"
 
 namespace sluice::flowcontrol {
@@ -55,6 +56,7 @@ std::unique_ptr<Controller> make_controller(const config::Config& config) {
   c->set_endpoints(ids);
   c->set_scheduler(scheduling::build_scheduler(config));
   c->set_gated(gated);
+  if (gated) c->set_usage_limit_policy(make_usage_limit_policy(config.flow_control.usage_limit));
   c->set_staleness_threshold(config.saturation_detector.metrics_staleness_threshold);
   return c;
 }

@@ -88,19 +88,23 @@ json flows_json(flowcontrol::Controller& c, const std::string& id) {
   return out;
 }
 
-json band_json(const registry::Band& b) {
+json band_json(const registry::Band& b, const flowcontrol::Controller& c) {
   const auto& bc = b.config();
-  return json{{"priority", b.priority()},
-              {"configured", b.configured()},
-              {"maxBytes", bc.max_bytes},
-              {"maxRequests", bc.max_requests},
-              {"fairnessPolicy", bc.fairness},
-              {"orderingPolicy", bc.ordering},
-              {"antiStarvationShare", bc.share},
-              {"queued", b.requests()},
-              {"queuedBytes", b.bytes()},
-              {"flows", b.flows().size()},
-              {"backloggedFlows", b.backlogged_flows()}};
+  json j{{"priority", b.priority()},
+         {"configured", b.configured()},
+         {"maxBytes", bc.max_bytes},
+         {"maxRequests", bc.max_requests},
+         {"fairnessPolicy", bc.fairness},
+         {"orderingPolicy", bc.ordering},
+         {"antiStarvationShare", bc.share},
+         {"queued", b.requests()},
+         {"queuedBytes", b.bytes()},
+         {"flows", b.flows().size()},
+         {"backloggedFlows", b.backlogged_flows()}};
+  // The usage-limit policy's ceiling at the last dispatch decision.
+  for (const auto& bc2 : c.band_ceilings())
+    if (bc2.priority == b.priority()) j["ceiling"] = bc2.ceiling;
+  return j;
 }
 
 class AdminSession : public std::enable_shared_from_this<AdminSession> {
@@ -209,6 +213,8 @@ void copy_dispatcher_state(flowcontrol::Controller& c, AdminServer::DispatcherCo
   copy.pool_saturation = c.pool_saturation(flowcontrol::Clock::now());
   copy.flow_count = c.registry().flow_count();
   copy.flow_limit_rejections = c.registry().flow_limit_rejections();
+  copy.ceilings = c.band_ceilings();
+  copy.ceiling_holds = c.ceiling_holds();
   if (auto* s = c.scheduler()) {
     for (const auto& t : s->timings()) {
       AdminServer::TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
@@ -282,6 +288,18 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
   m.family("inference_extension_flow_control_pool_saturation", "gauge",
            "Pool saturation by the saturation detector (1: no endpoint has room).");
   m.sample("inference_extension_flow_control_pool_saturation", {}, c.pool_saturation);
+  if (!c.ceilings.empty()) {
+    m.family("sluice_flow_control_band_ceiling", "gauge",
+             "The usage-limit policy's dispatch ceiling per band at the last decision (a band "
+             "dispatches while the pool saturation is below it).");
+    for (const auto& b : c.ceilings)
+      m.sample("sluice_flow_control_band_ceiling", {{"priority", std::to_string(b.priority)}},
+               b.ceiling);
+  }
+  m.family("sluice_flow_control_ceiling_holds_total", "counter",
+           "Times a band with queued requests was passed over because the pool saturation had "
+           "reached its ceiling.");
+  m.sample("sluice_flow_control_ceiling_holds_total", {}, static_cast<double>(c.ceiling_holds));
 
   // The pool, from the scraped metrics.
   double kv = 0, queue = 0;
@@ -728,7 +746,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
     return on_dispatcher(
         [](flowcontrol::Controller& c) {
           json out = json::array();
-          for (const auto& [p, b] : c.registry().bands()) out.push_back(band_json(*b));
+          for (const auto& [p, b] : c.registry().bands()) out.push_back(band_json(*b, c));
           return Reply{200, out.dump(-1, ' ', false, kReplace)};
         },
         std::move(respond));
@@ -753,7 +771,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
             if (!b)
               return error_reply(404, "unknown-band",
                                  "no band with priority " + std::to_string(priority));
-            return Reply{200, band_json(*b).dump(-1, ' ', false, kReplace)};
+            return Reply{200, band_json(*b, c).dump(-1, ' ', false, kReplace)};
           },
           std::move(respond));
     }
@@ -767,7 +785,7 @@ void AdminServer::handle(const std::string& method, const std::string& target,
             if (!parse_band(body, bc, error)) return error;
             c.registry().set_band(bc, flowcontrol::Clock::now());
             SLUICE_LOG(kInfo, "admin", "band " << priority << (b ? " changed" : " added"));
-            return Reply{200, band_json(*find(c)).dump(-1, ' ', false, kReplace)};
+            return Reply{200, band_json(*find(c), c).dump(-1, ' ', false, kReplace)};
           },
           std::move(respond));
     }

@@ -59,6 +59,8 @@ class AdminServer {
     double pool_saturation = 0;
     std::size_t flow_count = 0;
     std::uint64_t flow_limit_rejections = 0;
+    std::vector<flowcontrol::Controller::BandCeiling> ceilings;
+    std::uint64_t ceiling_holds = 0;
     std::vector<TimingCopy> timings;
     bool failed = false;
   };

@@ -9,6 +9,7 @@
 #include "config/units.h"
 #include "flowcontrol/from_config.h"
 #include "flowcontrol/saturation_detectors.h"
+#include "flowcontrol/usage_limit_policies.h"
 #include "scheduling/from_config.h"
 #include "server/http_session.h"
 #include "server/log.h"
@@ -274,6 +275,7 @@ void Server::reload(std::function<void(ReloadResult)> done) {
     try {
       if (new_scheduling) reload->scheduler = scheduling::build_scheduler(next);
       reload->detector = flowcontrol::make_detector(next.saturation_detector);
+      reload->usage_limit = flowcontrol::make_usage_limit_policy(next.flow_control.usage_limit);
     } catch (const config::ConfigError& e) {
       res.error = e.what();
     } catch (const std::exception& e) {

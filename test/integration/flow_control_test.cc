@@ -3,6 +3,7 @@
 // sluice's own in-flight count, so no metrics scraping is involved.
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -209,6 +210,64 @@ TEST(FlowControl, MissingMetricsCountAsSaturated) {
   h.emplace_back("x-gateway-inference-ttl-ms", "300");
   expect_outcome(c.post_json("/v1/completions", completion_body(1), h), 503, "evicted-ttl", true);
   EXPECT_EQ(sluice->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Per-band ceilings on the wire (llm-d's priority-holdback-policy, minCeiling
+// 0.5, as configured in llm-d): on four slots the best-effort band stops at
+// two in flight (dispatched while 1/4 < 0.5, held at 2/4), its other four
+// requests wait, and an interactive request still goes at once. Without the
+// policy four would be in flight and two queued.
+TEST(FlowControl, HoldbackCeilingKeepsRoomForTheTopBand) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  std::string text = fc_config(mock->address(), 4, "round-robin-fairness-policy",
+                               "  usageLimitPolicyPluginRef: holdback\n"
+                               "  priorityBands:\n    - {priority: 100}\n    - {priority: -10}\n");
+  text.insert(text.find("plugins:\n") + 9,
+              "  - type: priority-holdback-policy\n    name: holdback\n"
+              "    parameters: {minCeiling: 0.5, shape: linear, domain: rank}\n");
+  TempFile cfg(text);
+  auto sluice = start_sluice(cfg);
+  std::vector<std::thread> batch;
+  std::atomic<int> batch_ok{0};
+  for (int i = 0; i < 6; ++i)
+    batch.emplace_back([&] {
+      HttpClient c(kHost, sluice->port(), 30000ms);
+      batch_ok += c.post_json("/v1/completions", completion_body(150), flow("batch", "best-effort"))
+                      .status == 200;
+    });
+  const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+  const std::string queued =
+      "inference_extension_flow_control_queue_size{fairness_id=\"batch\",priority=\"-10\"}";
+  EXPECT_TRUE(eventually([&] {
+    return scrape_metric(kHost, sluice->admin_port(), queued) == 4 &&
+           scrape_metric(kHost, mock->port(), running) == 2;
+  }));
+  HttpClient c(kHost, sluice->port());
+  auto r = c.post_json("/v1/completions", completion_body(2), flow("chat", "interactive"));
+  EXPECT_EQ(r.status, 200) << r.error;
+  // Served past the held band, which still waits.
+  EXPECT_EQ(scrape_metric(kHost, sluice->admin_port(), queued), 4);
+  HttpClient admin(kHost, sluice->admin_port());
+  auto bands = json::parse(admin.request("GET", "/admin/v1/bands").body);
+  std::map<int, double> ceilings;
+  for (const auto& b : bands) ceilings[b["priority"].get<int>()] = b.value("ceiling", -1.0);
+  EXPECT_DOUBLE_EQ(ceilings[100], 1.0);
+  EXPECT_DOUBLE_EQ(ceilings[-10], 0.5);
+  EXPECT_EQ(scrape_metric(kHost, sluice->admin_port(),
+                          "sluice_flow_control_band_ceiling{priority=\"-10\"}"),
+            0.5);
+  EXPECT_GT(scrape_metric(kHost, sluice->admin_port(), "sluice_flow_control_ceiling_holds_total"),
+            0);
+  for (auto& t : batch) t.join();
+  EXPECT_EQ(batch_ok.load(), 6);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ struct Record {
   std::optional<QueueOutcome> outcome;
   std::uint64_t ticket = 0;
   int endpoint = -1;
+  std::uint32_t in_flight_after = 0;  // on its endpoint, itself included, when dispatched
 };
 
 struct PoolModel {
@@ -168,6 +169,8 @@ class Sim {
       return;
     }
     rec.endpoint = d.endpoint;
+    rec.in_flight_after =
+        controller_.endpoint_load()[static_cast<std::size_t>(d.endpoint)].in_flight;
     Duration service = pool_.fixed +
                        pool_.per_input_token * static_cast<long>(rec.request.input_tokens) +
                        pool_.per_output_token * static_cast<long>(rec.request.output_tokens);

@@ -6,10 +6,12 @@
 //   DisplacementPolicy  which queued requests make room for a newcomer (the
 //                       controller guarantees only lower priority goes)
 //   SaturationDetector  whether the pool can take another request now
+//   UsageLimitPolicy    how full the pool may be for each band to dispatch
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -114,6 +116,27 @@ class SaturationDetector {
   virtual bool has_room(const EndpointLoad& e, TimePoint now) const = 0;
   // Pool saturation in [0, 1+] for metrics: 1 means no endpoint has room.
   virtual double saturation(const std::vector<EndpointLoad>& pool, TimePoint now) const = 0;
+};
+
+// One dispatch ceiling per band from the pool's saturation (llm-d's
+// UsageLimitPolicy, same contract): a band is dispatched from only while the
+// saturation is below its ceiling, so lower bands can be held back before
+// the pool is full and the room left goes to the bands above them.
+class UsageLimitPolicy {
+ public:
+  virtual ~UsageLimitPolicy() = default;
+  virtual std::string_view type() const = 0;
+  // Called once per dispatch decision, at `now`. `saturation` is the detector's pool
+  // saturation (0 empty, 1 full); `priorities` every band the registry has,
+  // highest first, empty ones included; `ceilings` has one entry per band,
+  // pre-filled with 1.0 (an entry left alone is no limit beyond the
+  // detector's). Ceilings are in [0, 1] and should not increase from a band
+  // to the next lower one; sluice does not depend on it: each band is held
+  // by its own ceiling only, so a higher band held back never blocks a
+  // lower one that its ceiling lets through (llm-d stops at the first band
+  // held back, which starves lower bands when ceilings are not monotonic).
+  virtual void compute(TimePoint now, double saturation, std::span<const int> priorities,
+                       std::span<double> ceilings) = 0;
 };
 
 }  // namespace sluice::flowcontrol

@@ -256,6 +256,9 @@ TEST(Config, MissingFile) {
 
 // The real GIE and llm-d configs must load unchanged.
 TEST(Config, GieFixturesLoadUnchanged) {
+  if (!std::filesystem::is_directory(SLUICE_FIXTURES_DIR))
+    GTEST_SKIP() << "needs ../shared/fixtures/gie next to the project (" << SLUICE_FIXTURES_DIR
+                 << "), which this checkout does not have";
   std::filesystem::path dir = SLUICE_FIXTURES_DIR;
   int loaded = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -272,6 +275,9 @@ TEST(Config, GieFixturesLoadUnchanged) {
 }
 
 TEST(Config, PdFixtureDetails) {
+  if (!std::filesystem::is_directory(SLUICE_FIXTURES_DIR))
+    GTEST_SKIP() << "needs ../shared/fixtures/gie next to the project (" << SLUICE_FIXTURES_DIR
+                 << "), which this checkout does not have";
   auto c = load_config_file(std::string(SLUICE_FIXTURES_DIR) + "/llmd-pd-epp-config.yaml");
   ASSERT_EQ(c.scheduling_profiles.size(), 2u);
   EXPECT_EQ(c.scheduling_profiles[0].name, "prefill");
@@ -472,6 +478,171 @@ TEST(Config, TooManyEndpointsIsAnError) {
             "test.yaml:2: server.maxModelBytes: must be between 1 and 4096");
   EXPECT_EQ(error_of("server:\n  maxConnections: 0\n"),
             "test.yaml:2: server.maxConnections: must be between 1 and 10000000");
+}
+
+}  // namespace
+}  // namespace sluice::config
+
+// ---------------------------------------------------------------- usage limits
+
+namespace sluice::config {
+namespace {
+
+std::string with_policy(const std::string& plugin, const std::string& ref = "ul") {
+  return "featureGates: [flowControl]\nplugins:\n" + plugin +
+         "flowControl:\n  usageLimitPolicyPluginRef: " + ref + "\n";
+}
+
+TEST(ConfigUsageLimit, LlmdPoliciesLoad) {
+  // As llm-d's documentation and benchmark recipes write them.
+  auto c =
+      load_config_string(with_policy("  - type: static-usage-limit-policy\n    name: ul\n    "
+                                     "parameters:\n      threshold: 0.8\n"));
+  EXPECT_EQ(c.flow_control.usage_limit.type, "static-usage-limit-policy");
+  EXPECT_DOUBLE_EQ(c.flow_control.usage_limit.threshold, 0.8);
+
+  c = load_config_string(with_policy(
+      "  - type: priority-holdback-policy\n    name: priority-holdback-050\n    parameters:\n"
+      "      domain: rank\n      shape: linear\n      minCeiling: 0.5\n      maxCeiling: 1\n",
+      "priority-holdback-050"));
+  EXPECT_EQ(c.flow_control.usage_limit.type, "priority-holdback-policy");
+  EXPECT_DOUBLE_EQ(c.flow_control.usage_limit.min_ceiling, 0.5);
+  EXPECT_DOUBLE_EQ(c.flow_control.usage_limit.max_ceiling, 1.0);
+  EXPECT_FALSE(c.flow_control.usage_limit.value_domain);
+
+  c = load_config_string(
+      with_policy("  - type: priority-holdback-policy\n    name: ul\n    parameters:\n"
+                  "      domain: explicit\n      ceilings: {0: 0.8, 100: 1.0, -10: 0.5}\n"));
+  EXPECT_TRUE(c.flow_control.usage_limit.explicit_domain);
+  std::vector<std::pair<int, double>> want{{100, 1.0}, {0, 0.8}, {-10, 0.5}};
+  EXPECT_EQ(c.flow_control.usage_limit.ceilings, want);
+
+  c = load_config_string(
+      with_policy("  - type: soft-reflective-ceiling-policy\n", "soft-reflective-ceiling-policy"));
+  EXPECT_EQ(c.flow_control.usage_limit.type, "soft-reflective-ceiling-policy");
+
+  // llm-d registers the static policy by itself.
+  c = load_config_string(
+      "featureGates: [flowControl]\nflowControl:\n  usageLimitPolicyPluginRef: "
+      "static-usage-limit-policy\n");
+  EXPECT_EQ(c.flow_control.usage_limit.type, "static-usage-limit-policy");
+  EXPECT_DOUBLE_EQ(c.flow_control.usage_limit.threshold, 1.0);
+
+  // Without a ref: no policy (the detector alone decides).
+  EXPECT_EQ(load_config_string("featureGates: [flowControl]\n").flow_control.usage_limit.type, "");
+}
+
+TEST(ConfigUsageLimit, BadParametersNameFileLineAndField) {
+  const std::string p = "  - type: priority-holdback-policy\n    name: ul\n    parameters:\n";
+  EXPECT_EQ(error_of(with_policy(
+                "  - type: static-usage-limit-policy\n    name: ul\n    parameters:\n      "
+                "threshold: 0\n")),
+            "test.yaml:6: plugins[ul].parameters.threshold: must be in (0, 1]");
+  EXPECT_EQ(error_of(with_policy(
+                "  - type: static-usage-limit-policy\n    name: ul\n    parameters:\n      "
+                "threshold: 1.5\n")),
+            "test.yaml:6: plugins[ul].parameters.threshold: must be in (0, 1]");
+  EXPECT_EQ(error_of(with_policy(p + "      maxCeiling: 0.9\n")),
+            "test.yaml:6: plugins[ul].parameters.minCeiling: is required");
+  EXPECT_EQ(error_of(with_policy(p + "      minCeiling: 0.6\n      maxCeiling: 0.6\n")),
+            "test.yaml:7: plugins[ul].parameters.maxCeiling: minCeiling must be strictly less "
+            "than maxCeiling");
+  EXPECT_EQ(error_of(with_policy(p + "      minCeiling: -0.1\n")),
+            "test.yaml:6: plugins[ul].parameters.minCeiling: must be in [0, 1)");
+  EXPECT_EQ(error_of(with_policy(p + "      minCeiling: nan\n")),
+            "test.yaml:6: plugins[ul].parameters.minCeiling: must be in [0, 1)");
+  EXPECT_EQ(error_of(with_policy(p + "      minCeiling: 0.5\n      shape: sigmoid\n")),
+            "test.yaml:7: plugins[ul].parameters.shape: must be linear (the only shape llm-d has)");
+  EXPECT_EQ(error_of(with_policy(p + "      minCeiling: 0.5\n      domain: log\n")),
+            "test.yaml:7: plugins[ul].parameters.domain: must be rank, value or explicit");
+  EXPECT_EQ(error_of(with_policy(p + "      minCeiling: 0.5\n      ceilings: {0: 1}\n")),
+            "test.yaml:7: plugins[ul].parameters.ceilings: must not be set unless domain is "
+            "explicit");
+  // Explicit ceilings: non-monotonic, out of [0, 1], mixed with min/max.
+  EXPECT_EQ(error_of(with_policy(p + "      domain: explicit\n      ceilings:\n        100: 0.7\n"
+                                     "        0: 0.9\n")),
+            "test.yaml:9: plugins[ul].parameters.ceilings.0: ceilings must not increase towards "
+            "lower priorities: band 0 has 0.9, above band 100's 0.7");
+  EXPECT_EQ(
+      error_of(with_policy(p + "      domain: explicit\n      ceilings:\n        100: 1.2\n")),
+      "test.yaml:8: plugins[ul].parameters.ceilings.100: must be in [0, 1]");
+  EXPECT_EQ(error_of(with_policy(p + "      domain: explicit\n      minCeiling: 0.1\n"
+                                     "      ceilings: {0: 1}\n")),
+            "test.yaml:7: plugins[ul].parameters.minCeiling: must not be set when domain is "
+            "explicit");
+  EXPECT_EQ(error_of(with_policy(p + "      domain: explicit\n")),
+            "test.yaml:6: plugins[ul].parameters.ceilings: is required when domain is explicit: a "
+            "mapping of band priority to ceiling");
+  EXPECT_EQ(error_of(with_policy(p + "      domain: explicit\n      ceilings: {x: 1}\n")),
+            "test.yaml:7: plugins[ul].parameters.ceilings.x: expected an integer, got 'x'");
+  EXPECT_EQ(error_of(with_policy(
+                "  - type: soft-reflective-ceiling-policy\n    name: ul\n    parameters:\n      "
+                "gain: 2\n")),
+            "test.yaml:6: plugins[ul].parameters: soft-reflective-ceiling-policy takes none");
+  // A declared but unused policy is checked too.
+  EXPECT_EQ(error_of("plugins:\n  - type: static-usage-limit-policy\n    parameters:\n      "
+                     "threshold: 2\n"),
+            "test.yaml:4: plugins[static-usage-limit-policy].parameters.threshold: must be in "
+            "(0, 1]");
+  // The ref: unknown, or another kind of plugin.
+  EXPECT_EQ(error_of("flowControl:\n  usageLimitPolicyPluginRef: nope\n"),
+            "test.yaml:2: flowControl.usageLimitPolicyPluginRef: unknown usage limit policy "
+            "'nope' (declare it under plugins:, type static-usage-limit-policy, "
+            "priority-holdback-policy or soft-reflective-ceiling-policy)");
+  EXPECT_EQ(error_of(with_policy("  - type: queue-scorer\n    name: ul\n")),
+            "test.yaml:6: flowControl.usageLimitPolicyPluginRef: plugin 'ul' is a queue-scorer, "
+            "not a usage limit policy");
+}
+
+}  // namespace
+}  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+// The examples of llm-d's policy READMEs
+// (pkg/epp/framework/plugins/flowcontrol/usagelimits/), verbatim.
+TEST(ConfigUsageLimit, LlmdReadmeExamplesLoadUnchanged) {
+  auto c = load_config_string(R"(plugins:
+  - type: static-usage-limit-policy
+    name: my-usage-limit
+    parameters:
+      threshold: 0.8
+flowControl:
+  usageLimitPolicyPluginRef: my-usage-limit
+)");
+  EXPECT_DOUBLE_EQ(c.flow_control.usage_limit.threshold, 0.8);
+  c = load_config_string(R"(plugins:
+  - type: priority-holdback-policy
+    name: my-holdback-policy
+    parameters:
+      shape: linear
+      domain: rank
+      minCeiling: 0.4
+      maxCeiling: 0.9
+flowControl:
+  usageLimitPolicyPluginRef: my-holdback-policy
+)");
+  EXPECT_DOUBLE_EQ(c.flow_control.usage_limit.min_ceiling, 0.4);
+  EXPECT_DOUBLE_EQ(c.flow_control.usage_limit.max_ceiling, 0.9);
+  c = load_config_string(R"(plugins:
+  - type: priority-holdback-policy
+    name: my-explicit-holdback
+    parameters:
+      domain: explicit
+      ceilings:
+        100: 0.95
+        50: 0.70
+        10: 0.30
+flowControl:
+  usageLimitPolicyPluginRef: my-explicit-holdback
+)");
+  std::vector<std::pair<int, double>> want{{100, 0.95}, {50, 0.70}, {10, 0.30}};
+  EXPECT_EQ(c.flow_control.usage_limit.ceilings, want);
+  c = load_config_file(std::string(SLUICE_TEST_FIXTURES_DIR) +
+                       "/llmd-soft-reflective-ceiling.yaml");
+  EXPECT_TRUE(c.flow_control.enabled);
+  EXPECT_EQ(c.flow_control.usage_limit.type, "soft-reflective-ceiling-policy");
 }
 
 }  // namespace
