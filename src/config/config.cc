@@ -671,6 +671,47 @@ void read_band(const Reader& r, const Config& c, const YAML::Node& node, const s
 
 void read_saturation_detector(const Reader& r, Config& c, const YAML::Node& node);
 
+void read_headroom(const Reader& r, HeadroomSpec& h, const YAML::Node& node,
+                   const std::string& path) {
+  Fields f(r.source, node, path);
+  h.enabled = true;
+  auto p = f.take("protectedPriority");
+  if (!p) fail(r.source, node, f.child("protectedPriority"), "is required");
+  auto v = r.integer(p, f.child("protectedPriority"));
+  if (v < -1000000 || v > 1000000)
+    fail(r.source, p, f.child("protectedPriority"), "must be between -1000000 and 1000000");
+  h.protected_priority = static_cast<int>(v);
+  auto count = [&](const char* key, std::uint64_t& out, std::uint64_t max) {
+    auto n = f.take(key);
+    if (n) {
+      out = r.quantity(n, f.child(key));
+      if (out > max) fail(r.source, n, f.child(key), "must be at most " + std::to_string(max));
+    }
+    return n;
+  };
+  count("reserve", h.reserve, 100000);
+  const YAML::Node tokens = count("reserveTokens", h.reserve_tokens, std::uint64_t{1} << 40);
+  count("overAdmission", h.over_admission, 100000);
+  if (auto n = f.take("scope")) {
+    auto s = r.string(n, f.child("scope"));
+    if (s != "endpoint" && s != "pool")
+      fail(r.source, n, f.child("scope"), "must be endpoint or pool");
+    h.pool_scope = s == "pool";
+  }
+  if (auto n = f.take("lend")) h.lend = r.boolean(n, f.child("lend"));
+  if (auto n = f.take("lendAfterIdle")) {
+    h.lend_after_idle = r.duration(n, f.child("lendAfterIdle"));
+    if (h.lend_after_idle.count() < 0)
+      fail(r.source, n, f.child("lendAfterIdle"), "must not be negative");
+  }
+  if (h.reserve == 0 && h.reserve_tokens == 0 && h.over_admission == 0)
+    fail(r.source, node, path, "reserves nothing: set reserve, reserveTokens or overAdmission");
+  if (h.pool_scope && h.reserve_tokens > 0)
+    fail(r.source, tokens, f.child("reserveTokens"),
+         "is per endpoint only (scope: pool reserves requests)");
+  f.finish();
+}
+
 void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
   auto& fc = c.flow_control;
   Fields f(r.source, node, "flowControl");
@@ -689,6 +730,12 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
   if (auto n = f.take("defaultPriorityBand")) {
     read_band(r, c, n, f.child("defaultPriorityBand"), fc.default_band, false);
     fc.default_band.priority = 0;  // GIE ignores it: the template fits any priority
+  }
+  if (auto n = f.take("defaultNegativePriorityBand")) {
+    BandSpec b = fc.default_band;
+    read_band(r, c, n, f.child("defaultNegativePriorityBand"), b, false);
+    b.priority = -1;  // a template: the priority is the band's own
+    fc.default_negative_band = b;
   }
   if (auto list = f.take("priorityBands")) {
     std::set<int> seen;
@@ -715,6 +762,8 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
     if (fc.flow_idle_timeout.count() <= 0)
       fail(r.source, n, f.child("flowIdleTimeout"), "must be greater than zero");
   }
+  const YAML::Node headroom = f.take("headroom");
+  if (headroom) read_headroom(r, fc.headroom, headroom, f.child("headroom"));
   // llm-d: flowControl.saturationDetector, the same as the top-level one.
   if (auto n = f.take("saturationDetector")) read_saturation_detector(r, c, n);
   if (auto n = f.take("usageLimitPolicyPluginRef")) {
@@ -735,6 +784,12 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
                "priority-holdback-policy or soft-reflective-ceiling-policy)");
     }
   }
+  const auto& d = c.saturation_detector;
+  if (headroom && d.type == "concurrency-detector" && !d.tokens_mode &&
+      fc.headroom.reserve >= d.max_concurrency)
+    fail(r.source, headroom, f.child("headroom.reserve"),
+         "leaves lower bands no room: it must be below the detector's maxConcurrency (" +
+             std::to_string(d.max_concurrency) + ")");
   f.finish();
 }
 

@@ -177,6 +177,22 @@ struct UsageLimitSpec {
   bool operator==(const UsageLimitSpec&) const = default;
 };
 
+// flowControl.headroom (sluice): room kept for bands at or above
+// `protected_priority` on every endpoint (or across the pool), lent to lower
+// bands while none of theirs waits; the top band may go past the detector.
+struct HeadroomSpec {
+  bool enabled = false;
+  int protected_priority = 0;
+  std::uint64_t reserve = 0;         // requests
+  std::uint64_t reserve_tokens = 0;  // input + max output tokens
+  bool pool_scope = false;           // scope: endpoint (default) | pool
+  bool lend = true;
+  // Lent only once no protected request has arrived for this long.
+  nanoseconds lend_after_idle = std::chrono::seconds(1);
+  std::uint64_t over_admission = 0;  // requests per endpoint, top band only
+  bool operator==(const HeadroomSpec&) const = default;
+};
+
 struct FlowControlSpec {
   bool enabled = false;            // featureGates: [flowControl]
   std::uint64_t max_bytes = 0;     // global; 0: unlimited
@@ -188,6 +204,7 @@ struct FlowControlSpec {
   // replaces the longest-idle flow or is refused 429 rejected-capacity.
   std::uint64_t max_flows = 10000;
   BandSpec default_band;
+  std::optional<BandSpec> default_negative_band;  // llm-d: template for priorities < 0
   std::vector<BandSpec> bands;
   // sluice additions
   bool displacement = true;  // displacementPolicy: lowest-band-newest-first | none
@@ -195,6 +212,7 @@ struct FlowControlSpec {
   double vtc_input_price = 1.0;  // from the vtc-fairness-policy plugin's parameters
   double vtc_output_price = 2.0;
   UsageLimitSpec usage_limit;
+  HeadroomSpec headroom;
   bool operator==(const FlowControlSpec&) const = default;
 };
 

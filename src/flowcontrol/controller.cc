@@ -173,6 +173,8 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
       break;
   }
 
+  if (config_.headroom.enabled && key.priority >= config_.headroom.protected_priority)
+    last_protected_arrival_ = now;
   Item* item = registry_.allocate();
   item->cookie = r.cookie;
   item->requested_priority = r.priority;
@@ -429,12 +431,78 @@ void Controller::refresh_endpoint_view(TimePoint now) {
   }
 }
 
+Controller::Allowance Controller::allowance_for(int priority, TimePoint now) const {
+  const auto& h = config_.headroom;
+  if (!h.enabled) return Allowance::kPlain;
+  if (priority >= h.protected_priority) {
+    const auto& bands = registry_.bands();
+    const bool top = !bands.empty() && bands.begin()->first == priority;
+    return top && h.over_admission > 0 ? Allowance::kOverAdmit : Allowance::kPlain;
+  }
+  if (h.reserve == 0 && h.reserve_tokens == 0) return Allowance::kPlain;
+  if (h.lend && (!last_protected_arrival_ || now - *last_protected_arrival_ >= h.lend_after_idle)) {
+    // Lent while the protected bands are idle; reclaimed as soon as one of
+    // their requests waits (the slots completions free go to it first).
+    bool waiting = false;
+    for (const auto& [p, band] : registry_.bands()) {
+      if (p < h.protected_priority) break;
+      waiting = waiting || band->backlogged();
+    }
+    if (!waiting) return Allowance::kPlain;
+  }
+  return Allowance::kReserveHeld;
+}
+
+bool Controller::has_room(std::size_t i, Allowance a, TimePoint now) const {
+  if (a == Allowance::kPlain) return detector_->has_room(load_[i], now);
+  EndpointLoad l = load_[i];
+  const auto& h = config_.headroom;
+  if (a == Allowance::kReserveHeld) {
+    l.in_flight += h.reserve;
+    l.dispatched_since_scrape += h.reserve;
+    l.in_flight_tokens += h.reserve_tokens;
+  } else {
+    // Over-admission: as if `over_admission` fewer requests were there (in
+    // flight, then sent since the scrape, then waiting on the server).
+    const std::uint32_t k = h.over_admission;
+    l.in_flight -= std::min(l.in_flight, k);
+    const std::uint32_t from_sent = std::min(l.dispatched_since_scrape, k);
+    l.dispatched_since_scrape -= from_sent;
+    l.waiting = std::max(0.0, l.waiting - static_cast<double>(k - from_sent));
+  }
+  return detector_->has_room(l, now);
+}
+
+std::uint64_t Controller::pool_free(std::uint64_t cap, TimePoint now) const {
+  std::uint64_t free = 0;
+  for (std::size_t i = 0; i < load_.size() && free < cap; ++i) {
+    if (removed_[i]) continue;
+    EndpointLoad l = load_[i];
+    for (std::uint64_t j = 0; j < cap && free < cap && detector_->has_room(l, now); ++j) {
+      ++free;
+      l.in_flight += 1;
+      l.dispatched_since_scrape += 1;
+    }
+  }
+  return free;
+}
+
 int Controller::route(Item* item, TimePoint now, Decision& d) {
+  Allowance allowance = gated_ ? allowance_for(item->flow->key().priority, now) : Allowance::kPlain;
+  if (allowance == Allowance::kReserveHeld && config_.headroom.pool_scope) {
+    // The pool must keep `reserve` requests' room after this one.
+    if (pool_free(config_.headroom.reserve + 1, now) <= config_.headroom.reserve) {
+      ++headroom_holds_;
+      return kWait;
+    }
+    allowance = Allowance::kPlain;
+  }
   bool any = false;
   for (std::size_t i = 0; i < load_.size(); ++i) {
-    room_[i] = !removed_[i] && (!gated_ || detector_->has_room(load_[i], now));
+    room_[i] = !removed_[i] && (!gated_ || has_room(i, allowance, now));
     any = any || room_[i];
   }
+  if (!any && allowance == Allowance::kReserveHeld) ++headroom_holds_;
   if (!any) return gated_ ? kWait : kUnroutable;
   if (!scheduler_) return least_in_flight(load_, room_, rotation_);
 

@@ -24,8 +24,28 @@
 
 namespace sluice::flowcontrol {
 
+// Room kept for the protected bands (priority >= protected_priority): a
+// lower band's request is placed only where the detector would still have
+// room after `reserve` more requests (and `reserve_tokens` more tokens) —
+// per endpoint, or with pool_scope anywhere in the pool — unless `lend`,
+// no protected request waits and none arrived for `lend_after_idle` (the
+// reserve is lent while the protected bands are idle, and reclaimed as
+// completions free slots once they are back). The top band may go
+// `over_admission` requests past the detector's limit on an endpoint.
+struct HeadroomConfig {
+  bool enabled = false;
+  int protected_priority = 0;
+  std::uint32_t reserve = 0;
+  std::uint64_t reserve_tokens = 0;
+  bool pool_scope = false;
+  bool lend = true;
+  Duration lend_after_idle = std::chrono::seconds(1);
+  std::uint32_t over_admission = 0;
+};
+
 struct ControllerConfig {
   registry::RegistryConfig registry;
+  HeadroomConfig headroom;
   std::optional<Duration> default_ttl;  // none: requests wait until dispatched or cancelled
   // Make room under a global limit by evicting strictly lower-priority queued
   // requests, chosen by this policy; "none": GIE's reject-the-newcomer.
@@ -167,6 +187,9 @@ class Controller {
   // Times a backlogged band was passed over because the pool's saturation
   // had reached its ceiling.
   std::uint64_t ceiling_holds() const { return ceiling_holds_; }
+  // Times a lower band's request waited because the headroom's reserve
+  // was held for a protected band.
+  std::uint64_t headroom_holds() const { return headroom_holds_; }
 
   // Replaces the decision sink (the shell installs its own).
   void set_sink(Sink sink) { sink_ = std::move(sink); }
@@ -198,6 +221,13 @@ class Controller {
   static constexpr int kWait = -1;
   static constexpr int kUnroutable = -2;
   int route(registry::Item* item, TimePoint now, Decision& decision);
+  // Whether endpoint i has room for a request of band `priority` (the
+  // detector, with the headroom's reserve or over-admission applied).
+  enum class Allowance { kPlain, kReserveHeld, kOverAdmit };
+  Allowance allowance_for(int priority, TimePoint now) const;
+  bool has_room(std::size_t i, Allowance a, TimePoint now) const;
+  // Requests the pool could still take, counting at most `cap` per endpoint.
+  std::uint64_t pool_free(std::uint64_t cap, TimePoint now) const;
   void refresh_endpoint_view(TimePoint now);
   // Deadline heap (min-heap on request.deadline, positions kept in items).
   void heap_push(registry::Item* item);
@@ -224,6 +254,8 @@ class Controller {
   std::vector<EndpointLoad> active_load_;  // scratch: load_ without removed endpoints
   double saturation_ = 0;
   std::uint64_t ceiling_holds_ = 0;
+  std::uint64_t headroom_holds_ = 0;
+  std::optional<TimePoint> last_protected_arrival_;
   std::vector<EndpointLoad> load_;
   std::vector<bool> room_;
   std::vector<registry::Item*> deadlines_;

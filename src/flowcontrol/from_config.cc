@@ -31,12 +31,22 @@ ControllerConfig controller_config(const config::Config& config) {
   c.registry.max_requests = fc.max_requests;
   c.registry.max_flows = fc.max_flows;
   c.registry.default_band = band(fc.default_band);
+  if (fc.default_negative_band) c.registry.default_negative_band = band(*fc.default_negative_band);
   for (const auto& b : fc.bands) c.registry.bands.push_back(band(b));
   c.default_ttl = fc.default_request_ttl;
   c.displacement = fc.displacement ? "lowest-band-newest-first" : "none";
   c.flow_idle_timeout = fc.flow_idle_timeout;
   c.fairness.input_price = fc.vtc_input_price;
   c.fairness.output_price = fc.vtc_output_price;
+  const auto& h = fc.headroom;
+  c.headroom = HeadroomConfig{h.enabled,
+                              h.protected_priority,
+                              static_cast<std::uint32_t>(h.reserve),
+                              h.reserve_tokens,
+                              h.pool_scope,
+                              h.lend,
+                              h.lend_after_idle,
+                              static_cast<std::uint32_t>(h.over_admission)};
   return c;
 }
 

@@ -107,10 +107,12 @@ ErrorAnswer answer_for(QueueOutcome outcome, std::string_view detail) {
   switch (outcome) {
     case QueueOutcome::kRejectedCapacity:
       a.status = 429, a.retry_after_seconds = 1, type = "rate_limit_error";
+      a.llmd_reason = "rejected-saturated";
       message = "request rejected: queue capacity exhausted";
       break;
     case QueueOutcome::kRejectedNoEndpoints:
       a.status = 503, a.retry_after_seconds = 1;
+      a.llmd_reason = "rejected-no-endpoints";
       message = "no model server endpoint is available";
       break;
     case QueueOutcome::kRejectedOther:
@@ -119,14 +121,17 @@ ErrorAnswer answer_for(QueueOutcome outcome, std::string_view detail) {
       break;
     case QueueOutcome::kEvictedTTL:
       a.status = 503, a.retry_after_seconds = 1;
+      a.llmd_reason = "rejected-ttl-expired";
       message = "request waited longer than its TTL";
       break;
     case QueueOutcome::kEvictedDisplaced:
       a.status = 429, a.retry_after_seconds = 1, type = "rate_limit_error";
+      a.llmd_reason = "evicted-priority";  // defined by llm-d, not yet used there
       message = "request displaced by higher-priority traffic";
       break;
     case QueueOutcome::kEvictedOther:
       a.status = 503;
+      a.llmd_reason = "rejected-shutting-down";
       message = "request evicted: gateway shutting down";
       break;
     case QueueOutcome::kDispatched:

@@ -12,7 +12,10 @@ namespace sluice::flowcontrol {
 
 struct ErrorAnswer {
   int status = 500;
-  std::string_view reason;      // x-gateway-inference-dropped-reason; may be empty
+  std::string_view reason;  // x-gateway-inference-dropped-reason; may be empty
+  // x-llm-d-request-dropped-reason, llm-d's name and value for the same
+  // outcome (llm-d clients read this one); may be empty.
+  std::string_view llmd_reason;
   std::string_view code;        // the error code (the body's), for logs and metrics
   int retry_after_seconds = 0;  // 0: no Retry-After header
   bool close_connection = false;

@@ -143,8 +143,7 @@ FlowKey FlowRegistry::resolve(const std::string& id, int priority) const {
 Band& FlowRegistry::band(int priority) {
   auto it = bands_.find(priority);
   if (it != bands_.end()) return *it->second;
-  BandConfig c = config_.default_band;
-  c.priority = priority;
+  BandConfig c = config_.template_for(priority);
   auto [pos, inserted] = bands_.emplace(priority, make_band(c, false));
   return *pos->second;
 }
@@ -465,8 +464,7 @@ void FlowRegistry::remove_band(int priority, TimePoint now) {
   (void)now;
   auto it = bands_.find(priority);
   if (it == bands_.end()) return;
-  BandConfig c = config_.default_band;
-  c.priority = priority;
+  BandConfig c = config_.template_for(priority);
   it->second->configured_ = false;
   apply_band_config(*it->second, c);
   if (it->second->flows_.empty()) bands_.erase(it);
@@ -480,6 +478,7 @@ void FlowRegistry::apply(const RegistryConfig& config,
   config_.max_bytes = config.max_bytes;
   config_.max_requests = config.max_requests;
   config_.default_band = config.default_band;
+  config_.default_negative_band = config.default_negative_band;
   config_.bands = config.bands;
   std::map<int, const BandConfig*> wanted;
   for (const auto& b : config.bands) wanted[b.priority] = &b;
@@ -492,8 +491,7 @@ void FlowRegistry::apply(const RegistryConfig& config,
       ++it;
       continue;
     }
-    BandConfig c = config_.default_band;
-    c.priority = band.priority();
+    BandConfig c = config_.template_for(band.priority());
     band.configured_ = false;
     apply_band_config(band, c, rebuild);
     if (band.flows_.empty()) {

@@ -220,7 +220,15 @@ struct RegistryConfig {
   // clients, so this bounds the registry's memory.
   std::uint64_t max_flows = 0;
   BandConfig default_band;  // template for priorities without a band
+  // llm-d's defaultNegativePriorityBand: the template for negative ones.
+  std::optional<BandConfig> default_negative_band;
   std::vector<BandConfig> bands;
+  // The template a band of `priority` without its own config is made from.
+  BandConfig template_for(int priority) const {
+    BandConfig c = priority < 0 && default_negative_band ? *default_negative_band : default_band;
+    c.priority = priority;
+    return c;
+  }
 };
 
 // Per-flow-id overrides an operator sets at runtime.

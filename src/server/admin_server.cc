@@ -215,6 +215,7 @@ void copy_dispatcher_state(flowcontrol::Controller& c, AdminServer::DispatcherCo
   copy.flow_limit_rejections = c.registry().flow_limit_rejections();
   copy.ceilings = c.band_ceilings();
   copy.ceiling_holds = c.ceiling_holds();
+  copy.headroom_holds = c.headroom_holds();
   if (auto* s = c.scheduler()) {
     for (const auto& t : s->timings()) {
       AdminServer::TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
@@ -300,6 +301,10 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
            "Times a band with queued requests was passed over because the pool saturation had "
            "reached its ceiling.");
   m.sample("sluice_flow_control_ceiling_holds_total", {}, static_cast<double>(c.ceiling_holds));
+  m.family("sluice_flow_control_headroom_holds_total", "counter",
+           "Times a lower band's request waited because flowControl.headroom kept the room for a "
+           "protected band.");
+  m.sample("sluice_flow_control_headroom_holds_total", {}, static_cast<double>(c.headroom_holds));
 
   // The pool, from the scraped metrics.
   double kv = 0, queue = 0;

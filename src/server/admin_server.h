@@ -61,6 +61,7 @@ class AdminServer {
     std::uint64_t flow_limit_rejections = 0;
     std::vector<flowcontrol::Controller::BandCeiling> ceilings;
     std::uint64_t ceiling_holds = 0;
+    std::uint64_t headroom_holds = 0;
     std::vector<TimingCopy> timings;
     bool failed = false;
   };

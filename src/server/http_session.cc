@@ -221,6 +221,7 @@ void HttpSession::handle_request() {
       flowcontrol::ErrorAnswer a;
       a.status = 503;
       a.reason = "draining";
+      a.llmd_reason = "rejected-shutting-down";
       a.body = flowcontrol::openai_error_body(
           "sluice is draining and admits no new requests; retry elsewhere", "server_error",
           "draining");
@@ -1020,6 +1021,7 @@ void HttpSession::answer(const flowcontrol::ErrorAnswer& a) {
   res.set(http::field::server, "sluice");
   res.set(http::field::content_type, "application/json");
   if (!a.reason.empty()) res.set("x-gateway-inference-dropped-reason", a.reason);
+  if (!a.llmd_reason.empty()) res.set("x-llm-d-request-dropped-reason", a.llmd_reason);
   if (a.retry_after_seconds > 0)
     res.set(http::field::retry_after, std::to_string(a.retry_after_seconds));
   if (!request_id_.empty()) res.set("x-request-id", request_id_);

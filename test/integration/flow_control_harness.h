@@ -49,10 +49,21 @@ inline Headers flow(const std::string& id, const std::string& objective = "") {
   return h;
 }
 
+// llm-d's x-llm-d-request-dropped-reason for sluice's reason.
+inline std::string llmd_reason(const std::string& reason) {
+  if (reason == "rejected-capacity") return "rejected-saturated";
+  if (reason == "rejected-no-endpoints") return "rejected-no-endpoints";
+  if (reason == "evicted-ttl") return "rejected-ttl-expired";
+  if (reason == "evicted-displaced") return "evicted-priority";
+  if (reason == "evicted-other" || reason == "draining") return "rejected-shutting-down";
+  return "";
+}
+
 inline void expect_outcome(const Response& r, int status, const std::string& reason,
                            bool retry_after) {
   EXPECT_EQ(r.status, status) << r.error << r.body;
   EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), reason);
+  EXPECT_EQ(r.header("x-llm-d-request-dropped-reason"), llmd_reason(reason));
   EXPECT_EQ(!r.header("retry-after").empty(), retry_after);
   auto body = nlohmann::json::parse(r.body, nullptr, false);
   ASSERT_FALSE(body.is_discarded()) << r.body;

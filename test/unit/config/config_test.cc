@@ -647,3 +647,79 @@ flowControl:
 
 }  // namespace
 }  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+TEST(ConfigHeadroom, ParsesAndChecks) {
+  auto c = load_config_string(R"(featureGates: [flowControl]
+flowControl:
+  headroom:
+    protectedPriority: 100
+    reserve: 2
+    reserveTokens: 8k
+    lend: true
+    lendAfterIdle: 500ms
+    overAdmission: 1
+)");
+  const auto& h = c.flow_control.headroom;
+  EXPECT_TRUE(h.enabled);
+  EXPECT_EQ(h.protected_priority, 100);
+  EXPECT_EQ(h.reserve, 2u);
+  EXPECT_EQ(h.reserve_tokens, 8000u);
+  EXPECT_EQ(h.lend_after_idle, std::chrono::milliseconds(500));
+  EXPECT_EQ(h.over_admission, 1u);
+  EXPECT_FALSE(h.pool_scope);
+  EXPECT_FALSE(load_config_string("").flow_control.headroom.enabled);
+
+  const std::string head = "flowControl:\n  headroom:\n";
+  EXPECT_EQ(error_of(head + "    reserve: 2\n"),
+            "test.yaml:3: flowControl.headroom.protectedPriority: is required");
+  EXPECT_EQ(error_of(head + "    protectedPriority: 10\n"),
+            "test.yaml:3: flowControl.headroom: reserves nothing: set reserve, reserveTokens or "
+            "overAdmission");
+  EXPECT_EQ(
+      error_of(head + "    protectedPriority: 10\n    reserve: -1\n"),
+      "test.yaml:4: flowControl.headroom.reserve: expected a size like 5000 or 8Mi, got '-1'");
+  EXPECT_EQ(error_of(head + "    protectedPriority: 10\n    reserve: 1\n    scope: rack\n"),
+            "test.yaml:5: flowControl.headroom.scope: must be endpoint or pool");
+  EXPECT_EQ(error_of(head + "    protectedPriority: 10\n    reserve: 1\n    lendAfterIdle: -1s\n"),
+            error_of("flowControl:\n  headroom:\n    protectedPriority: 10\n    reserve: 1\n"
+                     "    lendAfterIdle: -1s\n"));
+  EXPECT_NE(error_of(head + "    protectedPriority: 10\n    reserve: 1\n    lendAfterIdle: -1s\n"),
+            "");
+  EXPECT_EQ(error_of(head + "    protectedPriority: 10\n    reserveTokens: 5\n    scope: pool\n"),
+            "test.yaml:4: flowControl.headroom.reserveTokens: is per endpoint only (scope: pool "
+            "reserves requests)");
+  EXPECT_EQ(
+      error_of("plugins:\n  - type: concurrency-detector\n    parameters: {maxConcurrency: 4}\n"
+               "saturationDetector: {pluginRef: concurrency-detector}\n" +
+               head + "    protectedPriority: 10\n    reserve: 4\n"),
+      "test.yaml:7: flowControl.headroom.reserve: leaves lower bands no room: it must be "
+      "below the detector's maxConcurrency (4)");
+}
+
+}  // namespace
+}  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+TEST(Config, DefaultNegativePriorityBand) {
+  auto c = load_config_string(R"(plugins:
+  - type: round-robin-fairness-policy
+flowControl:
+  defaultPriorityBand: {maxRequests: 50}
+  defaultNegativePriorityBand:
+    fairnessPolicyRef: round-robin-fairness-policy
+    maxBytes: 1Mi
+)");
+  ASSERT_TRUE(c.flow_control.default_negative_band.has_value());
+  EXPECT_EQ(c.flow_control.default_negative_band->fairness_type, "round-robin-fairness-policy");
+  EXPECT_EQ(c.flow_control.default_negative_band->max_bytes, 1u << 20);
+  EXPECT_EQ(c.flow_control.default_negative_band->max_requests, 50u);  // from defaultPriorityBand
+  EXPECT_FALSE(load_config_string("").flow_control.default_negative_band.has_value());
+}
+
+}  // namespace
+}  // namespace sluice::config

@@ -13,19 +13,22 @@ TEST(OutcomeResponse, TableOfDesign) {
     int status;
     const char* reason;
     bool retry_after;
+    const char* llmd;  // llm-d's x-llm-d-request-dropped-reason
   } rows[] = {
-      {QueueOutcome::kRejectedCapacity, 429, "rejected-capacity", true},
-      {QueueOutcome::kRejectedNoEndpoints, 503, "rejected-no-endpoints", true},
-      {QueueOutcome::kRejectedOther, 503, "rejected-other", false},
-      {QueueOutcome::kEvictedTTL, 503, "evicted-ttl", true},
-      {QueueOutcome::kEvictedDisplaced, 429, "evicted-displaced", true},
-      {QueueOutcome::kEvictedOther, 503, "evicted-other", false},
+      {QueueOutcome::kRejectedCapacity, 429, "rejected-capacity", true, "rejected-saturated"},
+      {QueueOutcome::kRejectedNoEndpoints, 503, "rejected-no-endpoints", true,
+       "rejected-no-endpoints"},
+      {QueueOutcome::kRejectedOther, 503, "rejected-other", false, ""},
+      {QueueOutcome::kEvictedTTL, 503, "evicted-ttl", true, "rejected-ttl-expired"},
+      {QueueOutcome::kEvictedDisplaced, 429, "evicted-displaced", true, "evicted-priority"},
+      {QueueOutcome::kEvictedOther, 503, "evicted-other", false, "rejected-shutting-down"},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row.reason);
     auto a = answer_for(row.outcome);
     EXPECT_EQ(a.status, row.status);
     EXPECT_EQ(a.reason, row.reason);
+    EXPECT_EQ(a.llmd_reason, row.llmd);
     EXPECT_EQ(a.retry_after_seconds > 0, row.retry_after);
     auto body = nlohmann::json::parse(a.body);
     EXPECT_EQ(body["error"]["code"], row.reason);

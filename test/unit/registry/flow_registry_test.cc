@@ -301,3 +301,30 @@ TEST(FlowRegistryCopy, EveryFlowLivingThroughTheCopyIsInItExactlyOnce) {
 
 }  // namespace
 }  // namespace sluice::registry
+
+namespace sluice::registry {
+namespace {
+
+// llm-d's defaultNegativePriorityBand: bands below zero made on the fly
+// take it, the others the default band; a reload that drops it reverts.
+TEST(FlowRegistryTemplates, NegativeBandsUseTheirOwnTemplate) {
+  RegistryConfig c;
+  c.default_band.fairness = "round-robin-fairness-policy";
+  c.default_band.max_requests = 100;
+  BandConfig negative;
+  negative.fairness = "global-strict-fairness-policy";
+  negative.max_requests = 7;
+  c.default_negative_band = negative;
+  FlowRegistry reg(c, factory());
+  EXPECT_EQ(reg.band(-5).config().max_requests, 7u);
+  EXPECT_EQ(reg.band(-5).config().fairness, "global-strict-fairness-policy");
+  EXPECT_EQ(reg.band(-5).config().priority, -5);
+  EXPECT_EQ(reg.band(0).config().max_requests, 100u);
+  EXPECT_EQ(reg.band(3).config().fairness, "round-robin-fairness-policy");
+  c.default_negative_band.reset();
+  reg.apply(c, {}, nullptr, T0);
+  EXPECT_EQ(reg.band(-9).config().max_requests, 100u);
+}
+
+}  // namespace
+}  // namespace sluice::registry

@@ -1,0 +1,160 @@
+// flowControl.headroom: room kept for the protected bands, lent while they
+// are idle, and over-admission for the top band. Both sides of the trade
+// are measured on a fake clock: the protected band's wait under a flood,
+// and the lower band's throughput with no protected traffic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "sim.h"
+
+namespace sluice::sim {
+namespace {
+
+const TimePoint T0{};
+
+registry::BandConfig band(int priority) {
+  registry::BandConfig b;
+  b.priority = priority;
+  b.fairness = "round-robin-fairness-policy";
+  return b;
+}
+
+ControllerConfig two_bands(HeadroomConfig h = {}) {
+  auto c = config_with("round-robin-fairness-policy", {band(100), band(-10)});
+  c.headroom = h;
+  return c;
+}
+
+HeadroomConfig reserve(std::uint32_t n, bool lend) {
+  HeadroomConfig h;
+  h.enabled = true;
+  h.protected_priority = 100;
+  h.reserve = n;
+  h.lend = lend;
+  return h;
+}
+
+struct Waits {
+  double mean_ms = 0, p99_ms = 0;
+};
+
+Waits waits(const Sim& sim, const std::string& flow, TimePoint from) {
+  std::vector<double> w;
+  for (const auto& r : sim.records())
+    if (r.request.flow == flow && r.arrived >= from && r.outcome == QueueOutcome::kDispatched)
+      w.push_back(std::chrono::duration<double, std::milli>(r.decided - r.arrived).count());
+  Waits out;
+  if (w.empty()) return out;
+  std::sort(w.begin(), w.end());
+  for (double x : w) out.mean_ms += x / static_cast<double>(w.size());
+  out.p99_ms = w[std::min(w.size() - 1, w.size() * 99 / 100)];
+  return out;
+}
+
+std::size_t dispatched(const Sim& sim, const std::string& flow) {
+  std::size_t n = 0;
+  for (const auto& r : sim.records())
+    n += r.request.flow == flow && r.outcome == QueueOutcome::kDispatched;
+  return n;
+}
+
+// Four endpoints of 8 slots (~101 ms per request: ~317 req/s). Interactive
+// Poisson at ~10% of capacity (32/s) beside a batch flood of 10x capacity;
+// then batch alone.
+PoolModel pool() {
+  PoolModel p;
+  p.endpoints = 4;
+  p.slots_per_endpoint = 8;
+  return p;
+}
+
+Waits interactive_under_flood(HeadroomConfig h) {
+  Sim sim(two_bands(h), pool());
+  sim.poisson({"interactive", 100}, 32, T0, T0 + 30s, 21);
+  sim.poisson({"batch", -10}, 3200, T0, T0 + 30s, 22);
+  sim.run_until(T0 + 31s);
+  return waits(sim, "interactive", T0 + 2s);
+}
+
+std::size_t batch_alone(HeadroomConfig h) {
+  Sim sim(two_bands(h), pool());
+  sim.backlog({"batch", -10}, 64, T0, T0 + 20s);
+  sim.run_until(T0 + 20s);
+  return dispatched(sim, "batch");
+}
+
+// The reserve, lent while the protected band is idle: a flood cannot take
+// the protected band's room while it is active, and batch alone keeps the
+// whole pool. Targets (issue 12): protected wait under the flood near zero
+// (mean <= 1 ms, from ~tens of ms without), batch alone >= 97% of the
+// unprotected throughput. Held for good (lend: false) protects as well but
+// costs batch the reserved share (here 2 of 8 slots: <= 80%).
+TEST(Headroom, ReserveLentWhileIdleProtectsWithoutCostingThroughput) {
+  const Waits none = interactive_under_flood({});
+  const Waits lent = interactive_under_flood(reserve(2, true));
+  const Waits held = interactive_under_flood(reserve(2, false));
+  const double base = static_cast<double>(batch_alone({}));
+  const double lent_batch = static_cast<double>(batch_alone(reserve(2, true)));
+  const double held_batch = static_cast<double>(batch_alone(reserve(2, false)));
+  std::printf("interactive wait mean/p99 ms: none %.2f/%.2f, lent %.2f/%.2f, held %.2f/%.2f\n",
+              none.mean_ms, none.p99_ms, lent.mean_ms, lent.p99_ms, held.mean_ms, held.p99_ms);
+  std::printf("batch alone: lent %.3f, held %.3f of unprotected (%.0f)\n", lent_batch / base,
+              held_batch / base, base);
+  EXPECT_GT(none.mean_ms, 5.0);
+  EXPECT_LE(lent.mean_ms, 1.0);
+  EXPECT_LE(held.mean_ms, 1.0);
+  EXPECT_GE(lent_batch / base, 0.97);
+  EXPECT_LE(held_batch / base, 0.80);
+}
+
+// Without a reserve the top band may go over the detector's limit by a few
+// requests per endpoint: it never waits for a completion while its own
+// load fits in that allowance, and the pool never holds more than
+// slots + allowance per endpoint.
+TEST(Headroom, OverAdmissionLetsTheTopBandInAtOnce) {
+  HeadroomConfig h;
+  h.enabled = true;
+  h.protected_priority = 100;
+  h.over_admission = 3;
+  Sim sim(two_bands(h), pool());
+  sim.poisson({"interactive", 100}, 32, T0, T0 + 30s, 21);
+  sim.poisson({"batch", -10}, 3200, T0, T0 + 30s, 22);
+  sim.run_until(T0 + 31s);
+  const Waits w = waits(sim, "interactive", T0 + 2s);
+  std::uint32_t peak_batch = 0, peak_any = 0;
+  for (const auto& r : sim.records()) {
+    if (r.outcome != QueueOutcome::kDispatched) continue;
+    peak_any = std::max(peak_any, r.in_flight_after);
+    if (r.request.priority < 100) peak_batch = std::max(peak_batch, r.in_flight_after);
+  }
+  std::printf("over-admission 3: interactive wait mean %.3f p99 %.3f ms\n", w.mean_ms, w.p99_ms);
+  EXPECT_LE(w.mean_ms, 1.0);
+  EXPECT_EQ(peak_batch, 8u);     // batch never past the detector
+  EXPECT_LE(peak_any, 8u + 3u);  // the top band at most 3 past it
+}
+
+// Pool scope: the pool as a whole keeps `reserve` requests' room for the
+// protected band (here 5 of 32), wherever it is.
+TEST(Headroom, PoolScopeKeepsTheReserveAcrossThePool) {
+  HeadroomConfig h = reserve(5, false);
+  h.pool_scope = true;
+  Sim sim(two_bands(h), pool());
+  sim.backlog({"batch", -10}, 64, T0, T0 + 5s);
+  sim.run_until(T0 + 6s);
+  // In flight across the pool never above 32 - 5.
+  std::vector<std::pair<TimePoint, int>> edges;
+  for (const auto& r : sim.records()) {
+    if (r.outcome != QueueOutcome::kDispatched) continue;
+    edges.push_back({r.decided, +1});
+    if (r.finished != TimePoint{}) edges.push_back({r.finished, -1});
+  }
+  std::sort(edges.begin(), edges.end());  // a completion (-1) first at equal times
+  int now = 0, peak = 0;
+  for (const auto& [t, d] : edges) peak = std::max(peak, now += d);
+  EXPECT_EQ(peak, 27);
+}
+
+}  // namespace
+}  // namespace sluice::sim
