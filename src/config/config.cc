@@ -712,6 +712,37 @@ void read_headroom(const Reader& r, HeadroomSpec& h, const YAML::Node& node,
   f.finish();
 }
 
+void read_eviction(const Reader& r, EvictionSpec& e, const YAML::Node& node,
+                   const std::string& path) {
+  Fields f(r.source, node, path);
+  if (auto list = f.take("priorities")) {
+    r.sequence(list, f.child("priorities"));
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string at = f.child("priorities") + "[" + std::to_string(i) + "]";
+      auto v = r.integer(list[i], at);
+      if (v >= 0)
+        fail(r.source, list[i], at,
+             "band " + std::to_string(v) +
+                 " is not sheddable: only bands below priority 0 can be evicted");
+      if (v < -1000000) fail(r.source, list[i], at, "must be at least -1000000");
+      e.priorities.push_back(static_cast<int>(v));
+    }
+  }
+  auto duration = [&](const char* key, bool zero_ok) -> std::optional<nanoseconds> {
+    auto n = f.take(key);
+    if (!n) return std::nullopt;
+    auto d = r.duration(n, f.child(key));
+    if (d.count() < 0 || (!zero_ok && d.count() == 0))
+      fail(r.source, n, f.child(key),
+           zero_ok ? "must not be negative" : "must be greater than zero");
+    return d;
+  };
+  if (auto d = duration("waitBudget", true)) e.wait_budget = *d;
+  if (auto d = duration("grace", true)) e.grace = *d;
+  if (auto d = duration("confirmationTimeout", false)) e.confirmation_timeout = *d;
+  f.finish();
+}
+
 void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
   auto& fc = c.flow_control;
   Fields f(r.source, node, "flowControl");
@@ -761,6 +792,14 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
     fc.flow_idle_timeout = r.duration(n, f.child("flowIdleTimeout"));
     if (fc.flow_idle_timeout.count() <= 0)
       fail(r.source, n, f.child("flowIdleTimeout"), "must be greater than zero");
+  }
+  const YAML::Node enable = f.take("enableEviction");
+  if (enable) fc.eviction.enabled = r.boolean(enable, f.child("enableEviction"));
+  if (auto n = f.take("eviction")) {
+    if (enable && !fc.eviction.enabled)
+      fail(r.source, n, f.child("eviction"), "is set while enableEviction is false");
+    fc.eviction.enabled = true;  // the section alone turns it on
+    read_eviction(r, fc.eviction, n, f.child("eviction"));
   }
   const YAML::Node headroom = f.take("headroom");
   if (headroom) read_headroom(r, fc.headroom, headroom, f.child("headroom"));

@@ -193,6 +193,16 @@ struct HeadroomSpec {
   bool operator==(const HeadroomSpec&) const = default;
 };
 
+// flowControl.enableEviction (llm-d) and flowControl.eviction (sluice).
+struct EvictionSpec {
+  bool enabled = false;
+  std::vector<int> priorities;  // empty: every band below 0
+  nanoseconds wait_budget{};
+  std::optional<nanoseconds> grace;  // default by detector (llm-d's rule)
+  nanoseconds confirmation_timeout = std::chrono::seconds(10);
+  bool operator==(const EvictionSpec&) const = default;
+};
+
 struct FlowControlSpec {
   bool enabled = false;            // featureGates: [flowControl]
   std::uint64_t max_bytes = 0;     // global; 0: unlimited
@@ -213,6 +223,7 @@ struct FlowControlSpec {
   double vtc_output_price = 2.0;
   UsageLimitSpec usage_limit;
   HeadroomSpec headroom;
+  EvictionSpec eviction;
   bool operator==(const FlowControlSpec&) const = default;
 };
 

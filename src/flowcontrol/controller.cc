@@ -330,6 +330,15 @@ void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_token
     e.in_flight -= 1;
     e.in_flight_tokens -= request_tokens(item->request);
   }
+  if (item->evictable) evict_list_remove(item);
+  if (item->evicting) {
+    item->evicting = false;
+    if (revocations_pending_ > 0) {
+      --revocations_pending_;
+      eviction_stats_.confirmed += 1;
+    }
+    eviction_quiet_until_ = now + config_.eviction.grace;
+  }
   item->flow->stats().completed += 1;
   registry_.finish_in_flight(item, now);
   registry_.release(item);
@@ -345,8 +354,70 @@ void Controller::expire(TimePoint now) {
 }
 
 std::optional<TimePoint> Controller::next_deadline() const {
-  if (deadlines_.empty()) return std::nullopt;
-  return deadlines_.front()->request.deadline;
+  std::optional<TimePoint> next = eviction_check_at_;
+  if (!deadlines_.empty() && (!next || *deadlines_.front()->request.deadline < *next))
+    next = deadlines_.front()->request.deadline;
+  return next;
+}
+
+bool Controller::evictable_band(int priority) const {
+  const auto& e = config_.eviction;
+  if (!e.enabled || priority >= 0) return false;
+  return e.priorities.empty() ||
+         std::find(e.priorities.begin(), e.priorities.end(), priority) != e.priorities.end();
+}
+
+void Controller::evict_list_remove(Item* item) {
+  auto it = evictable_.find(item->evict_band);
+  if (it != evictable_.end()) {
+    auto& l = it->second;
+    (item->evict_prev ? item->evict_prev->evict_next : l.head) = item->evict_next;
+    (item->evict_next ? item->evict_next->evict_prev : l.tail) = item->evict_prev;
+  }
+  item->evict_prev = item->evict_next = nullptr;
+  item->evictable = false;
+}
+
+void Controller::maybe_evict(Band& band, Item* head, TimePoint now) {
+  const auto& e = config_.eviction;
+  if (!e.enabled) return;
+  // Stop and wait: nothing new until the last eviction is confirmed (its
+  // completion) or given up on, and its grace has passed.
+  if (revocations_pending_ > 0) {
+    if (now - revocation_sent_ < e.confirmation_timeout) {
+      eviction_check_at_ = revocation_sent_ + e.confirmation_timeout;
+      return;
+    }
+    eviction_stats_.timed_out += revocations_pending_;
+    revocations_pending_ = 0;
+  }
+  if (now < eviction_quiet_until_) {
+    eviction_check_at_ = eviction_quiet_until_;
+    return;
+  }
+  if (now - head->request.enqueued < e.wait_budget) {
+    eviction_check_at_ = head->request.enqueued + e.wait_budget;
+    return;
+  }
+  // Lowest evictable band first, strictly below the blocked one; newest
+  // dispatch first (the least work lost).
+  for (auto& [priority, list] : evictable_) {
+    if (priority >= band.priority()) break;
+    Item* victim = list.tail;
+    if (!victim) continue;
+    evict_list_remove(victim);
+    victim->evicting = true;
+    ++revocations_pending_;
+    revocation_sent_ = now;
+    eviction_stats_.issued += 1;
+    victim->flow->stats().outcomes[static_cast<int>(QueueOutcome::kEvictedPreempted)] += 1;
+    Decision d = decision(victim->cookie, registry::FlowRegistry::ticket(victim),
+                          QueueOutcome::kEvictedPreempted);
+    d.endpoint = victim->endpoint;
+    sink_(d);
+    eviction_check_at_ = now + e.confirmation_timeout;
+    return;
+  }
 }
 
 double Controller::pool_saturation_now(TimePoint now) {
@@ -536,6 +607,7 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
 
 std::size_t Controller::dispatch(TimePoint now) {
   std::size_t released = 0;
+  eviction_check_at_.reset();
   while (true) {
     Band* band = choose_band(now);
     if (!band) break;
@@ -545,7 +617,12 @@ std::size_t Controller::dispatch(TimePoint now) {
     Decision d =
         decision(item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched);
     const int ep = route(item, now, d);
-    if (ep == kWait) break;  // no endpoint has room: wait for a completion or a scrape
+    if (ep == kWait) {
+      // No endpoint has room: wait for a completion or a scrape, or make
+      // room by evicting lower-band work in flight.
+      maybe_evict(*band, item, now);
+      break;
+    }
     if (ep == kUnroutable) {
       finalize(item, QueueOutcome::kRejectedNoEndpoints, now, std::move(d.detail));
       continue;
@@ -556,6 +633,16 @@ std::size_t Controller::dispatch(TimePoint now) {
     registry_.dequeue(item, now);
     if (item->deadline_index != SIZE_MAX) heap_remove(item);
     registry_.mark_in_flight(item, ep);
+    if (evictable_band(flow->key().priority)) {
+      auto& l = evictable_[flow->key().priority];
+      item->evict_prev = l.tail;
+      item->evict_next = nullptr;
+      (l.tail ? l.tail->evict_next : l.head) = item;
+      l.tail = item;
+      item->evictable = true;
+      item->evict_band = flow->key().priority;
+    }
+    item->evicting = false;
     item->scheduler_epoch = scheduler_epoch_;
     if (scheduler_) ++scheduler_in_flight_;
     auto& e = load_[static_cast<std::size_t>(ep)];

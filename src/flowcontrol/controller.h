@@ -9,6 +9,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,9 +44,22 @@ struct HeadroomConfig {
   std::uint32_t over_admission = 0;
 };
 
+// In-flight eviction (llm-d's enableEviction, with sluice's extensions):
+// when a band's head request finds no room, the newest dispatched request
+// of the lowest evictable band below it is evicted, one at a time, the next
+// only once the last is confirmed (its completion) and `grace` has passed.
+struct EvictionConfig {
+  bool enabled = false;
+  std::vector<int> priorities;  // evictable bands (all below 0); empty: every band below 0
+  Duration wait_budget{};       // only for a head that waited at least this long
+  Duration grace = std::chrono::milliseconds(10);
+  Duration confirmation_timeout = std::chrono::seconds(10);
+};
+
 struct ControllerConfig {
   registry::RegistryConfig registry;
   HeadroomConfig headroom;
+  EvictionConfig eviction;
   std::optional<Duration> default_ttl;  // none: requests wait until dispatched or cancelled
   // Make room under a global limit by evicting strictly lower-priority queued
   // requests, chosen by this policy; "none": GIE's reject-the-newcomer.
@@ -190,6 +204,13 @@ class Controller {
   // Times a lower band's request waited because the headroom's reserve
   // was held for a protected band.
   std::uint64_t headroom_holds() const { return headroom_holds_; }
+  bool eviction_enabled() const { return config_.eviction.enabled; }
+  struct EvictionStats {
+    std::uint64_t issued = 0;     // evictions sent
+    std::uint64_t confirmed = 0;  // their completions seen
+    std::uint64_t timed_out = 0;  // given up waiting for (counted as confirmed)
+  };
+  const EvictionStats& eviction_stats() const { return eviction_stats_; }
 
   // Replaces the decision sink (the shell installs its own).
   void set_sink(Sink sink) { sink_ = std::move(sink); }
@@ -256,6 +277,22 @@ class Controller {
   std::uint64_t ceiling_holds_ = 0;
   std::uint64_t headroom_holds_ = 0;
   std::optional<TimePoint> last_protected_arrival_;
+  // Eviction: in-flight requests of evictable bands, by band (lowest
+  // first), each list oldest dispatch .. newest.
+  struct EvictList {
+    registry::Item* head = nullptr;
+    registry::Item* tail = nullptr;
+  };
+  std::map<int, EvictList> evictable_;
+  std::uint32_t revocations_pending_ = 0;
+  TimePoint revocation_sent_{};
+  TimePoint eviction_quiet_until_{};
+  std::optional<TimePoint> eviction_check_at_;  // wake then to look again
+  EvictionStats eviction_stats_;
+  bool evictable_band(int priority) const;
+  void evict_list_remove(registry::Item* item);
+  // `head`, of `band`, found no room: evict for it if allowed now.
+  void maybe_evict(registry::Band& band, registry::Item* head, TimePoint now);
   std::vector<EndpointLoad> load_;
   std::vector<bool> room_;
   std::vector<registry::Item*> deadlines_;

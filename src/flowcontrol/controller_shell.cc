@@ -101,10 +101,19 @@ void ControllerShell::reconfigure(Producer& p, std::function<void(Controller&)> 
 }
 
 void ControllerShell::on_decision(const Decision& d) {
+  if (d.outcome == QueueOutcome::kEvictedPreempted) {
+    // A dispatched request evicted in flight: its completion (which the
+    // session sends once it has stopped the upstream) confirms it.
+    auto in = in_flight_.find(d.ticket);
+    if (in != in_flight_.end()) in->second->deliver(d);
+    return;
+  }
   auto it = pending_.find(d.cookie);
   if (it == pending_.end()) return;  // cannot happen: one decision per request
   auto waiter = std::move(it->second.waiter);
   pending_.erase(it);
+  if (d.outcome == QueueOutcome::kDispatched && controller_->eviction_enabled())
+    in_flight_[d.ticket] = waiter;
   waiter->deliver(d);
 }
 
@@ -133,6 +142,7 @@ void ControllerShell::handle(Event& e, TimePoint now) {
       break;
     case Event::Kind::kComplete:
       controller_->complete(e.id, e.tokens, now);
+      if (!in_flight_.empty()) in_flight_.erase(e.id);
       break;
     case Event::Kind::kMetrics:
       controller_->update_metrics(e.endpoint, e.metrics, now);

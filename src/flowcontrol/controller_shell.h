@@ -124,6 +124,9 @@ class ControllerShell {
     std::uint64_t ticket = 0;
   };
   std::unordered_map<std::uint64_t, Pending> pending_;
+  // With eviction on: who waits on each dispatched request, by ticket, so an
+  // eviction can reach it; dropped at its completion.
+  std::unordered_map<std::uint64_t, std::shared_ptr<Waiter>> in_flight_;
   std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::uint64_t> released_{0};
   std::atomic<std::size_t> queued_{0};

@@ -47,6 +47,18 @@ ControllerConfig controller_config(const config::Config& config) {
                               h.lend,
                               h.lend_after_idle,
                               static_cast<std::uint32_t>(h.over_admission)};
+  const auto& e = fc.eviction;
+  c.eviction.enabled = e.enabled;
+  c.eviction.priorities = e.priorities;
+  c.eviction.wait_budget = e.wait_budget;
+  c.eviction.confirmation_timeout = e.confirmation_timeout;
+  // llm-d's grace: 10 ms behind sluice's own in-flight count, otherwise long
+  // enough for the freed room to show in a scrape (staleness + 300 ms).
+  c.eviction.grace =
+      e.grace ? *e.grace
+      : config.saturation_detector.type == "concurrency-detector"
+          ? std::chrono::milliseconds(10)
+          : config.saturation_detector.metrics_staleness_threshold + std::chrono::milliseconds(300);
   return c;
 }
 

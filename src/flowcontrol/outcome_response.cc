@@ -134,6 +134,11 @@ ErrorAnswer answer_for(QueueOutcome outcome, std::string_view detail) {
       a.llmd_reason = "rejected-shutting-down";
       message = "request evicted: gateway shutting down";
       break;
+    case QueueOutcome::kEvictedPreempted:
+      a.status = 429, a.retry_after_seconds = 1, type = "rate_limit_error";
+      a.llmd_reason = "evicted";
+      message = "request evicted in flight for higher-priority traffic";
+      break;
     case QueueOutcome::kDispatched:
     case QueueOutcome::kEvictedContextCancelled:
       a.status = 500;

@@ -58,6 +58,13 @@ struct Item {
   // Band arrival list (oldest .. newest), for displacement.
   Item* band_prev = nullptr;
   Item* band_next = nullptr;
+  // In flight in an evictable band: the controller's list of them (oldest
+  // dispatch .. newest), and whether an eviction was sent.
+  Item* evict_prev = nullptr;
+  Item* evict_next = nullptr;
+  bool evictable = false;
+  bool evicting = false;
+  int evict_band = 0;  // the list it is on
 };
 
 // Orders items by the band's ordering policy, then by arrival.
@@ -116,7 +123,7 @@ class FlowQueue {
 struct FlowStats {
   std::uint64_t dispatched = 0;
   std::uint64_t completed = 0;
-  std::uint64_t outcomes[8] = {};  // by QueueOutcome
+  std::uint64_t outcomes[kQueueOutcomeCount] = {};  // by QueueOutcome
   std::uint64_t input_tokens = 0;
   std::uint64_t output_tokens = 0;
 };

@@ -45,7 +45,7 @@ double ms_since(flowcontrol::TimePoint t, flowcontrol::TimePoint now) {
 json flow_json(const registry::FlowSummary& f, const flowcontrol::FairnessParams& prices,
                flowcontrol::TimePoint now) {
   json outcomes = json::object();
-  for (int o = 1; o < 8; ++o)
+  for (int o = 1; o < kQueueOutcomeCount; ++o)
     if (f.stats.outcomes[o])
       outcomes[std::string(dropped_reason(static_cast<QueueOutcome>(o)))] = f.stats.outcomes[o];
   const auto& s = f.stats;
@@ -201,6 +201,8 @@ std::string_view queue_outcome_name(QueueOutcome o) {
       return "EvictedDisplaced";
     case QueueOutcome::kEvictedOther:
       return "EvictedOther";
+    case QueueOutcome::kEvictedPreempted:
+      return "EvictedPreempted";
   }
   return "Unknown";
 }
@@ -216,6 +218,7 @@ void copy_dispatcher_state(flowcontrol::Controller& c, AdminServer::DispatcherCo
   copy.ceilings = c.band_ceilings();
   copy.ceiling_holds = c.ceiling_holds();
   copy.headroom_holds = c.headroom_holds();
+  copy.eviction = c.eviction_stats();
   if (auto* s = c.scheduler()) {
     for (const auto& t : s->timings()) {
       AdminServer::TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
@@ -305,6 +308,15 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
            "Times a lower band's request waited because flowControl.headroom kept the room for a "
            "protected band.");
   m.sample("sluice_flow_control_headroom_holds_total", {}, static_cast<double>(c.headroom_holds));
+  m.family("sluice_flow_control_evictions_total", "counter",
+           "In-flight evictions for higher bands: issued, confirmed (the evicted request stopped) "
+           "and timed_out (given up waiting for that).");
+  m.sample("sluice_flow_control_evictions_total", {{"result", "issued"}},
+           static_cast<double>(c.eviction.issued));
+  m.sample("sluice_flow_control_evictions_total", {{"result", "confirmed"}},
+           static_cast<double>(c.eviction.confirmed));
+  m.sample("sluice_flow_control_evictions_total", {{"result", "timed_out"}},
+           static_cast<double>(c.eviction.timed_out));
 
   // The pool, from the scraped metrics.
   double kv = 0, queue = 0;

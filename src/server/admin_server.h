@@ -62,6 +62,7 @@ class AdminServer {
     std::vector<flowcontrol::Controller::BandCeiling> ceilings;
     std::uint64_t ceiling_holds = 0;
     std::uint64_t headroom_holds = 0;
+    flowcontrol::Controller::EvictionStats eviction;
     std::vector<TimingCopy> timings;
     bool failed = false;
   };

@@ -40,13 +40,22 @@ constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 // Hands flow control's decision to the session's own thread, through its
 // worker's inbox.
+// The first decision (dispatch or drop) takes the session along; a later
+// one (an in-flight eviction, the dispatcher keeping the waiter until the
+// request completes) reaches it only if it still exists. Either way the
+// reference travels to the session's thread, so a session is never
+// destroyed on the dispatcher's.
 class SessionWaiter final : public flowcontrol::Waiter {
  public:
   SessionWaiter(std::shared_ptr<HttpSession> session, Worker& worker)
-      : session_(std::move(session)), worker_(worker) {}
-  void deliver(const flowcontrol::Decision& d) override { worker_.deliver(std::move(session_), d); }
+      : weak_(session), session_(std::move(session)), worker_(worker) {}
+  void deliver(const flowcontrol::Decision& d) override {
+    auto s = session_ ? std::move(session_) : weak_.lock();
+    if (s) worker_.deliver(std::move(s), d);
+  }
 
  private:
+  std::weak_ptr<HttpSession> weak_;
   std::shared_ptr<HttpSession> session_;
   Worker& worker_;
 };
@@ -338,6 +347,7 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
 }
 
 void HttpSession::on_decision(const flowcontrol::Decision& d) {
+  if (d.outcome == QueueOutcome::kEvictedPreempted) return on_evicted(d.ticket);
   if (state_ != State::kQueued) {
     // The session closed while its request waited; give back what was taken.
     if (d.outcome == QueueOutcome::kDispatched) {
@@ -360,6 +370,8 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
     model_stats_ = &worker_.stats.model(model_);
     model_stats_->running += 1;
     ticket_ = DispatchTicket(worker_, ctx_.gated, d.ticket);
+    evicted_ = false;
+    client_write_pending_ = false;
     tried_.assign(ctx_.endpoints.size(), false);
     retried_ = false;
     fallbacks_ = d.fallbacks;
@@ -630,6 +642,7 @@ void HttpSession::connect_upstream() {
 
 void HttpSession::on_connect(error_code ec) {
   if (state_ == State::kClosed) return;  // the client left meanwhile
+  if (evicted_) return finish_evicted();
   auto& ep = ctx_.endpoints.at(endpoint_);
   if (ec) {
     worker_.stats.endpoint(static_cast<std::size_t>(endpoint_))
@@ -666,6 +679,7 @@ void HttpSession::write_upstream() {
 
 void HttpSession::on_upstream_written(error_code ec, std::size_t) {
   if (state_ == State::kClosed) return;  // the client left meanwhile
+  if (evicted_) return finish_evicted();
   if (ec) return upstream_failed_before_response(ec, "writing the request");
   response_parser_.emplace(response_);
   response_parser_->body_limit(boost::none);  // relayed, never buffered whole
@@ -683,6 +697,7 @@ void HttpSession::read_upstream() {
 
 void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
   if (state_ == State::kClosed) return;  // the client left meanwhile
+  if (evicted_) return finish_evicted();
   auto& p = *response_parser_;
   if (ec == net::error::eof && p.got_some()) {
     // A body delimited by the connection's end is complete now.
@@ -761,9 +776,12 @@ void HttpSession::on_interim_response() {
   h += response_.forward_headers;
   h += "\r\n";
   client_.expires_after(ctx_.config.server.client_write_timeout);
+  client_write_pending_ = true;
   net::async_write(client_, net::buffer(interim_head_),
                    [self = shared_from_this(), next](error_code ec, std::size_t) {
+                     self->client_write_pending_ = false;
                      if (self->state_ == State::kClosed) return;
+                     if (self->evicted_ && !ec) return self->finish_evicted();
                      if (ec) {
                        self->upstream_.reset();
                        self->release_dispatch();
@@ -922,11 +940,13 @@ void HttpSession::write_to_client() {
   }
   if (done && framing_ == Framing::kChunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   client_.expires_after(ctx_.config.server.client_write_timeout);
+  client_write_pending_ = true;
   net::async_write(client_, std::span<const net::const_buffer>(buffers.data(), count),
                    beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
 }
 
 void HttpSession::on_relay_written(error_code ec, std::size_t) {
+  client_write_pending_ = false;
   if (state_ == State::kClosed) return;  // the client left meanwhile
   if (ec) {
     SLUICE_LOG(kDebug, "session",
@@ -937,7 +957,8 @@ void HttpSession::on_relay_written(error_code ec, std::size_t) {
   }
   client_head_sent_ = true;
   response_.body.clear();
-  if (response_parser_->is_done()) return finish_response();
+  if (response_parser_->is_done()) return finish_response();  // done first: served
+  if (evicted_) return finish_evicted();
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   read_upstream();
 }
@@ -955,14 +976,16 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
   upstream_.reset();
   release_dispatch();
   keep_alive_ = false;
-  if (!response_.is_sse || framing_ != Framing::kChunked) return close();
   // Tell an SSE client why its stream ends, then close without the final
   // chunk, so the transfer is visibly incomplete to any HTTP client.
+  end_stream_with_error("model server failed mid-stream: " + ec.message(), "upstream-error", false);
+}
+
+void HttpSession::end_stream_with_error(std::string_view message, std::string_view code,
+                                        bool end_stream) {
+  if (!response_.is_sse || framing_ != Framing::kChunked) return close();
   std::string event =
-      "data: " +
-      flowcontrol::openai_error_body("model server failed mid-stream: " + ec.message(),
-                                     "server_error", "upstream-error") +
-      "\n\n";
+      "data: " + flowcontrol::openai_error_body(message, "server_error", code) + "\n\n";
   char prefix[24];
   int n = std::snprintf(prefix, sizeof prefix, "%zx\r\n", event.size());
   error_event_.clear();
@@ -977,9 +1000,44 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
   error_event_.append(prefix, static_cast<std::size_t>(n));
   error_event_ += event;
   error_event_ += "\r\n";
+  if (end_stream) error_event_ += "0\r\n\r\n";
   client_.expires_after(ctx_.config.server.client_write_timeout);
   net::async_write(client_, net::buffer(error_event_),
                    [self = shared_from_this()](error_code, std::size_t) { self->close(); });
+}
+
+void HttpSession::on_evicted(std::uint64_t ticket) {
+  // Only the request still being proxied: one that finished (or whose
+  // client left) has given its slot back already, which confirms the
+  // eviction; a later request on this connection has another ticket.
+  if (state_ != State::kProxying || !ticket_ || ticket_.id() != ticket || evicted_) return;
+  evicted_ = true;
+  // A write to the client is under way: its handler finishes the eviction.
+  // Otherwise the upstream has an operation pending (connect, write or
+  // read): cancelled, its handler does.
+  if (client_write_pending_) return;
+  if (upstream_) {
+    upstream_->stream.cancel();
+    return;
+  }
+  finish_evicted();
+}
+
+void HttpSession::finish_evicted() {
+  SLUICE_LOG(kDebug, "session", "request " << request_id_ << " evicted in flight");
+  // Closed, never pooled: the engine sees the connection end and frees the
+  // sequence and its KV cache. The completion confirms the eviction.
+  upstream_.reset();
+  release_dispatch();
+  if (!client_head_sent_) {
+    // Nothing of the answer has reached the client: a typed answer.
+    response_parser_.reset();
+    return answer(flowcontrol::answer_for(QueueOutcome::kEvictedPreempted));
+  }
+  end_request(response_.status, "evicted-preempted");
+  keep_alive_ = false;
+  end_stream_with_error("request evicted in flight for higher-priority traffic",
+                        "evicted-preempted", true);
 }
 
 void HttpSession::finish_response() {

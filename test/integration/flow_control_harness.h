@@ -55,6 +55,7 @@ inline std::string llmd_reason(const std::string& reason) {
   if (reason == "rejected-no-endpoints") return "rejected-no-endpoints";
   if (reason == "evicted-ttl") return "rejected-ttl-expired";
   if (reason == "evicted-displaced") return "evicted-priority";
+  if (reason == "evicted-preempted") return "evicted";
   if (reason == "evicted-other" || reason == "draining") return "rejected-shutting-down";
   return "";
 }

@@ -272,3 +272,80 @@ TEST(FlowControl, HoldbackCeilingKeepsRoomForTheTopBand) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// In-flight eviction on the wire (flowControl.enableEviction, llm-d's
+// switch): two best-effort requests hold both slots, one answered with a
+// body (no response head yet) and one streaming. Each interactive request
+// evicts the newest of them: the stream gets an SSE error event naming
+// the reason and then its proper end; the other gets 429 with both reason
+// headers and Retry-After. The mock sees both connections close (its
+// sequences are cancelled long before their 3 s would end).
+TEST(FlowControl, EvictionStopsLowBandWorkInFlightWithATypedAnswer) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 2, "round-robin-fairness-policy",
+                         "  enableEviction: true\n"
+                         "  priorityBands:\n    - {priority: 100}\n    - {priority: -10}\n"));
+  auto sluice = start_sluice(cfg);
+  const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+  const auto t0 = Clock::now();
+  Response whole;
+  std::thread whole_client([&] {
+    HttpClient c(kHost, sluice->port(), 30000ms);
+    whole = c.post_json("/v1/completions", completion_body(300), flow("batch", "best-effort"));
+  });
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 1; }));
+  std::atomic<int> events{0};
+  StreamResult streamed;
+  std::thread stream_client([&] {
+    HttpClient c(kHost, sluice->port(), 30000ms);
+    streamed = c.stream("/v1/completions", completion_body(300, true), flow("batch", "best-effort"),
+                        [&](const Response&, const SseEvent&) {
+                          events += 1;
+                          return true;
+                        });
+  });
+  ASSERT_TRUE(eventually([&] { return events.load() >= 2; }));
+  // The first interactive request (1 s long) evicts the stream, the newest;
+  // the second, finding both slots busy again, evicts the other.
+  Response r1;
+  std::thread first([&] {
+    HttpClient c(kHost, sluice->port(), 30000ms);
+    r1 = c.post_json("/v1/completions", completion_body(100), flow("chat", "interactive"));
+  });
+  stream_client.join();
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 2; }));
+  HttpClient hi(kHost, sluice->port());
+  auto r2 = hi.post_json("/v1/completions", completion_body(2), flow("chat", "interactive"));
+  EXPECT_EQ(r2.status, 200) << r2.error;
+  whole_client.join();
+  first.join();
+  EXPECT_EQ(r1.status, 200) << r1.error;
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  // Mid-stream: an error event with the reason, then the end of the stream.
+  ASSERT_FALSE(streamed.events.empty());
+  EXPECT_NE(streamed.events.back().data.find("evicted-preempted"), std::string::npos)
+      << streamed.events.back().data;
+  EXPECT_TRUE(streamed.complete) << streamed.error;
+  // Before the response head: a typed answer.
+  expect_outcome(whole, 429, "evicted-preempted", true);
+  EXPECT_LT(took, 2.5);  // neither ran its 3 s
+  // The endpoint stopped both (the connections closed), and the counts agree.
+  EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 0; }));
+  const auto admin = sluice->admin_port();
+  EXPECT_EQ(scrape_metric(kHost, admin, "sluice_requests_total{outcome=\"evicted-preempted\"}"), 2);
+  EXPECT_EQ(scrape_metric(kHost, admin, "sluice_flow_control_evictions_total{result=\"issued\"}"),
+            2);
+  EXPECT_TRUE(eventually([&] {
+    return scrape_metric(kHost, admin,
+                         "sluice_flow_control_evictions_total{result=\"confirmed\"}") == 2;
+  }));
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test

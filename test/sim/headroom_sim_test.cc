@@ -14,15 +14,8 @@ namespace {
 
 const TimePoint T0{};
 
-registry::BandConfig band(int priority) {
-  registry::BandConfig b;
-  b.priority = priority;
-  b.fairness = "round-robin-fairness-policy";
-  return b;
-}
-
 ControllerConfig two_bands(HeadroomConfig h = {}) {
-  auto c = config_with("round-robin-fairness-policy", {band(100), band(-10)});
+  auto c = config_with("round-robin-fairness-policy", {rr_band(100), rr_band(-10)});
   c.headroom = h;
   return c;
 }

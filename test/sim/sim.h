@@ -41,6 +41,7 @@ struct Record {
   std::uint64_t ticket = 0;
   int endpoint = -1;
   std::uint32_t in_flight_after = 0;  // on its endpoint, itself included, when dispatched
+  bool evicted = false;               // dispatched, then evicted in flight
 };
 
 struct PoolModel {
@@ -127,6 +128,10 @@ class Sim {
     schedule_poisson(r, rate, start, stop, rng);
   }
 
+  // How long an evicted request takes to stop (the session closing its
+  // upstream connection) before its completion confirms the eviction.
+  Duration eviction_confirm_delay = 1ms;
+
   const std::vector<Record>& records() const { return records_; }
   std::vector<Record>& records() { return records_; }
 
@@ -162,6 +167,19 @@ class Sim {
 
   void on_decision(const Decision& d) {
     auto& rec = records_[d.cookie];
+    if (d.outcome == QueueOutcome::kEvictedPreempted) {
+      rec.evicted = true;
+      rec.outcome = d.outcome;
+      const std::uint64_t ticket = d.ticket;
+      const std::size_t id = d.cookie;
+      at(now_ + eviction_confirm_delay, [=, this] {
+        records_[id].finished = now_;
+        controller_.complete(ticket, 0, now_);
+        refill(id);
+        controller_.dispatch(now_);
+      });
+      return;
+    }
     rec.decided = now_;
     rec.outcome = d.outcome;
     if (d.outcome != QueueOutcome::kDispatched) {
@@ -177,6 +195,7 @@ class Sim {
     const std::uint64_t ticket = d.ticket;
     const std::size_t id = d.cookie;
     at(now_ + service, [=, this] {
+      if (records_[id].evicted) return;  // stopped early; its completion was sent then
       records_[id].finished = now_;
       controller_.complete(ticket, records_[id].request.output_tokens, now_);
       refill(id);
@@ -204,6 +223,14 @@ class Sim {
   std::vector<Record> records_;
   std::map<std::size_t, TimePoint> closed_loop_;
 };
+
+// A band of `priority` with round-robin fairness.
+inline registry::BandConfig rr_band(int priority) {
+  registry::BandConfig b;
+  b.priority = priority;
+  b.fairness = "round-robin-fairness-policy";
+  return b;
+}
 
 inline ControllerConfig config_with(std::string fairness,
                                     std::vector<registry::BandConfig> bands = {}) {

@@ -14,15 +14,8 @@ namespace {
 
 const TimePoint T0{};
 
-registry::BandConfig band(int priority) {
-  registry::BandConfig b;
-  b.priority = priority;
-  b.fairness = "round-robin-fairness-policy";
-  return b;
-}
-
 ControllerConfig three_bands() {
-  return config_with("round-robin-fairness-policy", {band(100), band(0), band(-10)});
+  return config_with("round-robin-fairness-policy", {rr_band(100), rr_band(0), rr_band(-10)});
 }
 
 // The most in flight on the pool right after a dispatch of `priority`.
@@ -88,7 +81,7 @@ TEST(UsageLimit, HoldbackReserveProtectsTheTopBandUnderAFlood) {
   PoolModel pool;
   pool.slots_per_endpoint = 10;  // ~99 req/s at ~101 ms per request
   auto run = [&](bool holdback) {
-    Sim sim(config_with("round-robin-fairness-policy", {band(100), band(-10)}), pool);
+    Sim sim(config_with("round-robin-fairness-policy", {rr_band(100), rr_band(-10)}), pool);
     if (holdback)
       sim.controller().set_usage_limit_policy(std::make_unique<PriorityHoldbackPolicy>(
           0.4, 1.0, PriorityHoldbackPolicy::Domain::kRank));
@@ -133,7 +126,7 @@ class Inverted final : public UsageLimitPolicy {
 TEST(UsageLimit, ABandHeldBackDoesNotStopTheBandsBelowIt) {
   PoolModel pool;
   pool.slots_per_endpoint = 4;
-  Sim sim(config_with("round-robin-fairness-policy", {band(100), band(-10)}), pool);
+  Sim sim(config_with("round-robin-fairness-policy", {rr_band(100), rr_band(-10)}), pool);
   sim.controller().set_usage_limit_policy(std::make_unique<Inverted>());
   sim.backlog({"hi", 100}, 5, T0, T0 + 2s);
   sim.backlog({"lo", -10}, 5, T0, T0 + 2s);
@@ -157,7 +150,7 @@ TEST(UsageLimit, SoftReflectiveThinsTheLowBandPastHalfThePool) {
   std::map<int, std::size_t> served;
   std::map<int, std::uint32_t> peak;
   for (int priority : {100, -10}) {
-    Sim sim(config_with("round-robin-fairness-policy", {band(100), band(-10)}), pool);
+    Sim sim(config_with("round-robin-fairness-policy", {rr_band(100), rr_band(-10)}), pool);
     sim.controller().set_usage_limit_policy(std::make_unique<SoftReflectiveCeilingPolicy>());
     sim.backlog({"f", priority}, 200, T0, T0 + 5s);
     sim.run_until(T0 + 6s);

@@ -14,7 +14,12 @@ enum class QueueOutcome {
   kEvictedContextCancelled,
   kEvictedDisplaced,
   kEvictedOther,
+  // Dispatched, then evicted in flight for a higher band (flowControl
+  // eviction): the only outcome a dispatched request can still get.
+  kEvictedPreempted,
 };
+
+inline constexpr int kQueueOutcomeCount = 9;
 
 // The value of `x-gateway-inference-dropped-reason` (and the OpenAI error
 // `code`) for an outcome; empty for Dispatched.
@@ -36,6 +41,8 @@ constexpr std::string_view dropped_reason(QueueOutcome o) {
       return "evicted-displaced";
     case QueueOutcome::kEvictedOther:
       return "evicted-other";
+    case QueueOutcome::kEvictedPreempted:
+      return "evicted-preempted";
   }
   return "";
 }

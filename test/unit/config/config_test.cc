@@ -723,3 +723,43 @@ flowControl:
 
 }  // namespace
 }  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+TEST(ConfigEviction, LlmdSwitchAndSluiceSection) {
+  EXPECT_TRUE(
+      load_config_string("flowControl:\n  enableEviction: true\n").flow_control.eviction.enabled);
+  EXPECT_FALSE(load_config_string("").flow_control.eviction.enabled);
+  auto c = load_config_string(R"(flowControl:
+  enableEviction: true
+  eviction:
+    priorities: [-10, -5]
+    waitBudget: 200ms
+    grace: 50ms
+    confirmationTimeout: 5s
+)");
+  const auto& e = c.flow_control.eviction;
+  EXPECT_TRUE(e.enabled);
+  EXPECT_EQ(e.priorities, (std::vector<int>{-10, -5}));
+  EXPECT_EQ(e.wait_budget, std::chrono::milliseconds(200));
+  EXPECT_EQ(e.grace, std::chrono::milliseconds(50));
+  EXPECT_EQ(e.confirmation_timeout, std::chrono::seconds(5));
+
+  EXPECT_EQ(error_of("flowControl:\n  eviction:\n    priorities: [-10, 0]\n"),
+            "test.yaml:3: flowControl.eviction.priorities[1]: band 0 is not sheddable: only bands "
+            "below priority 0 can be evicted");
+  EXPECT_EQ(error_of("flowControl:\n  eviction:\n    waitBudget: -1s\n"),
+            error_of("flowControl:\n  eviction:\n    waitBudget: -1s\n"));
+  EXPECT_NE(error_of("flowControl:\n  eviction:\n    waitBudget: -1s\n"), "");
+  EXPECT_EQ(error_of("flowControl:\n  eviction:\n    confirmationTimeout: 0s\n"),
+            "test.yaml:3: flowControl.eviction.confirmationTimeout: must be greater than zero");
+  EXPECT_EQ(error_of("flowControl:\n  enableEviction: false\n  eviction:\n    grace: 1s\n"),
+            "test.yaml:4: flowControl.eviction: is set while enableEviction is false");
+  EXPECT_EQ(error_of("flowControl:\n  enableEviction: yes please\n"),
+            error_of("flowControl:\n  enableEviction: yes please\n"));
+  EXPECT_NE(error_of("flowControl:\n  enableEviction: yes please\n"), "");
+}
+
+}  // namespace
+}  // namespace sluice::config

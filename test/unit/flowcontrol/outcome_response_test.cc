@@ -22,6 +22,7 @@ TEST(OutcomeResponse, TableOfDesign) {
       {QueueOutcome::kEvictedTTL, 503, "evicted-ttl", true, "rejected-ttl-expired"},
       {QueueOutcome::kEvictedDisplaced, 429, "evicted-displaced", true, "evicted-priority"},
       {QueueOutcome::kEvictedOther, 503, "evicted-other", false, "rejected-shutting-down"},
+      {QueueOutcome::kEvictedPreempted, 429, "evicted-preempted", true, "evicted"},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row.reason);
