@@ -390,6 +390,12 @@ void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<Endpoin
     if (ep.port == 0) fail(r.source, addr, f.child("address"), "port must not be 0");
     if (!seen.insert(ep.address).second)
       fail(r.source, addr, f.child("address"), "duplicate endpoint " + ep.address);
+    if (auto n = f.take("schedulingPolicy")) {
+      auto v = r.string(n, f.child("schedulingPolicy"));
+      if (v != "fcfs" && v != "priority")
+        fail(r.source, n, f.child("schedulingPolicy"), "must be fcfs or priority");
+      ep.priority_scheduling = v == "priority";
+    }
     if (auto n = f.take("engine")) {
       ep.engine = r.string(n, f.child("engine"));
       if (ep.engine != "vllm" && ep.engine != "sglang" && ep.engine != "trtllm-serve")

@@ -101,13 +101,17 @@ struct EndpointConfig {
   std::string host;
   std::uint16_t port = 0;
   std::string engine = "vllm";  // vllm | sglang | trtllm-serve
+  // The engine's own scheduler: fcfs, or priority (vLLM
+  // --scheduling-policy priority): then sluice writes the band's priority
+  // into each request's "priority" field (replacing the client's).
+  bool priority_scheduling = false;
   std::map<std::string, std::string> labels;
   // The line of its entry in the file it came from (for messages); not part
   // of what the endpoint is, so moving the entry changes nothing on reload.
   int line = 0;
   bool operator==(const EndpointConfig& o) const {
     return address == o.address && host == o.host && port == o.port && engine == o.engine &&
-           labels == o.labels;
+           priority_scheduling == o.priority_scheduling && labels == o.labels;
   }
 };
 

@@ -13,6 +13,7 @@
 
 #include "scheduling/least_in_flight.h"
 #include "scheduling/prefix_hasher.h"
+#include "server/engine_priority.h"
 #include "server/log.h"
 #include "server/openai_request.h"
 #include "server/steering.h"
@@ -614,9 +615,16 @@ void HttpSession::send_to(int endpoint) {
   h += "x-request-id: ";
   h += request_id_;
   h += "\r\n";
-  if (!request_.body.empty() || request_.method == http::verb::post) {
+  // An engine that schedules by priority gets the band's, never the
+  // client's own (which would let a tenant jump the engine's queue).
+  upstream_body_ = &request_.body;
+  if (ctx_.endpoints.at(endpoint).config.priority_scheduling && is_inference(route_)) {
+    engine_body_ = body_with_priority(request_.body, engine_priority_for_band(priority_));
+    upstream_body_ = &engine_body_;
+  }
+  if (!upstream_body_->empty() || request_.method == http::verb::post) {
     h += "Content-Length: ";
-    append_number(h, request_.body.size());
+    append_number(h, upstream_body_->size());
     h += "\r\n";
   }
   h += "\r\n";
@@ -671,7 +679,7 @@ void HttpSession::write_upstream() {
   client_head_sent_ = false;
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   std::array<net::const_buffer, 2> buffers = {net::buffer(upstream_head_),
-                                              net::buffer(request_.body)};
+                                              net::buffer(*upstream_body_)};
   net::async_write(
       upstream_->stream, buffers,
       beast::bind_front_handler(&HttpSession::on_upstream_written, shared_from_this()));

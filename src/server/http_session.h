@@ -179,6 +179,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool keep_alive_ = true;
   std::string request_id_;
   std::string upstream_head_;  // request line + headers sent to the endpoint
+  // The body sent to the endpoint: the client's, or engine_body_ (with the
+  // band's engine priority) for an endpoint that schedules by priority.
+  const std::string* upstream_body_ = nullptr;
+  std::string engine_body_;
   std::vector<bool> tried_;
   int endpoint_ = -1;
   datalayer::InFlightPermit permit_;

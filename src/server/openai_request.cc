@@ -113,6 +113,10 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text,
         return fail("invalid-field", "'" + std::string(key) + "' must be an integer");
       if (n < 0) return fail("invalid-field", "'" + std::string(key) + "' must not be negative");
       r.max_tokens = n;
+    } else if (key == "priority") {
+      r.has_priority = true;
+      std::int64_t n = 0;
+      if (v.get_int64().get(n) == simdjson::SUCCESS) r.priority = n;
     } else if (key == "prompt" || key == "input") {
       count_prompt(v, r, prompt_text, prompt_text_limit);
     } else if (key == "messages") {

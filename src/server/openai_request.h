@@ -19,6 +19,11 @@ struct OpenAIRequest {
   std::uint64_t prompt_chars = 0;          // characters of prompt text seen
   std::uint64_t prompt_token_ids = 0;      // tokens given directly as integer ids
   std::uint32_t message_count = 0;
+  // A top-level "priority" member (vLLM's engine priority): present, and its
+  // value when it is an integer. sluice never forwards a client's own to an
+  // endpoint that schedules by it.
+  bool has_priority = false;
+  std::optional<std::int64_t> priority;
   // Estimate of input tokens: ~4 characters per token for text, one per
   // given token id, plus a small per-message overhead for chat templates.
   std::uint64_t estimated_input_tokens = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -343,6 +344,76 @@ TEST(FlowControl, EvictionStopsLowBandWorkInFlightWithATypedAnswer) {
     return scrape_metric(kHost, admin,
                          "sluice_flow_control_evictions_total{result=\"confirmed\"}") == 2;
   }));
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Engine priority (issue 12, item 4): an endpoint configured
+// `schedulingPolicy: priority` (vLLM --scheduling-policy priority, here
+// the mock's) gets each request's band as vLLM's "priority" (lower first:
+// -100 for interactive, 10 for best-effort), never the client's own. The
+// mock runs one sequence at a time and sluice lets four in: an interactive
+// request that arrives behind two queued best-effort ones is served before
+// them by the engine's own queue.
+TEST(FlowControl, EnginePriorityReachesTheEngineAndOrdersItsQueue) {
+  auto mock = start_mock(
+      {"--decode-ms-per-token", "10", "--max-running", "1", "--scheduling-policy", "priority"});
+  std::string text = fc_config(mock->address(), 4, "round-robin-fairness-policy");
+  const std::string at = "  - address: " + mock->address() + "\n";
+  text.insert(text.find(at) + at.size(), "    schedulingPolicy: priority\n");
+  TempFile cfg(text);
+  auto sluice = start_sluice(cfg);
+  const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+  const std::string waiting = "vllm:num_requests_waiting{model_name=\"mock-model\"}";
+  std::mutex mu;
+  std::vector<std::string> finished;
+  std::vector<Response> batch(3);
+  std::vector<std::thread> threads;
+  auto send_batch = [&](int i) {
+    threads.emplace_back([&, i] {
+      HttpClient c(kHost, sluice->port(), 30000ms);
+      batch[static_cast<std::size_t>(i)] =
+          c.post_json("/v1/completions", completion_body(40), flow("batch", "best-effort"));
+      std::lock_guard lock(mu);
+      finished.push_back("batch" + std::to_string(i));
+    });
+  };
+  send_batch(0);
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 1; }));
+  send_batch(1);
+  send_batch(2);
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), waiting) == 2; }));
+  HttpClient c(kHost, sluice->port(), 30000ms);
+  auto hi = c.post_json("/v1/completions", completion_body(5), flow("chat", "interactive"));
+  {
+    std::lock_guard lock(mu);
+    finished.push_back("interactive");
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(hi.status, 200) << hi.error;
+  EXPECT_EQ(hi.header("x-mock-priority"), "-100");
+  for (const auto& b : batch) {
+    EXPECT_EQ(b.status, 200) << b.error;
+    EXPECT_EQ(b.header("x-mock-priority"), "10");
+  }
+  // batch0 was running; the interactive request went before batch1, batch2.
+  ASSERT_EQ(finished.size(), 4u);
+  EXPECT_EQ(finished[0], "batch0");
+  EXPECT_EQ(finished[1], "interactive");
+
+  // A tenant's own priority never reaches the engine: the band's does.
+  auto forged = c.post_json(
+      "/v1/completions",
+      R"({"model":"mock-model","prompt":"x","max_tokens":1,"priority":-1000,"priorit\u0079":-999})",
+      flow("batch", "best-effort"));
+  EXPECT_EQ(forged.status, 200) << forged.body;
+  EXPECT_EQ(forged.header("x-mock-priority"), "10");
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
 }

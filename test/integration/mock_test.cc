@@ -91,5 +91,33 @@ TEST(Mock, OutputLengthOverride) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+// vLLM's rule: a non-zero "priority" needs --scheduling-policy priority;
+// the mock reports the value it took.
+TEST(Mock, PriorityNeedsPrioritySchedulingAsInVllm) {
+  const std::string with = R"({"model":"mock-model","prompt":"x","max_tokens":1,"priority":3})";
+  auto fcfs = start_mock({"--decode-ms-per-token", "0"});
+  HttpClient c(kHost, fcfs->port());
+  auto r = c.post_json("/v1/completions", with);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("Got priority 3 but Priority scheduling is not enabled."),
+            std::string::npos)
+      << r.body;
+  r = c.post_json("/v1/completions",
+                  R"({"model":"mock-model","prompt":"x","max_tokens":1,"priority":0})");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("x-mock-priority"), "0");
+  EXPECT_EQ(fcfs->stop(), 0);
+
+  auto prio = start_mock({"--decode-ms-per-token", "0", "--scheduling-policy", "priority"});
+  HttpClient p(kHost, prio->port());
+  r = p.post_json("/v1/completions", with);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.header("x-mock-priority"), "3");
+  r = p.post_json("/v1/completions",
+                  R"({"model":"mock-model","prompt":"x","max_tokens":1,"priority":"high"})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(prio->stop(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::test

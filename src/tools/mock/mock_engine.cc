@@ -75,24 +75,59 @@ std::uint64_t MockEngine::kv_used_tokens() const {
   return used;
 }
 
+std::deque<std::shared_ptr<Sequence>>::iterator MockEngine::next_waiting() {
+  if (!options_.priority_scheduling) return waiting_.begin();
+  return std::min_element(waiting_.begin(), waiting_.end(), [](const auto& a, const auto& b) {
+    return a->priority != b->priority ? a->priority < b->priority : a->id < b->id;
+  });
+}
+
+std::size_t MockEngine::preempt_for_kv() {
+  std::size_t preempted = 0;
+  // Each running sequence takes one more token's KV this step.
+  while (running_.size() > 1 && kv_used_tokens() + running_.size() > options_.kv_capacity_tokens) {
+    auto victim = running_.end() - 1;  // fcfs: the last scheduled
+    if (options_.priority_scheduling)
+      victim = std::max_element(running_.begin(), running_.end(), [](const auto& a, const auto& b) {
+        return a->priority != b->priority ? a->priority < b->priority : a->id < b->id;
+      });
+    auto seq = std::move(*victim);
+    running_.erase(victim);
+    seq->running = false;
+    seq->preemptions += 1;
+    seq->cached_tokens = 0;  // its KV is gone: recomputed when it runs again
+    waiting_.push_front(std::move(seq));
+    ++preempted;
+    ++preemptions_;
+  }
+  return preempted;
+}
+
 std::optional<std::chrono::microseconds> MockEngine::begin_step() {
   std::erase_if(running_, [](const auto& s) { return s->cancelled; });
   std::erase_if(waiting_, [](const auto& s) { return s->cancelled; });
   double prefill_us = 0;
+  // As vLLM: no new admission in a step that had to preempt.
+  const bool preempted = preempt_for_kv() > 0;
   std::uint64_t used = kv_used_tokens();
-  while (!waiting_.empty() && running_.size() < options_.max_running) {
-    auto& next = waiting_.front();
+  while (!preempted && !waiting_.empty() && running_.size() < options_.max_running) {
+    auto it = next_waiting();
+    auto& next = *it;
     // A prompt that does not fit next to the running batch waits; one that
     // could never fit still runs alone rather than wait forever.
-    if (!running_.empty() && used + next->prompt_tokens > options_.kv_capacity_tokens) break;
+    if (!running_.empty() &&
+        used + next->prompt_tokens + next->generated > options_.kv_capacity_tokens)
+      break;
     next->cached_tokens = lookup_prefix(*next);
     prefix_hit_tokens_ += next->cached_tokens;
     insert_prefix(*next);
-    prefill_us += (next->prompt_tokens - next->cached_tokens) * options_.prefill_us_per_token;
-    used += next->prompt_tokens;
+    // A preempted sequence recomputes its prompt and what it generated.
+    prefill_us += (next->prompt_tokens + next->generated - next->cached_tokens) *
+                  options_.prefill_us_per_token;
+    used += next->prompt_tokens + next->generated;
     next->running = true;
     running_.push_back(std::move(next));
-    waiting_.pop_front();
+    waiting_.erase(it);
   }
   if (running_.empty()) return std::nullopt;
   double us = options_.decode_ms_per_token * 1000.0 + prefill_us;

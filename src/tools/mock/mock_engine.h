@@ -29,6 +29,10 @@ struct EngineOptions {
   std::uint64_t kv_capacity_tokens = 65536;
   bool prefix_cache = true;
   std::uint64_t seed = 1;
+  // vLLM's --scheduling-policy: fcfs, or priority (the waiting queue by
+  // (priority, arrival), lower first; under KV pressure the running
+  // sequence with the largest (priority, arrival) is preempted).
+  bool priority_scheduling = false;
 };
 
 constexpr std::size_t kBlockTokens = 16;
@@ -44,6 +48,8 @@ struct Sequence {
   std::mt19937_64 rng;
   bool cancelled = false;
   bool running = false;
+  std::int64_t priority = 0;  // vLLM's: lower is served first
+  std::uint32_t preemptions = 0;
   // Called on end_step for each token; `last` is set on the final one. With
   // max_tokens 0 it is called once with an empty token and last = true.
   std::function<void(Sequence&, std::string_view token, bool last)> on_token;
@@ -72,6 +78,7 @@ class MockEngine {
   std::size_t running() const;
   double kv_usage() const;  // 0..1
   std::uint64_t prefix_hits_tokens() const { return prefix_hit_tokens_; }
+  std::uint64_t preemptions() const { return preemptions_; }
   std::uint64_t kv_capacity_blocks() const { return options_.kv_capacity_tokens / kBlockTokens; }
   const EngineOptions& options() const { return options_; }
 
@@ -79,12 +86,19 @@ class MockEngine {
   std::uint32_t lookup_prefix(const Sequence& seq) const;
   void insert_prefix(const Sequence& seq);
   std::uint64_t kv_used_tokens() const;
+  // The waiting sequence to admit next: the front (fcfs) or the smallest
+  // (priority, arrival).
+  std::deque<std::shared_ptr<Sequence>>::iterator next_waiting();
+  // Frees the KV of running sequences until this step's tokens fit
+  // (vLLM's preemption); returns how many were preempted.
+  std::size_t preempt_for_kv();
 
   EngineOptions options_;
   std::deque<std::shared_ptr<Sequence>> waiting_;
   std::vector<std::shared_ptr<Sequence>> running_;
   std::uint64_t next_id_ = 1;
   std::uint64_t prefix_hit_tokens_ = 0;
+  std::uint64_t preemptions_ = 0;
   // LRU of prompt block hashes (most recent at the front).
   std::list<std::uint64_t> lru_;
   std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> lru_index_;

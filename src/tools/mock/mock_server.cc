@@ -59,6 +59,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
     // What a P/D decode sidecar would read: echoed so tests can see it.
     prefiller_ = std::string(req["x-prefiller-host-port"]);
     control_headers_seen_ = 0;
+    priority_ = 0;
     for (const auto& f : req) {
       auto name = f.name_string();
       if (beast::iequals(name.substr(0, 19), "x-gateway-inference") ||
@@ -106,8 +107,22 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
       return simple(400, "application/json",
                     j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
-    server_.requests_total += 1;
     const auto& r = parsed.request;
+    // vLLM: an integer "priority", and only under priority scheduling.
+    if (r.has_priority && !r.priority)
+      return simple(
+          400, "application/json",
+          R"({"error":{"message":"'priority' must be an integer","type":"invalid_request_error","code":400}})");
+    if (r.priority.value_or(0) != 0 && !server_.engine().options().priority_scheduling) {
+      json j = {{"error",
+                 {{"message", "Got priority " + std::to_string(*r.priority) +
+                                  " but Priority scheduling is not enabled."},
+                  {"type", "invalid_request_error"},
+                  {"code", 400}}}};
+      return simple(400, "application/json", j.dump());
+    }
+    priority_ = r.priority.value_or(0);
+    server_.requests_total += 1;
     std::uint32_t max_tokens = static_cast<std::uint32_t>(r.max_tokens.value_or(16));
     if (auto o = req["x-mock-output-tokens"]; !o.empty()) {
       max_tokens = static_cast<std::uint32_t>(std::strtoul(std::string(o).c_str(), nullptr, 10));
@@ -120,6 +135,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
     response_id_ = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(server_.next_response_id++);
     seq_ = server_.engine().make_sequence(
         r.model, prompt, static_cast<std::uint32_t>(r.estimated_input_tokens), max_tokens);
+    seq_->priority = priority_;
     std::weak_ptr<MockSession> weak = shared_from_this();
     seq_->on_token = [weak](Sequence& s, std::string_view token, bool last) {
       if (auto self = weak.lock()) self->on_token(s, token, last);
@@ -156,6 +172,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
     std::string h;
     if (!request_id_.empty()) h += "x-request-id: " + request_id_ + "\r\n";
     h += "x-mock-control-headers-seen: " + std::to_string(control_headers_seen_) + "\r\n";
+    h += "x-mock-priority: " + std::to_string(priority_) + "\r\n";
     if (!prefiller_.empty()) h += "x-mock-prefiller-host-port: " + prefiller_ + "\r\n";
     return h;
   }
@@ -302,6 +319,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
   bool writing_ = false, watching_ = false, busy_ = false, complete_ = false, closed_ = false;
   bool keep_alive_ = true, chat_ = false, stream_mode_ = false, include_usage_ = false;
   int control_headers_seen_ = 0;
+  std::int64_t priority_ = 0;  // the request's "priority" as the engine took it
   std::string request_id_, prefiller_, model_, text_, response_id_;
   std::string prefix_, first_prefix_, suffix_, suffix_length_;
   std::shared_ptr<Sequence> seq_;
@@ -422,6 +440,8 @@ std::string MockServer::metrics_text() const {
           static_cast<double>(connections_total));
   counter("mock_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.",
           static_cast<double>(engine_.prefix_hits_tokens()));
+  counter("mock_preemptions_total", "Running sequences preempted for KV cache (vLLM's).",
+          static_cast<double>(engine_.preemptions()));
   return out;
 }
 

@@ -14,7 +14,7 @@ constexpr const char* kUsage =
     "usage: sluice-mock --listen HOST:PORT [--engine vllm|sglang] [--max-running N]\n"
     "                   [--prefill-us-per-token X] [--decode-ms-per-token Y]\n"
     "                   [--kv-capacity-tokens N] [--prefix-cache on|off] [--seed S]\n"
-    "                   [--model NAME]\n";
+    "                   [--model NAME] [--scheduling-policy fcfs|priority]\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::cerr << "sluice-mock: " << what << "\n" << kUsage;
@@ -62,7 +62,12 @@ int main(int argc, char** argv) {
       eo.seed = static_cast<std::uint64_t>(parse_number(arg, value(), 0));
     else if (arg == "--model")
       so.model = value();
-    else if (arg == "--help" || arg == "-h") {
+    else if (arg == "--scheduling-policy") {
+      auto v = value();
+      if (v != "fcfs" && v != "priority")
+        usage_error("--scheduling-policy must be fcfs or priority");
+      eo.priority_scheduling = v == "priority";
+    } else if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
       return 0;
     } else

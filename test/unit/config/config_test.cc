@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace sluice::config {
@@ -759,6 +760,30 @@ TEST(ConfigEviction, LlmdSwitchAndSluiceSection) {
   EXPECT_EQ(error_of("flowControl:\n  enableEviction: yes please\n"),
             error_of("flowControl:\n  enableEviction: yes please\n"));
   EXPECT_NE(error_of("flowControl:\n  enableEviction: yes please\n"), "");
+}
+
+}  // namespace
+}  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+// bench/priority_flood/base.yaml with each of bench/priority_flood.sh's
+// additions loads (the benchmark must not fail on a config error).
+TEST(Config, PriorityFloodBenchConfigsLoad) {
+  const std::string base = std::string(SLUICE_CONFIG_DIR) + "/../bench/priority_flood/base.yaml";
+  std::ifstream in(base);
+  ASSERT_TRUE(in) << base;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* extra :
+       {"", "  usageLimitPolicyPluginRef: holdback\n",
+        "  usageLimitPolicyPluginRef: soft-reflective-ceiling-policy\n",
+        "  headroom: {protectedPriority: 100, reserve: 1, lendAfterIdle: 5s}\n",
+        "  headroom: {protectedPriority: 100, overAdmission: 1}\n", "  enableEviction: true\n",
+        "  headroom: {protectedPriority: 100, reserve: 1, lendAfterIdle: 5s, overAdmission: 1}\n"
+        "  enableEviction: true\n"}) {
+    EXPECT_NO_THROW(load_config_string(text + extra, base)) << extra;
+  }
 }
 
 }  // namespace

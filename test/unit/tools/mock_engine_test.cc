@@ -141,3 +141,77 @@ TEST(MockEngine, ZeroMaxTokensFinishesWithoutTokens) {
 
 }  // namespace
 }  // namespace sluice::mock
+
+namespace sluice::mock {
+namespace {
+
+EngineOptions one_slot(bool priority) {
+  EngineOptions o;
+  o.max_running = 1;
+  o.decode_ms_per_token = 1;
+  o.prefill_us_per_token = 0;
+  o.kv_capacity_tokens = 100000;
+  o.priority_scheduling = priority;
+  return o;
+}
+
+// Which sequence runs first of those waiting, and in what order all finish.
+std::vector<std::uint64_t> finish_order(MockEngine& e,
+                                        const std::vector<std::shared_ptr<Sequence>>& seqs) {
+  std::vector<std::uint64_t> done;
+  for (auto& s : seqs) {
+    s->on_token = [&done](Sequence& q, std::string_view, bool last) {
+      if (last) done.push_back(q.id);
+    };
+    e.submit(s);
+  }
+  for (int step = 0; step < 1000 && e.begin_step(); ++step) e.end_step();
+  return done;
+}
+
+// vLLM --scheduling-policy priority: the waiting queue by (priority,
+// arrival), lower first; fcfs: arrival order whatever the priority. All
+// five wait before the first step; one runs at a time.
+TEST(MockEnginePriority, WaitingQueueByPriorityThenArrival) {
+  for (bool priority : {false, true}) {
+    MockEngine e(one_slot(priority));
+    std::vector<std::shared_ptr<Sequence>> seqs;
+    for (std::int64_t p : {5, 5, -100, 0, -100}) {
+      seqs.push_back(e.make_sequence("m", "prompt " + std::to_string(seqs.size()), 4, 3));
+      seqs.back()->priority = p;
+    }
+    auto order = finish_order(e, seqs);
+    std::vector<std::uint64_t> want =
+        priority ? std::vector<std::uint64_t>{seqs[2]->id, seqs[4]->id, seqs[3]->id, seqs[0]->id,
+                                              seqs[1]->id}
+                 : std::vector<std::uint64_t>{seqs[0]->id, seqs[1]->id, seqs[2]->id, seqs[3]->id,
+                                              seqs[4]->id};
+    EXPECT_EQ(order, want) << (priority ? "priority" : "fcfs");
+  }
+}
+
+// Under KV pressure vLLM preempts the running sequence with the largest
+// (priority, arrival) under priority scheduling, the last scheduled under
+// fcfs; the preempted one goes back to waiting and finishes later.
+TEST(MockEnginePriority, PreemptionVictimUnderKvPressure) {
+  for (bool priority : {false, true}) {
+    EngineOptions o = one_slot(priority);
+    o.max_running = 2;
+    o.kv_capacity_tokens = 30;  // two prompts of 10 fit; their outputs do not
+    MockEngine e(o);
+    auto low = e.make_sequence("m", "low", 10, 8);
+    low->priority = 10;
+    auto high = e.make_sequence("m", "high", 10, 8);
+    high->priority = -10;
+    auto order = finish_order(e, {low, high});
+    EXPECT_GE(e.preemptions(), 1u);
+    // priority: the low one (larger value) is the victim, so high finishes
+    // first; fcfs: the last scheduled (high) is, so low finishes first.
+    ASSERT_EQ(order.size(), 2u);
+    EXPECT_EQ(order.front(), priority ? high->id : low->id) << (priority ? "priority" : "fcfs");
+    EXPECT_EQ(priority ? low->preemptions : high->preemptions, e.preemptions());
+  }
+}
+
+}  // namespace
+}  // namespace sluice::mock

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Issue 12's benchmark: how well each protection keeps an interactive tenant
+# unhurt by a batch flood, and what it costs the batch tenant when it is
+# alone. For each variant (priority_flood/base.yaml plus its lines), three
+# runs through sluice and three fresh sluice-mock endpoints (6 sequences
+# each, 20 ms per token; sluice lets 4 in per endpoint unless a variant says
+# otherwise): the interactive tenant alone (solo), beside the flood
+# (flooded), and the batch tenant alone (batch). Prints a Markdown table.
+#
+#   bash bench/priority_flood.sh [BUILD_DIR]     (DURATION=10s shortens runs)
+set -euo pipefail
+ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:-$ROOT/build/release}
+for tool in "$BUILD/sluice" "$BUILD/sluice-mock" "$BUILD/sluice-load" python3; do
+  command -v "$tool" >/dev/null || { echo "missing $tool (make release)" >&2; exit 1; }
+done
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+OUT=$ROOT/bench/results/priority-flood
+mkdir -p "$OUT"
+
+# name | lines under flowControl: | endpoint line | maxConcurrency | mock args
+VARIANTS=(
+  "none||||"
+  "holdback (minCeiling 0.75)|  usageLimitPolicyPluginRef: holdback|||"
+  "soft-reflective|  usageLimitPolicyPluginRef: soft-reflective-ceiling-policy|||"
+  "headroom (reserve 1, lent while idle)|  headroom: {protectedPriority: 100, reserve: 1, lendAfterIdle: 5s}|||"
+  "over-admission 1|  headroom: {protectedPriority: 100, overAdmission: 1}|||"
+  "eviction|  enableEviction: true|||"
+  "engine priority (8 into each engine)||    schedulingPolicy: priority|8|--scheduling-policy priority"
+  "headroom + over-admission + eviction|  headroom: {protectedPriority: 100, reserve: 1, lendAfterIdle: 5s, overAdmission: 1}\n  enableEviction: true|||"
+)
+
+run_variant() {  # index name flow_lines endpoint_line max_concurrency mock_args
+  local i=$1 name=$2 flow=$3 ep=$4 conc=${5:-4} margs=$6 kind
+  for kind in solo flooded batch; do
+    local scenario=$ROOT/bench/scenarios/priority-flood.yaml
+    [[ $kind == solo ]] && scenario=$ROOT/bench/scenarios/priority-flood-solo.yaml
+    [[ $kind == batch ]] && scenario=$ROOT/bench/scenarios/priority-flood-batch.yaml
+    PIDS=()
+    M=()
+    local k
+    for k in 1 2 3; do
+      # shellcheck disable=SC2086
+      "$BUILD/sluice-mock" --listen 127.0.0.1:0 --max-running 6 --decode-ms-per-token 20 --seed $k \
+        $margs >"$WORK/mock$k.out" 2>"$WORK/mock$k.err" &
+      PIDS+=($!)
+      M+=("$(wait_listening "$WORK/mock$k.out")")
+    done
+    python3 - "$ROOT/bench/priority_flood/base.yaml" "$WORK/template.yaml" "$flow" "$ep" "$conc" <<'PY'
+import sys
+src, out, flow, ep, conc = sys.argv[1:]
+text = open(src).read().replace("maxConcurrency: 4", "maxConcurrency: " + conc)
+if ep:
+    lines = []
+    for line in text.splitlines(keepends=True):
+        lines.append(line)
+        if line.startswith("  - address: 127.0.0.1:1800"):
+            lines.append(ep + "\n")
+    text = "".join(lines)
+if flow:
+    text += flow.replace("\\n", "\n") + "\n"
+open(out, "w").write(text)
+PY
+    sluice_config "$WORK/template.yaml" "$WORK/sluice.yaml"
+    "$BUILD/sluice" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
+    PIDS+=($!)
+    local port
+    port=$(wait_listening "$WORK/sluice.out")
+    log "[$name] $kind"
+    "$BUILD/sluice-load" --scenario "$scenario" --target "http://127.0.0.1:$port" --quiet \
+      ${DURATION:+--duration "$DURATION"} --json "$OUT/$i-$kind.json" >/dev/null
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    PIDS=()
+  done
+}
+
+for i in "${!VARIANTS[@]}"; do
+  IFS='|' read -r name flow ep conc margs <<<"${VARIANTS[$i]}"
+  run_variant "$i" "$name" "$flow" "$ep" "$conc" "$margs"
+done
+
+python3 - "$OUT" "$(git -C "$ROOT" rev-parse --short HEAD)" "${VARIANTS[@]}" <<'PY'
+import json, sys
+out, commit, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
+def flow(path, name):
+    for f in json.load(open(path))["flows"]:
+        if f["name"] == name:
+            return f
+def ms(x): return "%.0f" % (x * 1000)
+base_batch = None
+rows = []
+for i, v in enumerate(variants):
+    name = v.split("|")[0]
+    solo = flow(f"{out}/{i}-solo.json", "interactive")
+    fl = flow(f"{out}/{i}-flooded.json", "interactive")
+    fb = flow(f"{out}/{i}-flooded.json", "batch")
+    b = flow(f"{out}/{i}-batch.json", "batch")
+    tput = b["outputTokensPerSecond"]
+    if base_batch is None: base_batch = tput
+    lost = sum(json.load(open(f"{out}/{i}-{k}.json"))["totals"]["lost"] for k in ("solo", "flooded", "batch"))
+    rows.append("| %s | %s / %s | %s / %s | %s / %s | %.2f× | %.0f (%.0f%%) | %s | %d |" % (
+        name, ms(solo["ttftSeconds"]["p50"]), ms(solo["ttftSeconds"]["p99"]),
+        ms(fl["ttftSeconds"]["p50"]), ms(fl["ttftSeconds"]["p99"]),
+        ms(fl["latencySeconds"]["p50"]), ms(fl["latencySeconds"]["p99"]),
+        fl["ttftSeconds"]["p99"] / max(solo["ttftSeconds"]["p99"], 1e-9),
+        tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
+print(f"priority-flood at {commit} (3 sluice-mock endpoints, 6 sequences each, 20 ms/token; sluice admits 4 per endpoint unless noted)\n")
+print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch alone, output tokens/s (vs none) | batch outcomes, flooded | requests without an answer |")
+print("|---|---:|---:|---:|---:|---:|---|---:|")
+print("\n".join(rows))
+PY
