@@ -27,6 +27,7 @@ VARIANTS=(
   "headroom (reserve 1, lent while idle)|  headroom: {protectedPriority: 100, reserve: 1, lendAfterIdle: 5s}|||"
   "over-admission 1|  headroom: {protectedPriority: 100, overAdmission: 1}|||"
   "eviction|  enableEviction: true|||"
+  "none, 8 into each engine (fcfs engine)|||8|"
   "engine priority (8 into each engine)||    schedulingPolicy: priority|8|--scheduling-policy priority"
   "headroom + over-admission + eviction|  headroom: {protectedPriority: 100, reserve: 1, lendAfterIdle: 5s, overAdmission: 1}\n  enableEviction: true|||"
 )
@@ -100,14 +101,15 @@ for i, v in enumerate(variants):
     tput = b["outputTokensPerSecond"]
     if base_batch is None: base_batch = tput
     lost = sum(json.load(open(f"{out}/{i}-{k}.json"))["totals"]["lost"] for k in ("solo", "flooded", "batch"))
-    rows.append("| %s | %s / %s | %s / %s | %s / %s | %.2f× | %.0f (%.0f%%) | %s | %d |" % (
+    n = fl["ttftSeconds"]["count"]
+    rows.append("| %s | %s / %s | %s / %s (%d) | %s / %s | %.2f× | %.0f (%.0f%%) | %s | %d |" % (
         name, ms(solo["ttftSeconds"]["p50"]), ms(solo["ttftSeconds"]["p99"]),
-        ms(fl["ttftSeconds"]["p50"]), ms(fl["ttftSeconds"]["p99"]),
+        ms(fl["ttftSeconds"]["p50"]), ms(fl["ttftSeconds"]["p99"]), n,
         ms(fl["latencySeconds"]["p50"]), ms(fl["latencySeconds"]["p99"]),
         fl["ttftSeconds"]["p99"] / max(solo["ttftSeconds"]["p99"], 1e-9),
         tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
 print(f"priority-flood at {commit} (3 sluice-mock endpoints, 6 sequences each, 20 ms/token; sluice admits 4 per endpoint unless noted)\n")
-print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch alone, output tokens/s (vs none) | batch outcomes, flooded | requests without an answer |")
+print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch alone, output tokens/s (vs none) | batch outcomes, flooded | requests without an answer |")
 print("|---|---:|---:|---:|---:|---:|---|---:|")
 print("\n".join(rows))
 PY
