@@ -533,13 +533,7 @@ bool Controller::has_room(std::size_t i, Allowance a, TimePoint now) const {
     l.dispatched_since_scrape += h.reserve;
     l.in_flight_tokens += h.reserve_tokens;
   } else {
-    // Over-admission: as if `over_admission` fewer requests were there (in
-    // flight, then sent since the scrape, then waiting on the server).
-    const std::uint32_t k = h.over_admission;
-    l.in_flight -= std::min(l.in_flight, k);
-    const std::uint32_t from_sent = std::min(l.dispatched_since_scrape, k);
-    l.dispatched_since_scrape -= from_sent;
-    l.waiting = std::max(0.0, l.waiting - static_cast<double>(k - from_sent));
+    over_admit(l, h.over_admission);
   }
   return detector_->has_room(l, now);
 }
@@ -575,6 +569,9 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
   }
   if (!any && allowance == Allowance::kReserveHeld) ++headroom_holds_;
   if (!any) return gated_ ? kWait : kUnroutable;
+  // The I/O thread checks the chosen endpoint's room again: with the same
+  // allowance, or it would refuse what was over-admitted.
+  if (allowance == Allowance::kOverAdmit) d.over_admission = config_.headroom.over_admission;
   if (!scheduler_) return least_in_flight(load_, room_, rotation_);
 
   refresh_endpoint_view(now);

@@ -95,6 +95,9 @@ struct Decision {
   std::string response_headers;
   // Rejected by the scheduler: why (for the log and the error body).
   std::string detail;
+  // Dispatched past the detector's limit by headroom.overAdmission: the
+  // allowance the I/O thread's room check applies too.
+  std::uint32_t over_admission = 0;
 };
 
 // A scrape's result: the scheduler's Metrics (update_time is set by the

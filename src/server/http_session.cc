@@ -376,6 +376,7 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
     tried_.assign(ctx_.endpoints.size(), false);
     retried_ = false;
     fallbacks_ = d.fallbacks;
+    over_admission_ = d.over_admission;
     scheduler_request_headers_ = d.request_headers;
     scheduler_response_headers_ = d.response_headers;
     if (d.endpoint < 0 || static_cast<std::size_t>(d.endpoint) >= ctx_.endpoints.size())
@@ -589,6 +590,7 @@ bool HttpSession::reserve(int endpoint, std::chrono::steady_clock::time_point no
   load.running = ep.running.load(std::memory_order_relaxed);
   load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
   load.in_flight = static_cast<std::uint32_t>(std::max(0, before));
+  if (over_admission_ > 0) flowcontrol::over_admit(load, over_admission_);
   if (detector->has_room(load, now)) return true;
   permit_.release();
   return false;

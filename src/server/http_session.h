@@ -215,6 +215,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::uint64_t watch_generation_ = 0;
   // The scheduler's answer: fallbacks after the primary, header lines.
   std::array<std::int32_t, 3> fallbacks_{-1, -1, -1};
+  std::uint32_t over_admission_ = 0;  // the decision's allowance past the detector
   std::string scheduler_request_headers_;
   std::string scheduler_response_headers_;
   std::string prompt_text_;  // scratch for prefix hashing (keeps capacity)

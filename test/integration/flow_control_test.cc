@@ -277,6 +277,44 @@ TEST(FlowControl, HoldbackCeilingKeepsRoomForTheTopBand) {
 namespace sluice::test {
 namespace {
 
+// Over-admission on the wire (flowControl.headroom.overAdmission): with
+// both slots taken by best-effort work, an interactive request goes to the
+// endpoint as a third at once. The I/O thread checks the dispatcher's choice
+// against the detector again; it must apply the same allowance (it did not:
+// every such request ended 503 rejected-no-endpoints, found by
+// bench/priority_flood.sh), while a best-effort request still waits.
+TEST(FlowControl, OverAdmissionServesTheTopBandPastAFullPool) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(fc_config(mock->address(), 2, "round-robin-fairness-policy",
+                         "  headroom: {protectedPriority: 100, overAdmission: 1}\n"
+                         "  priorityBands:\n    - {priority: 100}\n    - {priority: -10}\n"));
+  auto sluice = start_sluice(cfg);
+  const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+  const std::string queued =
+      "inference_extension_flow_control_queue_size{fairness_id=\"batch\",priority=\"-10\"}";
+  std::vector<std::thread> batch;
+  std::atomic<int> batch_ok{0};
+  for (int i = 0; i < 3; ++i)
+    batch.emplace_back([&] {
+      HttpClient c(kHost, sluice->port(), 30000ms);
+      batch_ok += c.post_json("/v1/completions", completion_body(150), flow("batch", "best-effort"))
+                      .status == 200;
+    });
+  ASSERT_TRUE(eventually([&] {
+    return scrape_metric(kHost, mock->port(), running) == 2 &&
+           scrape_metric(kHost, sluice->admin_port(), queued) == 1;
+  }));
+  HttpClient c(kHost, sluice->port());
+  auto r = c.post_json("/v1/completions", completion_body(2), flow("chat", "interactive"));
+  EXPECT_EQ(r.status, 200) << r.error << " " << r.header("x-gateway-inference-dropped-reason");
+  // The third best-effort request was not let past the limit meanwhile.
+  EXPECT_EQ(scrape_metric(kHost, sluice->admin_port(), queued), 1);
+  for (auto& t : batch) t.join();
+  EXPECT_EQ(batch_ok.load(), 3);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
 // In-flight eviction on the wire (flowControl.enableEviction, llm-d's
 // switch): two best-effort requests hold both slots, one answered with a
 // body (no response head yet) and one streaming. Each interactive request

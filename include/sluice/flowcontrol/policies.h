@@ -9,6 +9,7 @@
 //   UsageLimitPolicy    how full the pool may be for each band to dispatch
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -107,6 +108,17 @@ struct EndpointLoad {
   std::uint32_t dispatched_since_scrape = 0;
   std::uint64_t in_flight_tokens = 0;  // input + max output of those
 };
+
+// The load an endpoint shows to a band allowed `k` requests past the
+// detector's limit (flowControl.headroom.overAdmission): as if `k` fewer
+// were there — in flight, then sent since the scrape, then waiting on the
+// server. The dispatcher and the I/O thread's check of its choice both use it.
+inline void over_admit(EndpointLoad& l, std::uint32_t k) {
+  l.in_flight -= std::min(l.in_flight, k);
+  const std::uint32_t from_sent = std::min(l.dispatched_since_scrape, k);
+  l.dispatched_since_scrape -= from_sent;
+  l.waiting = std::max(0.0, l.waiting - static_cast<double>(k - from_sent));
+}
 
 class SaturationDetector {
  public:
