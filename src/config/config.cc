@@ -764,6 +764,11 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
     // GIE: 0 means no TTL.
     fc.default_request_ttl = d.count() > 0 ? std::optional<nanoseconds>(d) : std::nullopt;
   }
+  if (auto n = f.take("noEndpointRequestTTL")) {
+    auto d = r.duration(n, f.child("noEndpointRequestTTL"));
+    fc.no_endpoint_ttl_set = true;  // 0: no expiry while the pool is empty (llm-d)
+    fc.no_endpoint_request_ttl = d.count() > 0 ? std::optional<nanoseconds>(d) : std::nullopt;
+  }
   if (auto n = f.take("defaultPriorityBand")) {
     read_band(r, c, n, f.child("defaultPriorityBand"), fc.default_band, false);
     fc.default_band.priority = 0;  // GIE ignores it: the template fits any priority

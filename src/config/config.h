@@ -214,6 +214,10 @@ struct FlowControlSpec {
   // sluice: 60 s unless set (GIE has none), so no request waits for as long
   // as its client is patient; `defaultRequestTTL: 0` turns it off (GIE's 0).
   std::optional<nanoseconds> default_request_ttl = std::chrono::seconds(60);
+  // llm-d's noEndpointRequestTTL: the TTL while the pool has no endpoint.
+  // Unset: defaultRequestTTL applies; 0: no expiry while the pool is empty.
+  bool no_endpoint_ttl_set = false;
+  std::optional<nanoseconds> no_endpoint_request_ttl;
   // sluice: live flows (fairness id x priority) at most; a new id past it
   // replaces the longest-idle flow or is refused 429 rejected-capacity.
   std::uint64_t max_flows = 10000;

@@ -110,6 +110,32 @@ void Controller::set_endpoints(const std::vector<EndpointIdentity>& endpoints) {
     present[slot] = !id.removed;
   }
   for (std::size_t i = 0; i < present.size(); ++i) removed_[i] = !present[i];
+  const bool empty = std::find(present.begin(), present.end(), true) == present.end();
+  if (empty != pool_empty_) {
+    pool_empty_ = empty;
+    if (config_.no_endpoint_ttl_set) reevaluate_deadlines();
+  }
+}
+
+std::optional<Duration> Controller::effective_ttl(const std::optional<Duration>& own) const {
+  const std::optional<Duration>& limit =
+      pool_empty_ && config_.no_endpoint_ttl_set ? config_.no_endpoint_ttl : config_.default_ttl;
+  if (limit && (!own || *limit < *own)) return limit;
+  return own;
+}
+
+void Controller::reevaluate_deadlines() {
+  // O(queued), on the rare change of regime (the pool emptied or refilled).
+  for (auto& [p, band] : registry_.bands()) {
+    for (Item* i = band->newest(); i; i = i->band_prev) {
+      auto& q = i->request;
+      if (i->deadline_index != SIZE_MAX) heap_remove(i);
+      q.ttl = effective_ttl(q.own_ttl);
+      q.deadline.reset();
+      if (q.ttl) q.deadline = q.enqueued + *q.ttl;
+      if (q.deadline) heap_push(i);
+    }
+  }
 }
 
 void Controller::set_scheduler(std::unique_ptr<scheduling::Scheduler> s) {
@@ -183,10 +209,9 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   q.sequence = ++sequence_;
   q.received = r.received;
   q.enqueued = now;
-  std::optional<Duration> ttl = r.ttl;
-  if (config_.default_ttl && (!ttl || *config_.default_ttl < *ttl)) ttl = config_.default_ttl;
-  q.ttl = ttl;
-  if (ttl) q.deadline = now + *ttl;
+  q.own_ttl = r.ttl;
+  q.ttl = effective_ttl(r.ttl);
+  if (q.ttl) q.deadline = now + *q.ttl;
   if (r.slo_ttft) q.slo_deadline = r.received + *r.slo_ttft;
   q.byte_size = r.bytes;
   q.input_tokens = r.input_tokens;
@@ -345,8 +370,12 @@ void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_token
 }
 
 void Controller::expire(TimePoint now) {
+  // llm-d: a TTL that runs out while the pool is empty is a 503
+  // rejected-no-endpoints, not the client's patience.
+  const QueueOutcome expired =
+      pool_empty_ ? QueueOutcome::kRejectedNoEndpoints : QueueOutcome::kEvictedTTL;
   while (!deadlines_.empty() && *deadlines_.front()->request.deadline <= now)
-    finalize(deadlines_.front(), QueueOutcome::kEvictedTTL, now);
+    finalize(deadlines_.front(), expired, now);
   if (now - last_gc_ >= std::chrono::seconds(1)) {
     last_gc_ = now;
     registry_.collect_idle_flows(now, config_.flow_idle_timeout);
@@ -715,7 +744,13 @@ void Controller::apply(ControllerReload r, TimePoint now) {
   registry_.apply(r.config.registry, r.weights, new_prices ? &factory : nullptr, now);
   if (r.config.displacement != config_.displacement)
     displacement_ = make_displacement_policy(r.config.displacement);
+  const bool ttls_changed = r.config.default_ttl != config_.default_ttl ||
+                            r.config.no_endpoint_ttl_set != config_.no_endpoint_ttl_set ||
+                            r.config.no_endpoint_ttl != config_.no_endpoint_ttl;
   config_ = std::move(r.config);
+  // Queued requests keep the deadline they were given, unless the pool is
+  // empty and its TTL just changed (the regime's budget is re-evaluated).
+  if (ttls_changed && pool_empty_) reevaluate_deadlines();
   if (r.detector) detector_ = std::move(r.detector);
   staleness_ = r.staleness;
   usage_limit_ = std::move(r.usage_limit);

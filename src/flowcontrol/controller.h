@@ -61,6 +61,14 @@ struct ControllerConfig {
   HeadroomConfig headroom;
   EvictionConfig eviction;
   std::optional<Duration> default_ttl;  // none: requests wait until dispatched or cancelled
+  // llm-d's noEndpointRequestTTL: the TTL that applies while no endpoint is
+  // in the pool (all removed). Unset: default_ttl applies there too; set to
+  // none (the config's 0): no expiry while the pool is empty. A request's
+  // own TTL applies in both regimes. Deadlines are re-evaluated (from the
+  // enqueue time) when the pool empties or fills again, and a request that
+  // expires while the pool is empty ends rejected-no-endpoints (503).
+  bool no_endpoint_ttl_set = false;
+  std::optional<Duration> no_endpoint_ttl;
   // Make room under a global limit by evicting strictly lower-priority queued
   // requests, chosen by this policy; "none": GIE's reject-the-newcomer.
   std::string displacement = "lowest-band-newest-first";
@@ -256,6 +264,9 @@ class Controller {
   // Deadline heap (min-heap on request.deadline, positions kept in items).
   void heap_push(registry::Item* item);
   void heap_remove(registry::Item* item);
+  // The TTL that applies now to a request whose own TTL is `own`.
+  std::optional<Duration> effective_ttl(const std::optional<Duration>& own) const;
+  void reevaluate_deadlines();
   void heap_sift_up(std::size_t i);
   void heap_sift_down(std::size_t i);
   void heap_swap(std::size_t a, std::size_t b);
@@ -268,6 +279,7 @@ class Controller {
   std::vector<bool> removed_;
   scheduling::SchedulingResult result_;  // reused
   bool gated_ = true;
+  bool pool_empty_ = false;  // every endpoint removed (noEndpointRequestTTL's regime)
   Duration staleness_ = std::chrono::milliseconds(200);
   registry::FlowRegistry registry_;
   std::unique_ptr<DisplacementPolicy> displacement_;  // null: none

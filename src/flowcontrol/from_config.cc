@@ -34,6 +34,8 @@ ControllerConfig controller_config(const config::Config& config) {
   if (fc.default_negative_band) c.registry.default_negative_band = band(*fc.default_negative_band);
   for (const auto& b : fc.bands) c.registry.bands.push_back(band(b));
   c.default_ttl = fc.default_request_ttl;
+  c.no_endpoint_ttl_set = fc.no_endpoint_ttl_set;
+  c.no_endpoint_ttl = fc.no_endpoint_request_ttl;
   c.displacement = fc.displacement ? "lowest-band-newest-first" : "none";
   c.flow_idle_timeout = fc.flow_idle_timeout;
   c.fairness.input_price = fc.vtc_input_price;

@@ -223,6 +223,72 @@ TEST(Ttl, ExpiresAtTheDeadline) {
   EXPECT_FALSE(outcome(sim, sim.arrive({"c"})).has_value());
 }
 
+// llm-d's noEndpointRequestTTL: while every endpoint is removed the
+// regime's TTL applies (from the enqueue time), re-evaluated when the pool
+// empties or refills; what expires while it is empty is rejected-no-endpoints.
+void set_pool_removed(Sim& sim, bool removed) {
+  sim.controller().set_endpoints({EndpointIdentity{"", "", {}, removed}});
+}
+
+TEST(Ttl, NoEndpointTtlAppliesWhileThePoolIsEmpty) {
+  ControllerConfig c = limits(0, 0);
+  c.default_ttl = 60s;
+  c.no_endpoint_ttl_set = true;
+  c.no_endpoint_ttl = 2s;
+  Sim sim(std::move(c), full_pool());
+  sim.run_until(T0);
+  auto a = sim.arrive({"a"});  // queued with the pool up: 60 s
+  EXPECT_EQ(sim.controller().next_deadline(), T0 + 60s);
+  sim.run_until(T0 + 3s);
+  set_pool_removed(sim, true);  // empty at T0 + 3 s: a's budget is now 2 s, overdue
+  EXPECT_EQ(sim.controller().next_deadline(), T0 + 2s);
+  sim.run_for(1ms);
+  EXPECT_EQ(outcome(sim, a), QueueOutcome::kRejectedNoEndpoints);
+  auto b = sim.arrive({"b", 0, 1, 1, 1, 1s});  // its own TTL is smaller: T0 + 4.001 s
+  auto d = sim.arrive({"d"});                  // the regime's: T0 + 5.001 s
+  sim.run_until(T0 + 4500ms);
+  EXPECT_EQ(outcome(sim, b), QueueOutcome::kRejectedNoEndpoints);
+  EXPECT_LT(sim.records()[b].decided - (T0 + 4001ms), 1ms);
+  EXPECT_FALSE(outcome(sim, d).has_value());
+  // The pool comes back before d's 2 s are up: d has 60 s again.
+  set_pool_removed(sim, false);
+  EXPECT_EQ(sim.controller().next_deadline(), T0 + 3001ms + 60s);
+  sim.run_until(T0 + 6s);
+  EXPECT_FALSE(outcome(sim, d).has_value());
+}
+
+TEST(Ttl, NoEndpointTtlZeroWaitsForTheFleetThenTheDefaultAppliesAgain) {
+  ControllerConfig c = limits(0, 0);
+  c.default_ttl = 10s;
+  c.no_endpoint_ttl_set = true;  // 0: no expiry while empty
+  Sim sim(std::move(c), full_pool());
+  sim.run_until(T0);
+  set_pool_removed(sim, true);
+  auto a = sim.arrive({"a"});
+  auto own = sim.arrive({"b", 0, 1, 1, 1, 30s});
+  EXPECT_EQ(sim.controller().next_deadline(), T0 + 30s);  // only its own TTL
+  sim.run_until(T0 + 20s);
+  EXPECT_FALSE(outcome(sim, a).has_value());
+  // Back after 20 s: a's 10 s default is long past, it expires as a TTL
+  // (the pool is up); b keeps the smaller of its own and the default.
+  set_pool_removed(sim, false);
+  sim.run_for(1ms);
+  EXPECT_EQ(outcome(sim, a), QueueOutcome::kEvictedTTL);
+  EXPECT_EQ(outcome(sim, own), QueueOutcome::kEvictedTTL);
+}
+
+TEST(Ttl, WithoutNoEndpointTtlTheDefaultHoldsAndAnEmptyPoolSaysSo) {
+  ControllerConfig c = limits(0, 0);
+  c.default_ttl = 3s;
+  Sim sim(std::move(c), full_pool());
+  sim.run_until(T0);
+  auto a = sim.arrive({"a"});
+  set_pool_removed(sim, true);
+  EXPECT_EQ(sim.controller().next_deadline(), T0 + 3s);
+  sim.run_until(T0 + 3s + 1ms);
+  EXPECT_EQ(outcome(sim, a), QueueOutcome::kRejectedNoEndpoints);
+}
+
 TEST(Cancel, FreesCapacityAtOnce) {
   Sim sim(limits(2, 0), full_pool());
   sim.run_until(T0);

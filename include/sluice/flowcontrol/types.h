@@ -39,6 +39,7 @@ struct QueuedRequest {
   std::uint64_t sequence = 0;         // arrival order within the controller
   TimePoint received;                 // when the gateway had read the request
   TimePoint enqueued;                 // when it entered its queue
+  std::optional<Duration> own_ttl;    // the request's own (header / objective)
   std::optional<Duration> ttl;        // effective TTL: the smallest that applies
   std::optional<TimePoint> deadline;  // enqueued + ttl; none = no TTL
   std::optional<TimePoint> slo_deadline;  // received + x-slo-ttft-ms

@@ -187,6 +187,15 @@ TEST(Config, FlowControlDefaults) {
   EXPECT_EQ(c.flow_control.default_request_ttl, std::chrono::nanoseconds(60s));  // sluice's bound
   EXPECT_FALSE(load_config_string("flowControl: {defaultRequestTTL: 0s}\n")
                    .flow_control.default_request_ttl.has_value());
+  // noEndpointRequestTTL (llm-d): unset follows defaultRequestTTL; 0 is no
+  // expiry while the pool is empty.
+  EXPECT_FALSE(c.flow_control.no_endpoint_ttl_set);
+  auto ne = load_config_string("flowControl: {noEndpointRequestTTL: 5m}\n").flow_control;
+  EXPECT_TRUE(ne.no_endpoint_ttl_set);
+  EXPECT_EQ(ne.no_endpoint_request_ttl, std::chrono::nanoseconds(300s));
+  ne = load_config_string("flowControl: {noEndpointRequestTTL: 0s}\n").flow_control;
+  EXPECT_TRUE(ne.no_endpoint_ttl_set);
+  EXPECT_FALSE(ne.no_endpoint_request_ttl.has_value());
   EXPECT_EQ(c.flow_control.default_band.fairness_type, "global-strict-fairness-policy");
   EXPECT_EQ(c.flow_control.default_band.ordering_type, "fcfs-ordering-policy");
   EXPECT_EQ(c.saturation_detector.type, "utilization-detector");
@@ -220,6 +229,9 @@ TEST(Config, FlowControlBadInputsNameTheField) {
   EXPECT_EQ(error_of("flowControl:\n  defaultRequestTTL: abc\n"),
             "test.yaml:2: flowControl.defaultRequestTTL: expected a duration like 500ms or 30s, "
             "got 'abc'");
+  EXPECT_EQ(error_of("flowControl:\n  noEndpointRequestTTL: -1s\n"),
+            "test.yaml:2: flowControl.noEndpointRequestTTL: expected a duration like 500ms or "
+            "30s, got '-1s'");
   EXPECT_EQ(
       error_of("saturationDetector:\n  pluginRef: magic-detector\n"),
       "test.yaml:2: saturationDetector.pluginRef: unknown saturation detector 'magic-detector' "
