@@ -1,13 +1,12 @@
-// The base of every plugin built by name from config (GIE's `plugins:`
-// list), and the factory registry that builds them (Envoy's
-// REGISTER_FACTORY, registered explicitly: static libraries drop
-// self-registering objects that nobody references).
+// The base of every scheduling plugin built by name from config (GIE's
+// `plugins:` list) and the signature of its factory. The registry that
+// holds the factories of every extension kind is sluice/extensions.h
+// (registered explicitly, as Envoy's REGISTER_FACTORY but without static
+// self-registration, which static libraries drop when nobody references it).
 #pragma once
 
 #include <functional>
-#include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,24 +43,5 @@ class PluginContext {
 // reload, never on the data plane.
 using PluginFactory =
     std::function<std::unique_ptr<Plugin>(PluginParams& params, PluginContext& context)>;
-
-class PluginRegistry {
- public:
-  void add(std::string type, PluginFactory factory) {
-    factories_[std::move(type)] = std::move(factory);
-  }
-  const PluginFactory* find(std::string_view type) const {
-    auto it = factories_.find(type);
-    return it == factories_.end() ? nullptr : &it->second;
-  }
-  std::vector<std::string> types() const {
-    std::vector<std::string> out;
-    for (const auto& [t, f] : factories_) out.push_back(t);
-    return out;
-  }
-
- private:
-  std::map<std::string, PluginFactory, std::less<>> factories_;
-};
 
 }  // namespace sluice

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "config/units.h"
+#include "sluice/extensions.h"
 
 namespace sluice::config {
 namespace {
@@ -494,20 +495,13 @@ void read_profiles(const Reader& r, const YAML::Node& node, const std::vector<Pl
 
 // ---------------------------------------------------------------- flow control
 
-bool is_ordering_type(const std::string& t) {
-  return t == "fcfs-ordering-policy" || t == "edf-ordering-policy" ||
-         t == "slo-deadline-ordering-policy";
-}
-bool is_fairness_type(const std::string& t) {
-  return t == "global-strict-fairness-policy" || t == "round-robin-fairness-policy" ||
-         t == "vtc-fairness-policy";
-}
+// Kinds and type names come from the extension registry's list
+// (sluice/extensions.h), the same one the factories are checked against.
 bool is_detector_type(const std::string& t) {
-  return t == "utilization-detector" || t == "concurrency-detector";
+  return is_builtin(t, ExtensionKind::kSaturationDetector);
 }
 bool is_usage_limit_type(const std::string& t) {
-  return t == "static-usage-limit-policy" || t == "priority-holdback-policy" ||
-         t == "soft-reflective-ceiling-policy";
+  return is_builtin(t, ExtensionKind::kUsageLimitPolicy);
 }
 
 std::string short_number(double v) {
@@ -626,19 +620,22 @@ const PluginSpec* find_plugin(const Config& c, const std::string& ref) {
 }
 
 std::string resolve_ref(const Reader& r, const Config& c, const YAML::Node& n,
-                        const std::string& path, bool (*is_kind)(const std::string&),
-                        const char* kind, std::initializer_list<const char*> implicit) {
+                        const std::string& path, ExtensionKind kind,
+                        std::initializer_list<const char*> implicit) {
   auto ref = r.string(n, path);
+  const std::string kind_text(kind_name(kind));
   if (const PluginSpec* p = find_plugin(c, ref)) {
-    if (!is_kind(p->type))
-      fail(r.source, n, path, "plugin '" + ref + "' is a " + p->type + ", not a " + kind);
+    if (!is_builtin(p->type, kind))
+      fail(r.source, n, path, "plugin '" + ref + "' is a " + p->type + ", not a " + kind_text);
     return p->type;
   }
   for (const char* t : implicit)
     if (ref == t) return ref;
   fail(r.source, n, path,
-       "unknown " + std::string(kind) + " '" + ref +
-           "' (declare it under plugins:, e.g. '- type: " + (is_kind(ref) ? ref : "<type>") + "')");
+       "unknown " + kind_text + " '" + ref + "' (declare it under plugins:, " +
+           (is_builtin(ref, kind) ? "e.g. '- type: " + ref + "'"
+                                  : "with type " + builtin_types_of(kind)) +
+           ")");
 }
 
 void read_band(const Reader& r, const Config& c, const YAML::Node& node, const std::string& path,
@@ -659,13 +656,14 @@ void read_band(const Reader& r, const Config& c, const YAML::Node& node, const s
   if (auto n = f.take("maxRequests")) b.max_requests = r.quantity(n, f.child("maxRequests"));
   if (auto n = f.take("fairnessPolicyRef")) {
     b.fairness_ref = r.string(n, f.child("fairnessPolicyRef"));
-    b.fairness_type = resolve_ref(r, c, n, f.child("fairnessPolicyRef"), is_fairness_type,
-                                  "fairness policy", {"global-strict-fairness-policy"});
+    b.fairness_type =
+        resolve_ref(r, c, n, f.child("fairnessPolicyRef"), ExtensionKind::kFairnessPolicy,
+                    {"global-strict-fairness-policy"});
   }
   if (auto n = f.take("orderingPolicyRef")) {
     b.ordering_ref = r.string(n, f.child("orderingPolicyRef"));
-    b.ordering_type = resolve_ref(r, c, n, f.child("orderingPolicyRef"), is_ordering_type,
-                                  "ordering policy", {"fcfs-ordering-policy"});
+    b.ordering_type = resolve_ref(r, c, n, f.child("orderingPolicyRef"),
+                                  ExtensionKind::kOrderingPolicy, {"fcfs-ordering-policy"});
   }
   if (auto n = f.take("antiStarvationShare")) {
     b.anti_starvation_share = r.number(n, f.child("antiStarvationShare"));
@@ -794,9 +792,10 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
   }
   if (auto n = f.take("displacementPolicy")) {
     auto v = r.string(n, f.child("displacementPolicy"));
-    if (v != "lowest-band-newest-first" && v != "none")
+    if (v != "none" && !is_builtin(v, ExtensionKind::kDisplacementPolicy))
       fail(r.source, n, f.child("displacementPolicy"),
-           "unknown displacement policy '" + v + "' (expected lowest-band-newest-first or none)");
+           "unknown displacement policy '" + v + "' (expected " +
+               builtin_types_of(ExtensionKind::kDisplacementPolicy) + " or none)");
     fc.displacement = v != "none";
   }
   if (auto n = f.take("flowIdleTimeout")) {
@@ -829,9 +828,8 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
       fc.usage_limit.type = fc.usage_limit.name = ref;
     } else {
       fail(r.source, n, path,
-           "unknown usage limit policy '" + ref +
-               "' (declare it under plugins:, type static-usage-limit-policy, "
-               "priority-holdback-policy or soft-reflective-ceiling-policy)");
+           "unknown usage limit policy '" + ref + "' (declare it under plugins:, type " +
+               builtin_types_of(ExtensionKind::kUsageLimitPolicy) + ")");
     }
   }
   const auto& d = c.saturation_detector;
@@ -919,8 +917,8 @@ void read_saturation_detector(const Reader& r, Config& c, const YAML::Node& node
   }
   if (ref != "utilization-detector")
     fail(r.source, refnode, "saturationDetector.pluginRef",
-         "unknown saturation detector '" + ref +
-             "' (declare it under plugins:, type utilization-detector or concurrency-detector)");
+         "unknown saturation detector '" + ref + "' (declare it under plugins:, type " +
+             builtin_types_of(ExtensionKind::kSaturationDetector) + ")");
 }
 
 Config parse(const YAML::Node& root, const std::string& source) {
@@ -999,37 +997,15 @@ Config parse(const YAML::Node& root, const std::string& source) {
 
 }  // namespace
 
-namespace {
-// Kept in step with the factories that build them (a unit test checks the
-// scheduling registry against this list).
-const std::vector<std::string>& plugin_types() {
-  static const std::vector<std::string> kTypes = {
-      // flow control
-      "fcfs-ordering-policy", "edf-ordering-policy", "slo-deadline-ordering-policy",
-      "global-strict-fairness-policy", "round-robin-fairness-policy", "vtc-fairness-policy",
-      "utilization-detector", "concurrency-detector", "static-usage-limit-policy",
-      "priority-holdback-policy", "soft-reflective-ceiling-policy",
-      // scheduling
-      "single-profile-handler", "disagg-profile-handler", "prefix-based-pd-decider", "queue-scorer",
-      "running-requests-size-scorer", "kv-cache-utilization-scorer", "lora-affinity-scorer",
-      "prefix-cache-scorer", "approx-prefix-cache-producer", "session-affinity-scorer",
-      "in-flight-requests-scorer", "max-score-picker", "random-picker", "weighted-random-picker",
-      "by-label", "by-label-selector", "label-selector-filter", "prefill-filter", "decode-filter",
-      // request handling and data layer: accepted; sluice does their job built in
-      "openai-parser", "disagg-headers-handler", "metrics-data-source", "core-metrics-extractor"};
-  return kTypes;
-}
-}  // namespace
-
 bool is_known_plugin_type(const std::string& type) {
-  for (const auto& t : plugin_types())
-    if (t == type) return true;
-  return false;
+  const ExtensionType* e = builtin_extension(type);
+  return e && e->declarable;
 }
 
 std::string known_plugin_types() {
   std::string out;
-  for (const auto& t : plugin_types()) out += (out.empty() ? "" : ", ") + t;
+  for (const auto& e : kBuiltinExtensionTypes)
+    if (e.declarable) out += (out.empty() ? "" : ", ") + std::string(e.type);
   return out;
 }
 

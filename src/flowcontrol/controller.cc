@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "flowcontrol/displacement_policies.h"
-#include "flowcontrol/ordering_policies.h"
+#include "sluice/extensions.h"
 
 namespace sluice::flowcontrol {
 
@@ -17,12 +16,12 @@ namespace {
 registry::PolicyFactory make_factory(const FairnessParams& params) {
   registry::PolicyFactory f;
   f.ordering = [](const std::string& type) {
-    auto p = make_ordering_policy(type);
+    auto p = builtin_extensions().build<OrderingPolicy>(type);
     if (!p) throw std::invalid_argument("unknown ordering policy '" + type + "'");
     return p;
   };
   f.fairness = [params](const std::string& type) {
-    auto p = make_fairness_policy(type, params);
+    auto p = builtin_extensions().build<FairnessPolicy>(type, params);
     if (!p) throw std::invalid_argument("unknown fairness policy '" + type + "'");
     return p;
   };
@@ -79,7 +78,7 @@ Controller::Controller(ControllerConfig config, std::unique_ptr<SaturationDetect
       detector_(std::move(detector)),
       sink_(std::move(sink)),
       registry_(config_.registry, make_factory(config_.fairness)),
-      displacement_(make_displacement_policy(config_.displacement)) {}
+      displacement_(builtin_extensions().build<DisplacementPolicy>(config_.displacement)) {}
 
 Controller::~Controller() = default;
 
@@ -743,7 +742,7 @@ void Controller::apply(ControllerReload r, TimePoint now) {
   registry::PolicyFactory factory = make_factory(r.config.fairness);
   registry_.apply(r.config.registry, r.weights, new_prices ? &factory : nullptr, now);
   if (r.config.displacement != config_.displacement)
-    displacement_ = make_displacement_policy(r.config.displacement);
+    displacement_ = builtin_extensions().build<DisplacementPolicy>(r.config.displacement);
   const bool ttls_changed = r.config.default_ttl != config_.default_ttl ||
                             r.config.no_endpoint_ttl_set != config_.no_endpoint_ttl_set ||
                             r.config.no_endpoint_ttl != config_.no_endpoint_ttl;

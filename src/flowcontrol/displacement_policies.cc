@@ -18,9 +18,4 @@ std::vector<std::uint64_t> LowestBandNewestFirst::choose(const DisplacementView&
   return victims;
 }
 
-std::unique_ptr<DisplacementPolicy> make_displacement_policy(const std::string& type) {
-  if (type == "lowest-band-newest-first") return std::make_unique<LowestBandNewestFirst>();
-  return nullptr;
-}
-
 }  // namespace sluice::flowcontrol

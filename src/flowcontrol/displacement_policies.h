@@ -18,7 +18,4 @@ class LowestBandNewestFirst final : public DisplacementPolicy {
                                     std::uint64_t need_requests, std::uint64_t need_bytes) override;
 };
 
-// Null for "none" (GIE's behaviour: reject the newcomer) or an unknown type.
-std::unique_ptr<DisplacementPolicy> make_displacement_policy(const std::string& type);
-
 }  // namespace sluice::flowcontrol

@@ -140,13 +140,4 @@ void VtcFairness::on_removed(FlowView& flow) {
   states_[flow.slot()] = State{};
 }
 
-std::unique_ptr<FairnessPolicy> make_fairness_policy(const std::string& type,
-                                                     const FairnessParams& params) {
-  if (type == "global-strict-fairness-policy") return std::make_unique<GlobalStrictFairness>();
-  if (type == "round-robin-fairness-policy") return std::make_unique<RoundRobinFairness>();
-  if (type == "vtc-fairness-policy")
-    return std::make_unique<VtcFairness>(params.input_price, params.output_price);
-  return nullptr;
-}
-
 }  // namespace sluice::flowcontrol

@@ -101,13 +101,4 @@ class VtcFairness final : public FairnessPolicy {
   std::uint64_t serve_seq_ = 0;
 };
 
-struct FairnessParams {
-  double input_price = 1.0;
-  double output_price = 2.0;
-};
-
-// Null for an unknown type.
-std::unique_ptr<FairnessPolicy> make_fairness_policy(const std::string& type,
-                                                     const FairnessParams& params = {});
-
 }  // namespace sluice::flowcontrol

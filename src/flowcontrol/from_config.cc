@@ -1,8 +1,8 @@
 #include "flowcontrol/from_config.h"
 
 #include "flowcontrol/saturation_detectors.h"
-#include "flowcontrol/usage_limit_policies.h"
 #include "scheduling/from_config.h"
+#include "sluice/extensions.h"
 
 namespace sluice::flowcontrol {
 
@@ -62,6 +62,19 @@ ControllerConfig controller_config(const config::Config& config) {
           ? std::chrono::milliseconds(10)
           : config.saturation_detector.metrics_staleness_threshold + std::chrono::milliseconds(300);
   return c;
+}
+
+std::unique_ptr<SaturationDetector> make_detector(const config::SaturationDetectorSpec& spec) {
+  auto d = builtin_extensions().build<SaturationDetector>(spec.type, spec);
+  if (!d) throw config::ConfigError("unknown saturation detector '" + spec.type + "'");
+  return d;
+}
+
+std::unique_ptr<UsageLimitPolicy> make_usage_limit_policy(const config::UsageLimitSpec& spec) {
+  if (spec.type.empty()) return nullptr;
+  auto p = builtin_extensions().build<UsageLimitPolicy>(spec.type, spec);
+  if (!p) throw config::ConfigError("unknown usage limit policy '" + spec.type + "'");
+  return p;
 }
 
 std::unique_ptr<Controller> make_controller(const config::Config& config) {

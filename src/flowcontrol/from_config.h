@@ -16,4 +16,10 @@ ControllerConfig ungated_controller_config(const config::Config& config);
 // A controller for `config`'s endpoints, with a no-op sink (the shell sets its own).
 std::unique_ptr<Controller> make_controller(const config::Config& config);
 
+// Built through the extension registry (sluice/extensions.h). The detector's
+// type was checked by the config loader (an unknown one throws
+// config::ConfigError); a usage limit spec without a type is none (null).
+std::unique_ptr<SaturationDetector> make_detector(const config::SaturationDetectorSpec& spec);
+std::unique_ptr<UsageLimitPolicy> make_usage_limit_policy(const config::UsageLimitSpec& spec);
+
 }  // namespace sluice::flowcontrol

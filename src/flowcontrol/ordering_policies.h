@@ -38,7 +38,4 @@ class SloDeadlineOrdering final : public OrderingPolicy {
   }
 };
 
-// Null for an unknown type.
-std::unique_ptr<OrderingPolicy> make_ordering_policy(const std::string& type);
-
 }  // namespace sluice::flowcontrol

@@ -42,13 +42,4 @@ double ConcurrencyDetector::saturation(const std::vector<EndpointLoad>& pool, Ti
   return capacity > 0 ? used / capacity : 1.0;
 }
 
-std::unique_ptr<SaturationDetector> make_detector(const config::SaturationDetectorSpec& s) {
-  if (s.type == "concurrency-detector")
-    return std::make_unique<ConcurrencyDetector>(
-        ConcurrencyParams{s.tokens_mode, s.max_concurrency, s.max_token_concurrency, s.headroom});
-  return std::make_unique<UtilizationDetector>(
-      UtilizationParams{s.queue_depth_threshold, s.kv_cache_util_threshold,
-                        s.metrics_staleness_threshold, s.headroom});
-}
-
 }  // namespace sluice::flowcontrol

@@ -57,7 +57,4 @@ class ConcurrencyDetector final : public SaturationDetector {
   ConcurrencyParams p_;
 };
 
-// The detector a config's spec describes.
-std::unique_ptr<SaturationDetector> make_detector(const config::SaturationDetectorSpec& spec);
-
 }  // namespace sluice::flowcontrol

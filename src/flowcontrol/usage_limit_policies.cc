@@ -83,19 +83,4 @@ void SoftReflectiveCeilingPolicy::compute(TimePoint now, double saturation,
   }
 }
 
-std::unique_ptr<UsageLimitPolicy> make_usage_limit_policy(const config::UsageLimitSpec& s) {
-  if (s.type == "static-usage-limit-policy")
-    return std::make_unique<StaticUsageLimitPolicy>(s.threshold);
-  if (s.type == "priority-holdback-policy")
-    return std::make_unique<PriorityHoldbackPolicy>(
-        s.min_ceiling, s.max_ceiling,
-        s.explicit_domain ? PriorityHoldbackPolicy::Domain::kExplicit
-        : s.value_domain  ? PriorityHoldbackPolicy::Domain::kValue
-                          : PriorityHoldbackPolicy::Domain::kRank,
-        s.ceilings);
-  if (s.type == "soft-reflective-ceiling-policy")
-    return std::make_unique<SoftReflectiveCeilingPolicy>();
-  return nullptr;
-}
-
 }  // namespace sluice::flowcontrol

@@ -60,7 +60,4 @@ class SoftReflectiveCeilingPolicy final : public UsageLimitPolicy {
   std::vector<TimePoint> next_open_;  // per band rank
 };
 
-// The policy a spec describes; null when it names none.
-std::unique_ptr<UsageLimitPolicy> make_usage_limit_policy(const config::UsageLimitSpec& spec);
-
 }  // namespace sluice::flowcontrol

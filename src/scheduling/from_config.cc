@@ -21,6 +21,7 @@
 #include "scheduling/plugins/session_affinity_scorer.h"
 #include "scheduling/plugins/single_profile_handler.h"
 #include "scheduling/plugins/weighted_random_picker.h"
+#include "sluice/extensions.h"
 
 namespace sluice::scheduling {
 
@@ -29,38 +30,6 @@ namespace {
 using config::ConfigError;
 
 std::uint64_t seed() { return std::random_device{}(); }
-
-template <class T>
-PluginFactory simple() {
-  return [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-    p.finish();
-    return std::make_unique<T>();
-  };
-}
-
-template <class T>
-PluginFactory picker() {
-  return [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-    // GIE: values <= 0 fall back to 1.
-    auto n = p.integer("maxNumOfEndpoints", INT32_MIN, 1 << 16).value_or(1);
-    p.finish();
-    return std::make_unique<T>(static_cast<std::uint32_t>(n <= 0 ? 1 : n), seed());
-  };
-}
-
-// The producer a prefix-aware plugin uses: the one named by `producer`, the
-// only one declared, or none (the caller makes one).
-ApproxPrefixCacheProducer* find_producer(PluginParams& p, PluginContext& ctx) {
-  if (auto name = p.string("producer")) {
-    auto* prod = dynamic_cast<ApproxPrefixCacheProducer*>(ctx.find(*name));
-    if (!prod) p.fail("producer", "'" + *name + "' is not an approx-prefix-cache-producer");
-    return prod;
-  }
-  auto all = ctx.of_type(ApproxPrefixCacheProducer::kType);
-  if (all.size() > 1)
-    p.fail("", "several approx-prefix-cache-producer plugins: name one with `producer`");
-  return all.empty() ? nullptr : static_cast<ApproxPrefixCacheProducer*>(all.front());
-}
 
 // Build order: what others refer to comes first.
 int phase(const std::string& type) {
@@ -98,127 +67,18 @@ bool is_scheduling(const Plugin* p) {
 
 }  // namespace
 
-void register_builtin_plugins(PluginRegistry& r) {
-  r.add(std::string(QueueScorer::kType), simple<QueueScorer>());
-  r.add(std::string(InFlightRequestsScorer::kType), simple<InFlightRequestsScorer>());
-  r.add(std::string(RunningRequestsSizeScorer::kType), simple<RunningRequestsSizeScorer>());
-  r.add(std::string(KvCacheUtilizationScorer::kType), simple<KvCacheUtilizationScorer>());
-  r.add(std::string(LoraAffinityScorer::kType), simple<LoraAffinityScorer>());
-  r.add(std::string(SessionAffinityScorer::kType), simple<SessionAffinityScorer>());
-  r.add(std::string(SingleProfileHandler::kType), simple<SingleProfileHandler>());
-  r.add(std::string(MaxScorePicker::kType), picker<MaxScorePicker>());
-  r.add(std::string(RandomPicker::kType), picker<RandomPicker>());
-  r.add(std::string(WeightedRandomPicker::kType), picker<WeightedRandomPicker>());
-  r.add(std::string(ApproxPrefixCacheProducer::kType),
-        [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-          auto params = read_prefix_params(p);
-          p.finish();
-          return std::make_unique<ApproxPrefixCacheProducer>(params);
-        });
-  // The scorer's own parameters are its producer's when it has to make one;
-  // the builder does that (it needs to own the producer), see build_scheduler.
-  r.add(std::string(PrefixCacheScorer::kType),
-        [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-          auto* prod = find_producer(p, ctx);
-          if (!prod)
-            p.fail("", "internal: no approx-prefix-cache-producer was made for this scorer");
-          read_prefix_params(p);  // accepted (and checked); the producer holds them
-          p.finish();
-          return std::make_unique<PrefixCacheScorer>(prod);
-        });
-  r.add(std::string(PrefixBasedPdDecider::kType),
-        [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-          auto n = p.integer("nonCachedTokens", 0, INT64_MAX).value_or(0);
-          auto* prod = find_producer(p, ctx);
-          p.finish();
-          return std::make_unique<PrefixBasedPdDecider>(static_cast<std::uint64_t>(n), prod);
-        });
-  r.add(std::string(DisaggProfileHandler::kType),
-        [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-          std::string decode = "decode", prefill = "prefill", decider_name;
-          bool nested = false, flat = false;
-          if (auto m = p.mapping("profiles")) {
-            nested = true;
-            decode = m->string("decode").value_or(decode);
-            prefill = m->string("prefill").value_or(prefill);
-            m->string("encode");  // encode stage: accepted, not supported (no encoder endpoints)
-            m->finish();
-          }
-          if (auto m = p.mapping("deciders")) {
-            nested = true;
-            decider_name = m->string("prefill").value_or("");
-            m->string("encode");
-            m->finish();
-          }
-          if (auto v = p.string("decodeProfile")) flat = true, decode = *v;
-          if (auto v = p.string("prefillProfile")) flat = true, prefill = *v;
-          if (auto v = p.string("deciderPluginName")) flat = true, decider_name = *v;
-          if (auto v = p.string("prefillDeciderPluginName")) flat = true, decider_name = *v;
-          if (nested && flat)
-            p.fail("",
-                   "use either profiles/deciders or the flat "
-                   "decodeProfile/prefillProfile/deciderPluginName, not both");
-          PdDecider* decider = nullptr;
-          if (!decider_name.empty()) {
-            decider = dynamic_cast<PdDecider*>(ctx.find(decider_name));
-            if (!decider)
-              p.fail("deciders", "'" + decider_name + "' is not a declared P/D decider plugin");
-          }
-          TopologyParams topo;
-          if (auto t = p.mapping("topology")) {
-            if (auto v = t->string_list("labels")) topo.labels = *v;
-            if (auto v = t->number("margin")) {
-              if (*v < 0 || *v > 1) t->fail("margin", "must be between 0 and 1");
-              topo.margin = *v;
-            }
-            if (auto v = t->boolean("enabled")) topo.enabled = *v;
-            t->finish();
-          }
-          p.finish();
-          return std::make_unique<DisaggProfileHandler>(decode, prefill, decider, topo);
-        });
-  r.add("by-label", [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-    auto label = p.string("label");
-    if (!label || label->empty()) p.fail("label", "is required");
-    auto values = p.string_list("validValues").value_or(std::vector<std::string>{});
-    bool allows = p.boolean("allowsNoLabel").value_or(false);
-    if (values.empty() && !allows)
-      p.fail("validValues", "must not be empty unless allowsNoLabel is true");
-    p.finish();
-    return std::make_unique<ByLabelFilter>(
-        "by-label", *label, std::set<std::string, std::less<>>(values.begin(), values.end()),
-        allows);
-  });
-  for (std::string_view type : {"by-label-selector", "label-selector-filter"}) {
-    r.add(std::string(type), [type](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-      auto reqs = read_label_selector(p);
-      p.finish();
-      return std::make_unique<ByLabelSelectorFilter>(type, std::move(reqs));
-    });
-  }
-  r.add("prefill-filter", [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-    p.finish();
-    return ByLabelFilter::prefill();
-  });
-  r.add("decode-filter", [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-    p.finish();
-    return ByLabelFilter::decode();
-  });
-}
-
 std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::Options options) {
-  PluginRegistry registry;
-  register_builtin_plugins(registry);
+  const ExtensionRegistry& registry = builtin_extensions();
   Context ctx;
 
   // Which declared plugins the scheduler builds (flow-control policies and
   // data-layer plugins are built elsewhere or built in).
   std::vector<const config::PluginSpec*> specs;
   auto is_detector = [](const std::string& t) {
-    return t == "utilization-detector" || t == "concurrency-detector";
+    return is_builtin(t, ExtensionKind::kSaturationDetector);
   };
   for (const auto& s : c.plugins)
-    if (registry.find(s.type) || is_detector(s.type)) specs.push_back(&s);
+    if (registry.factory<Plugin>(s.type) || is_detector(s.type)) specs.push_back(&s);
   const bool any_declared_scheduling = [&] {
     for (const auto* s : specs)
       if (!is_detector(s->type)) return true;
@@ -271,15 +131,16 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
       if (phase(s->type) != ph) continue;
       PluginParams params(s->parameters, c.source, "plugins[" + s->name + "].parameters", s->line);
       std::unique_ptr<Plugin> plugin;
-      if (s->type == "utilization-detector" || s->type == "concurrency-detector") {
+      if (is_detector(s->type)) {
         auto it = c.detectors.find(s->name);
         config::SaturationDetectorSpec spec;
         if (it != c.detectors.end()) spec = it->second;
         spec.type = s->type;
-        plugin = std::make_unique<SaturationFilter>(flowcontrol::make_detector(spec),
-                                                    s->type == "utilization-detector");
+        plugin = std::make_unique<SaturationFilter>(
+            registry.build<flowcontrol::SaturationDetector>(spec.type, spec),
+            s->type == "utilization-detector");
       } else {
-        plugin = (*registry.find(s->type))(params, ctx);
+        plugin = (*registry.factory<Plugin>(s->type))(params, ctx);
       }
       plugin->set_name(s->name);
       ctx.plugins.push_back(std::move(plugin));
@@ -293,8 +154,7 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
     for (const auto& s : c.plugins) {
       Plugin* p = ctx.find(s.name);
       if (!p || !is_scheduling(p)) continue;
-      if (s.type == "utilization-detector" || s.type == "concurrency-detector")
-        continue;  // gate, not filter
+      if (is_detector(s.type)) continue;  // gate, not filter
       def.plugins.push_back(config::ProfilePluginRef{s.name, std::nullopt, s.line});
     }
     profiles.push_back(std::move(def));

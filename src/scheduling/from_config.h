@@ -1,5 +1,5 @@
 // Builds the scheduler from a GIE EndpointPickerConfig: plugins by type
-// through the factory registry, profiles from schedulingProfiles, with
+// through the extension registry (sluice/extensions.h), profiles from schedulingProfiles, with
 // GIE's defaulting:
 //   - no schedulingProfiles and no scheduling plugins: the default profile
 //     (queue-scorer 2, kv-cache-utilization-scorer 2, prefix-cache-scorer 3,
@@ -24,11 +24,6 @@
 #include "sluice/plugin.h"
 
 namespace sluice::scheduling {
-
-// Every in-tree scheduling plugin type. (The saturation detectors, which a
-// profile may use as filters, are built from the config loader's parsed
-// parameters by build_scheduler.)
-void register_builtin_plugins(PluginRegistry& registry);
 
 std::unique_ptr<Scheduler> build_scheduler(const config::Config& config,
                                            Scheduler::Options options = {});

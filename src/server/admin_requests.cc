@@ -3,8 +3,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
-#include "flowcontrol/fairness_policies.h"
-#include "flowcontrol/ordering_policies.h"
+#include "sluice/extensions.h"
 
 namespace sluice::server {
 
@@ -103,19 +102,20 @@ bool parse_band(const std::string& body, registry::BandConfig& c, Reply& error) 
       }
       (k == "maxBytes" ? c.max_bytes : c.max_requests) = v.get<std::uint64_t>();
     } else if (k == "fairnessPolicy") {
-      if (!v.is_string() || !flowcontrol::make_fairness_policy(v.get<std::string>(), {})) {
+      if (!v.is_string() ||
+          !builtin_extensions().factory<flowcontrol::FairnessPolicy>(v.get<std::string>())) {
         error = error_reply(
             400, "invalid-field",
-            "fairnessPolicy must be global-strict-fairness-policy, round-robin-fairness-policy "
-            "or vtc-fairness-policy");
+            "fairnessPolicy must be " + builtin_types_of(ExtensionKind::kFairnessPolicy));
         return false;
       }
       c.fairness = v.get<std::string>();
     } else if (k == "orderingPolicy") {
-      if (!v.is_string() || !flowcontrol::make_ordering_policy(v.get<std::string>())) {
-        error = error_reply(400, "invalid-field",
-                            "orderingPolicy must be fcfs-ordering-policy, edf-ordering-policy or "
-                            "slo-deadline-ordering-policy");
+      if (!v.is_string() ||
+          !builtin_extensions().factory<flowcontrol::OrderingPolicy>(v.get<std::string>())) {
+        error = error_reply(
+            400, "invalid-field",
+            "orderingPolicy must be " + builtin_types_of(ExtensionKind::kOrderingPolicy));
         return false;
       }
       c.ordering = v.get<std::string>();

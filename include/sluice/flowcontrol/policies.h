@@ -44,6 +44,12 @@ class FlowView {
   virtual std::uint32_t slot() const = 0;
 };
 
+// A fairness policy's parameters (vtc-fairness-policy's token prices).
+struct FairnessParams {
+  double input_price = 1.0;
+  double output_price = 2.0;
+};
+
 class FairnessPolicy {
  public:
   virtual ~FairnessPolicy() = default;

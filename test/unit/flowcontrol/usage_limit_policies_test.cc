@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "flowcontrol/from_config.h"
+
 namespace sluice::flowcontrol {
 namespace {
 

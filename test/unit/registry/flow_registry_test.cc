@@ -5,8 +5,7 @@
 #include <map>
 #include <set>
 
-#include "flowcontrol/fairness_policies.h"
-#include "flowcontrol/ordering_policies.h"
+#include "sluice/extensions.h"
 
 namespace sluice::registry {
 namespace {
@@ -15,8 +14,13 @@ using namespace std::chrono_literals;
 const TimePoint T0 = TimePoint{} + 1s;
 
 PolicyFactory factory() {
-  return {[](const std::string& t) { return flowcontrol::make_ordering_policy(t); },
-          [](const std::string& t) { return flowcontrol::make_fairness_policy(t); }};
+  return {[](const std::string& t) {
+            return builtin_extensions().build<flowcontrol::OrderingPolicy>(t);
+          },
+          [](const std::string& t) {
+            return builtin_extensions().build<flowcontrol::FairnessPolicy>(
+                t, flowcontrol::FairnessParams{});
+          }};
 }
 
 struct Fixture : ::testing::Test {

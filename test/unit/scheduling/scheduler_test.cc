@@ -47,14 +47,6 @@ TEST(BuildScheduler, DefaultProfileWhenTheConfigHasNone) {
   EXPECT_EQ(s->preparation().max_prefix_blocks, 256u);
 }
 
-TEST(BuildScheduler, EveryRegisteredTypeIsAKnownConfigType) {
-  PluginRegistry r;
-  register_builtin_plugins(r);
-  for (const auto& t : r.types()) EXPECT_TRUE(config::is_known_plugin_type(t)) << t;
-  for (const char* t : {"utilization-detector", "concurrency-detector"})
-    EXPECT_TRUE(config::is_known_plugin_type(t));
-}
-
 TEST(BuildScheduler, GieDefaultingWeightPickerHandler) {
   auto s = build(R"(
 plugins:
