@@ -64,7 +64,8 @@ if flow:
 open(out, "w").write(text)
 PY
     sluice_config "$WORK/template.yaml" "$WORK/sluice.yaml"
-    "$BUILD/sluice" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
+    "$BUILD/sluice" --config "$WORK/sluice.yaml" --access-log "$OUT/$i-$kind.access.log" \
+      >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
     PIDS+=($!)
     local port
     port=$(wait_listening "$WORK/sluice.out")
@@ -90,6 +91,17 @@ def flow(path, name):
         if f["name"] == name:
             return f
 def ms(x): return "%.0f" % (x * 1000)
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+def queue_ms(path):
+    # sluice's own share of the interactive TTFT: its queue wait (access log)
+    waits = []
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("objective") == "interactive" and r.get("outcome") == "served":
+            waits.append(r["queue_ms"])
+    return "%.1f / %.1f" % (pct(waits, 0.5), pct(waits, 0.99))
 base_batch = None
 rows = []
 for i, v in enumerate(variants):
@@ -102,14 +114,15 @@ for i, v in enumerate(variants):
     if base_batch is None: base_batch = tput
     lost = sum(json.load(open(f"{out}/{i}-{k}.json"))["totals"]["lost"] for k in ("solo", "flooded", "batch"))
     n = fl["ttftSeconds"]["count"]
-    rows.append("| %s | %s / %s | %s / %s (%d) | %s / %s | %.2f× | %.0f (%.0f%%) | %s | %d |" % (
+    rows.append("| %s | %s / %s | %s / %s (%d) | %s | %s / %s | %.2f× | %.0f (%.0f%%) | %s | %d |" % (
         name, ms(solo["ttftSeconds"]["p50"]), ms(solo["ttftSeconds"]["p99"]),
         ms(fl["ttftSeconds"]["p50"]), ms(fl["ttftSeconds"]["p99"]), n,
+        queue_ms(f"{out}/{i}-flooded.access.log"),
         ms(fl["latencySeconds"]["p50"]), ms(fl["latencySeconds"]["p99"]),
         fl["ttftSeconds"]["p99"] / max(solo["ttftSeconds"]["p99"], 1e-9),
         tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
 print(f"priority-flood at {commit} (3 sluice-mock endpoints, 6 sequences each, 20 ms/token; sluice admits 4 per endpoint unless noted)\n")
-print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch alone, output tokens/s (vs none) | batch outcomes, flooded | requests without an answer |")
-print("|---|---:|---:|---:|---:|---:|---|---:|")
+print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | of which queued in sluice, p50 / p99 ms | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch alone, output tokens/s (vs none) | batch outcomes, flooded | requests without an answer |")
+print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
 print("\n".join(rows))
 PY
