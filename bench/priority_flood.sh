@@ -94,14 +94,21 @@ def ms(x): return "%.0f" % (x * 1000)
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
-def queue_ms(path):
-    # sluice's own share of the interactive TTFT: its queue wait (access log)
-    waits = []
+def queue_ms(path, window):
+    # sluice's own share of the interactive TTFT: its queue wait (access
+    # log), for requests that arrived in the driver's measured window (the
+    # first arrival stands for the driver's start: the flood sends at once).
+    from datetime import datetime
+    recs = []
     for line in open(path):
         r = json.loads(line)
-        if r.get("objective") == "interactive" and r.get("outcome") == "served":
-            waits.append(r["queue_ms"])
-    return "%.1f / %.1f" % (pct(waits, 0.5), pct(waits, 0.99))
+        end = datetime.fromisoformat(r["ts"].replace("Z", "+00:00")).timestamp()
+        recs.append((end - r["total_ms"] / 1000, r))
+    t0 = min(t for t, _ in recs)
+    waits = [r["queue_ms"] for t, r in recs
+             if r.get("objective") == "interactive" and r.get("outcome") == "served"
+             and window["start"] <= t - t0 < window["end"]]
+    return "%.1f / %.1f (%d)" % (pct(waits, 0.5), pct(waits, 0.99), len(waits))
 base_batch = None
 rows = []
 for i, v in enumerate(variants):
@@ -117,12 +124,12 @@ for i, v in enumerate(variants):
     rows.append("| %s | %s / %s | %s / %s (%d) | %s | %s / %s | %.2f× | %.0f (%.0f%%) | %s | %d |" % (
         name, ms(solo["ttftSeconds"]["p50"]), ms(solo["ttftSeconds"]["p99"]),
         ms(fl["ttftSeconds"]["p50"]), ms(fl["ttftSeconds"]["p99"]), n,
-        queue_ms(f"{out}/{i}-flooded.access.log"),
+        queue_ms(f"{out}/{i}-flooded.access.log", json.load(open(f"{out}/{i}-flooded.json"))["window"]),
         ms(fl["latencySeconds"]["p50"]), ms(fl["latencySeconds"]["p99"]),
         fl["ttftSeconds"]["p99"] / max(solo["ttftSeconds"]["p99"], 1e-9),
         tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
 print(f"priority-flood at {commit} (3 sluice-mock endpoints, 6 sequences each, 20 ms/token; sluice admits 4 per endpoint unless noted)\n")
-print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | of which queued in sluice, p50 / p99 ms | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch alone, output tokens/s (vs none) | batch outcomes, flooded | requests without an answer |")
+print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | of which queued in sluice, p50 / p99 ms (requests) | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch alone, output tokens/s (vs none) | batch outcomes, flooded | requests without an answer |")
 print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
 print("\n".join(rows))
 PY
