@@ -9,6 +9,7 @@ pkgs=(
   libboost1.81-dev nlohmann-json3-dev libsimdjson-dev libconcurrentqueue-dev
   libyaml-cpp-dev libxxhash-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
   libfuzzer-14-dev
+  redis-server libhiredis-dev dnsmasq
   curl wrk nginx-light haproxy prometheus python3
 )
 
@@ -29,9 +30,11 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# nginx/haproxy packages start system services on install; the tests and benches
-# run their own instances on loopback ports, so the system ones are not needed.
-for svc in nginx haproxy prometheus; do
+# nginx, haproxy, redis-server and dnsmasq start system services on install;
+# the tests and benches run their own instances on loopback ports or unix
+# sockets (the fleet's Redis, the discovery tests' DNS server), so the system
+# ones are stopped.
+for svc in nginx haproxy prometheus redis-server dnsmasq; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
     $SUDO systemctl stop "$svc" || true
   fi
