@@ -43,6 +43,10 @@ int least_in_flight(const std::vector<EndpointLoad>& load, const std::vector<boo
   return best;
 }
 
+// A request's input or output tokens, as counted for admission: 2^32 each, so
+// in-flight sums of up to 2^31 requests fit in 64 bits.
+constexpr std::uint64_t kMaxRequestTokens = std::uint64_t{1} << 32;
+
 std::uint64_t request_tokens(const QueuedRequest& r) {
   return r.input_tokens + r.max_output_tokens;
 }
@@ -213,8 +217,10 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   if (q.ttl) q.deadline = now + *q.ttl;
   if (r.slo_ttft) q.slo_deadline = r.received + *r.slo_ttft;
   q.byte_size = r.bytes;
-  q.input_tokens = r.input_tokens;
-  q.max_output_tokens = r.max_output_tokens;
+  // Each share is bounded, so no sum of in-flight tokens can wrap (the
+  // session clamps max_tokens already; the one writer does not rely on it).
+  q.input_tokens = std::min(r.input_tokens, kMaxRequestTokens);
+  q.max_output_tokens = std::min(r.max_output_tokens, kMaxRequestTokens);
   q.scheduling = r.scheduling;
   registry_.enqueue(item, flow, now);
   if (q.deadline) heap_push(item);

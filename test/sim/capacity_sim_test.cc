@@ -352,3 +352,54 @@ TEST(Saturation, InFlightCreditStopsOvershootBetweenScrapes) {
 
 }  // namespace
 }  // namespace sluice::sim
+
+namespace sluice::sim {
+namespace {
+
+// Issue 11, defect 7: each request's tokens (its prompt and its client's
+// max_tokens) are summed into its endpoint's in-flight tokens, which a
+// tokens-mode detector compares with its limit. The controller bounds each
+// request's share, so a huge count cannot wrap the sum and make a full
+// endpoint look empty (the session clamps max_tokens too; the controller does
+// not rely on it).
+TEST(Capacity, HugeTokenCountsCannotWrapAnEndpointsInFlightTokens) {
+  const TimePoint t0 = TimePoint{} + 1s;
+  std::vector<Decision> decisions;
+  Controller c(limits(0, 0),
+               std::make_unique<ConcurrencyDetector>(ConcurrencyParams{true, 100, 1000, 0}),
+               [&](const Decision& d) { decisions.push_back(d); });
+  c.set_endpoint_count(1);
+  auto enqueue = [&](std::uint64_t cookie, std::uint64_t in, std::uint64_t out) {
+    EnqueueRequest e;
+    e.cookie = cookie;
+    e.flow_id = "tenant";
+    e.received = t0;
+    e.input_tokens = in;
+    e.max_output_tokens = out;
+    return c.enqueue(e, t0);
+  };
+  enqueue(1, 10, UINT64_MAX - 5);
+  c.dispatch(t0);
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(decisions[0].outcome, QueueOutcome::kDispatched);
+  EXPECT_GE(c.endpoint_load()[0].in_flight_tokens, 1000u);  // full, not wrapped to 4
+  enqueue(2, 100, 100);
+  enqueue(3, UINT64_MAX, 0);
+  c.dispatch(t0);
+  EXPECT_EQ(decisions.size(), 1u);  // both wait: the endpoint is full
+  c.complete(decisions[0].ticket, 16, t0 + 1s);
+  c.dispatch(t0 + 1s);
+  // The 200-token one goes, then the huge prompt (room: 200 < 1000), which
+  // fills the endpoint at a bounded count.
+  ASSERT_EQ(decisions.size(), 3u);
+  EXPECT_EQ(decisions[1].cookie, 2u);
+  EXPECT_EQ(decisions[2].cookie, 3u);
+  EXPECT_GE(c.endpoint_load()[0].in_flight_tokens, 1000u);
+  EXPECT_LT(c.endpoint_load()[0].in_flight_tokens, UINT64_MAX / 2);
+  c.complete(decisions[1].ticket, 100, t0 + 2s);
+  c.complete(decisions[2].ticket, 0, t0 + 2s);
+  EXPECT_EQ(c.endpoint_load()[0].in_flight_tokens, 0u);  // every share given back exactly
+}
+
+}  // namespace
+}  // namespace sluice::sim
