@@ -4,8 +4,7 @@
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 PIDS=()
 cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  stop_all
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -24,18 +23,30 @@ wait_listening() {
   log "no 'listening on' in $1"; cat "$1" >&2; return 1
 }
 
-# start_mocks BUILD: three sluice-mock endpoints (4 sequences, 20 ms per
-# token, as make demo); their ports in M[0..2].
+# start_mocks BUILD [MOCK_ARGS...]: three sluice-mock endpoints, their
+# ports in M[0..2]. Without MOCK_ARGS: 4 sequences, 20 ms per token (as make
+# demo); the seeds are 1, 2, 3 either way.
 start_mocks() {
+  local build=$1 i
+  shift
+  local args=("$@")
+  (( ${#args[@]} )) || args=(--max-running 4 --decode-ms-per-token 20)
   M=()
-  local i
   for i in 1 2 3; do
-    "$1/sluice-mock" --listen 127.0.0.1:0 --max-running 4 --decode-ms-per-token 20 --seed $i \
+    "$build/sluice-mock" --listen 127.0.0.1:0 "${args[@]}" --seed $i \
       >"$WORK/mock$i.out" 2>"$WORK/mock$i.err" &
     PIDS+=($!)
     M+=("$(wait_listening "$WORK/mock$i.out")")
   done
   log "mocks on ${M[*]}"
+}
+
+# stop_all: SIGTERM to every process in PIDS, wait for each, empty PIDS.
+stop_all() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  PIDS=()
 }
 
 # sluice_config TEMPLATE OUT: a config written for 127.0.0.1:18001-18003

@@ -38,16 +38,8 @@ run_variant() {  # index name flow_lines endpoint_line max_concurrency mock_args
     local scenario=$ROOT/bench/scenarios/priority-flood.yaml
     [[ $kind == solo ]] && scenario=$ROOT/bench/scenarios/priority-flood-solo.yaml
     [[ $kind == batch ]] && scenario=$ROOT/bench/scenarios/priority-flood-batch.yaml
-    PIDS=()
-    M=()
-    local k
-    for k in 1 2 3; do
-      # shellcheck disable=SC2086
-      "$BUILD/sluice-mock" --listen 127.0.0.1:0 --max-running 6 --decode-ms-per-token 20 --seed $k \
-        $margs >"$WORK/mock$k.out" 2>"$WORK/mock$k.err" &
-      PIDS+=($!)
-      M+=("$(wait_listening "$WORK/mock$k.out")")
-    done
+    # shellcheck disable=SC2086
+    start_mocks "$BUILD" --max-running 6 --decode-ms-per-token 20 $margs
     python3 - "$ROOT/bench/priority_flood/base.yaml" "$WORK/template.yaml" "$flow" "$ep" "$conc" <<'PY'
 import sys
 src, out, flow, ep, conc = sys.argv[1:]
@@ -72,9 +64,7 @@ PY
     log "[$name] $kind"
     "$BUILD/sluice-load" --scenario "$scenario" --target "http://127.0.0.1:$port" --quiet \
       ${DURATION:+--duration "$DURATION"} --json "$OUT/$i-$kind.json" >/dev/null
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    PIDS=()
+    stop_all
   done
 }
 

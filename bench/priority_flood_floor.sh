@@ -21,15 +21,8 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 
 run() {  # tag scenario
-  local tag=$1 scenario=$2 k
-  PIDS=()
-  M=()
-  for k in 1 2 3; do
-    "$BUILD/sluice-mock" --listen 127.0.0.1:0 --max-running 6 --decode-ms-per-token 20 --seed $k \
-      >"$WORK/mock$k.out" 2>"$WORK/mock$k.err" &
-    PIDS+=($!)
-    M+=("$(wait_listening "$WORK/mock$k.out")")
-  done
+  local tag=$1 scenario=$2
+  start_mocks "$BUILD" --max-running 6 --decode-ms-per-token 20
   { cat "$ROOT/bench/priority_flood/base.yaml"
     echo "  headroom: {protectedPriority: 100, overAdmission: 1}"; } >"$WORK/template.yaml"
   sluice_config "$WORK/template.yaml" "$WORK/sluice.yaml"
@@ -40,9 +33,7 @@ run() {  # tag scenario
   log "$tag"
   "$BUILD/sluice-load" --scenario "$scenario" --target "http://127.0.0.1:$port" --quiet \
     ${DURATION:+--duration "$DURATION"} --json "$OUT/$tag.json" >/dev/null
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  PIDS=()
+  stop_all
 }
 
 S=$ROOT/bench/scenarios
