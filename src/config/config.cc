@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -921,6 +922,86 @@ void read_saturation_detector(const Reader& r, Config& c, const YAML::Node& node
              builtin_types_of(ExtensionKind::kSaturationDetector) + ")");
 }
 
+void read_redis(const Reader& r, RedisSpec& s, const YAML::Node& node) {
+  Fields f(r.source, node, "redis");
+  s.enabled = true;
+  const YAML::Node address = f.take("address");
+  const YAML::Node socket = f.take("unixSocket");
+  if (address && socket)
+    fail(r.source, socket, "redis.unixSocket", "set either address or unixSocket, not both");
+  if (address) {
+    const std::string a = r.host_port(address, "redis.address");
+    const auto hp = parse_host_port(a);
+    s.host = std::string(hp->host);
+    s.port = hp->port;
+    if (s.port == 0) fail(r.source, address, "redis.address", "port must not be 0");
+  }
+  if (socket) {
+    s.unix_socket = r.string(socket, "redis.unixSocket");
+    if (s.unix_socket.size() >= 108)
+      fail(r.source, socket, "redis.unixSocket", "is longer than a unix socket path may be");
+  }
+  if (auto n = f.take("user")) s.user = r.string(n, "redis.user");
+  if (auto n = f.take("passwordFile")) {
+    s.password_file = r.string(n, "redis.passwordFile");
+    std::string text;
+    try {
+      text = read_bounded(s.password_file, true);
+    } catch (const ConfigError& e) {
+      fail(r.source, n, "redis.passwordFile", e.what());
+    }
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    if (text.empty()) fail(r.source, n, "redis.passwordFile", "the file is empty");
+    if (text.size() > 512) fail(r.source, n, "redis.passwordFile", "holds more than 512 bytes");
+    s.password = std::move(text);
+  }
+  if (!s.user.empty() && s.password.empty())
+    fail(r.source, node, "redis.user", "needs redis.passwordFile");
+  if (auto n = f.take("keyPrefix")) {
+    s.key_prefix = r.string(n, "redis.keyPrefix");
+    if (s.key_prefix.size() > 64) fail(r.source, n, "redis.keyPrefix", "must be at most 64 bytes");
+    for (unsigned char ch : s.key_prefix)
+      if (!std::isalnum(ch) && ch != '-' && ch != '_' && ch != ':' && ch != '.' && ch != '{' &&
+          ch != '}')
+        fail(r.source, n, "redis.keyPrefix", "may hold letters, digits and -_:.{} only");
+  }
+  if (auto n = f.take("replicaId")) {
+    s.replica_id = r.string(n, "redis.replicaId");
+    if (s.replica_id.size() > 128)
+      fail(r.source, n, "redis.replicaId", "must be at most 128 bytes");
+    for (unsigned char ch : s.replica_id)
+      if (ch <= ' ' || ch >= 0x7f)
+        fail(r.source, n, "redis.replicaId", "must be printable ASCII without spaces");
+  }
+  auto span = [&](const char* key, nanoseconds& out, nanoseconds min, nanoseconds max,
+                  const char* range) {
+    if (auto n = f.take(key)) {
+      out = r.duration(n, std::string("redis.") + key);
+      if (out < min || out > max)
+        fail(r.source, n, std::string("redis.") + key, std::string("must be ") + range);
+    }
+  };
+  span("syncInterval", s.sync_interval, 1ms, 10s, "between 1ms and 10s");
+  span("timeout", s.timeout, 1ms, 60s, "between 1ms and 60s");
+  const YAML::Node lease = node["lease"];
+  span("lease", s.lease, 10ms, 1h, "between 10ms and 1h");
+  span("maxHold", s.max_hold, 0ns, 60s, "between 0s and 60s");
+  if (s.lease < 2 * s.sync_interval)
+    fail(r.source, lease ? lease : node, "redis.lease",
+         "must be at least twice redis.syncInterval");
+  if (auto n = f.take("fairnessSlack")) {
+    s.fairness_slack = r.number(n, "redis.fairnessSlack");
+    if (!(s.fairness_slack >= 0) || s.fairness_slack > 1e12)
+      fail(r.source, n, "redis.fairnessSlack", "must be between 0 and 1e12");
+  }
+  if (auto n = f.take("maxReplicas")) {
+    const long long v = r.integer(n, "redis.maxReplicas");
+    if (v < 1 || v > 1024) fail(r.source, n, "redis.maxReplicas", "must be between 1 and 1024");
+    s.max_replicas = static_cast<std::uint32_t>(v);
+  }
+  f.finish();
+}
+
 Config parse(const YAML::Node& root, const std::string& source) {
   Config c;
   c.source = source;
@@ -988,6 +1069,7 @@ Config parse(const YAML::Node& root, const std::string& source) {
   for (const auto& p : c.plugins)
     if (is_usage_limit_type(p.type)) read_usage_limit(r, p);
   if (auto n = f.take("flowControl")) read_flow_control(r, c, n);
+  if (auto n = f.take("redis")) read_redis(r, c.redis, n);
   for (const auto& g : c.feature_gates) {
     if (g == "flowControl") c.flow_control.enabled = true;
   }

@@ -250,6 +250,34 @@ struct SaturationDetectorSpec {
   bool operator==(const SaturationDetectorSpec&) const = default;
 };
 
+// The fleet's shared store (`redis:`): with it, replicas share per-flow
+// charged service, per-endpoint in-flight work and per-band backlog through
+// Redis, each from its own sync thread (src/fleet/fleet_sync.h).
+struct RedisSpec {
+  bool enabled = false;  // a `redis:` section is present
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  std::string unix_socket;  // preferred over address when set
+  std::string user;         // ACL user (AUTH user password)
+  std::string password;     // read from passwordFile at load; never in the file itself
+  std::string password_file;
+  std::string key_prefix = "sluice";
+  std::string replica_id;  // empty: hostname-pid
+  nanoseconds sync_interval = std::chrono::milliseconds(25);
+  nanoseconds timeout = std::chrono::milliseconds(200);  // connect and each call
+  // A replica whose state was not refreshed for this long is gone: its
+  // in-flight and backlog no longer count (and Redis expires its keys).
+  nanoseconds lease = std::chrono::seconds(2);
+  // Fleet fairness: a flow whose VTC counter is ahead of the smallest one
+  // backlogged on another replica (same band) by more than this waits, so
+  // that replica's flow gets the room; never longer than maxHold while the
+  // pool has room (then one request goes anyway).
+  double fairness_slack = 2048;
+  nanoseconds max_hold = std::chrono::milliseconds(100);
+  std::uint32_t max_replicas = 64;  // others' state read at most; more are ignored
+  bool operator==(const RedisSpec&) const = default;
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string api_version;
@@ -269,6 +297,7 @@ struct Config {
   std::string scheduling_fingerprint;
   FlowControlSpec flow_control;
   SaturationDetectorSpec saturation_detector;
+  RedisSpec redis;
   // Every detector declared under plugins:, by instance name (a profile may
   // use one as a filter).
   std::map<std::string, SaturationDetectorSpec> detectors;

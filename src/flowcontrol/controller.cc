@@ -1,6 +1,8 @@
 #include "flowcontrol/controller.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <stdexcept>
 
 #include "sluice/extensions.h"
@@ -158,8 +160,9 @@ void Controller::update_metrics(std::size_t endpoint, const EndpointMetrics& m, 
   e.waiting = m.waiting_queue_size;
   e.running = m.running_requests_size;
   e.kv_cache_usage = m.kv_cache_usage;
-  // The scrape now shows what was dispatched before it.
-  e.dispatched_since_scrape = 0;
+  // The scrape now shows what was dispatched before it (here; the other
+  // replicas' count stays until their next report: conservative).
+  e.dispatched_since_scrape = endpoint < remote_.size() ? remote_[endpoint].dispatched : 0;
   view_[endpoint].metrics = m;
   view_[endpoint].metrics.update_time = now;
 }
@@ -342,6 +345,9 @@ void Controller::report_output_tokens(std::uint64_t ticket, std::uint64_t total)
   if (!item || item->state != Item::State::kInFlight || total <= item->output_charged) return;
   Flow& flow = *item->flow;
   flow.band()->fairness().on_output_tokens(flow, total - item->output_charged);
+  if (fleet_.enabled)
+    charge_fleet(flow,
+                 config_.fairness.output_price * static_cast<double>(total - item->output_charged));
   flow.stats().output_tokens += total - item->output_charged;
   item->output_charged = total;
 }
@@ -389,6 +395,10 @@ void Controller::expire(TimePoint now) {
 
 std::optional<TimePoint> Controller::next_deadline() const {
   std::optional<TimePoint> next = eviction_check_at_;
+  if (fleet_hold_since_) {
+    const TimePoint give_up = *fleet_hold_since_ + fleet_.max_hold;
+    if (!next || give_up < *next) next = give_up;
+  }
   if (!deadlines_.empty() && (!next || *deadlines_.front()->request.deadline < *next))
     next = deadlines_.front()->request.deadline;
   return next;
@@ -536,6 +546,151 @@ void Controller::refresh_endpoint_view(TimePoint now) {
   }
 }
 
+std::string fleet_flow_key(int priority, const std::string& id) {
+  std::string k = std::to_string(priority);
+  k += ' ';
+  k += id;
+  return k;
+}
+
+void Controller::charge_fleet(const Flow& flow, double service) {
+  if (service > 0) fleet_service_[fleet_flow_key(flow.key().priority, flow.key().id)] += service;
+}
+
+bool Controller::fleet_hold(Item* item, TimePoint now) {
+  const Flow& flow = *item->flow;
+  const int p = flow.key().priority;
+  auto release = [&] {
+    if (fleet_hold_since_ && fleet_hold_band_ == p) fleet_hold_since_.reset();
+    return false;
+  };
+  auto remote = fleet_backlog_.find(p);
+  if (remote == fleet_backlog_.end()) return release();
+  auto stuck = fleet_stuck_.find(p);
+  if (stuck != fleet_stuck_.end()) {
+    // Given up on: until that replica's backlog moves, it does not hold us.
+    if (stuck->second == remote->second) return release();
+    fleet_stuck_.erase(stuck);
+  }
+  const auto standing = flow.band()->fairness().fleet_standing(flow);
+  if (!standing || *standing <= remote->second + fleet_.fairness_slack) return release();
+  if (!fleet_hold_since_ || fleet_hold_band_ != p) {
+    fleet_hold_since_ = now;
+    fleet_hold_band_ = p;
+  }
+  if (now - *fleet_hold_since_ >= fleet_.max_hold) {
+    // The flow behind has had room for max_hold and not taken it (its
+    // replica cannot place it, or is slow): stop waiting for it.
+    ++fleet_overrides_;
+    fleet_stuck_[p] = remote->second;
+    return release();
+  }
+  ++fleet_holds_;
+  return true;
+}
+
+void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, TimePoint now) {
+  // The other replicas' work, replacing the last view's.
+  std::vector<RemoteLoad> next(load_.size());
+  for (const auto& e : in.endpoints)
+    for (std::size_t i = 0; i < view_.size(); ++i)
+      if (view_[i].address == e.address) {
+        next[i] = RemoteLoad{e.in_flight, e.dispatched_since_scrape, e.in_flight_tokens};
+        break;
+      }
+  remote_.resize(load_.size());
+  for (std::size_t i = 0; i < load_.size(); ++i) {
+    auto& l = load_[i];
+    const RemoteLoad& old = remote_[i];
+    l.in_flight = l.in_flight - std::min(l.in_flight, old.in_flight) + next[i].in_flight;
+    l.dispatched_since_scrape = l.dispatched_since_scrape -
+                                std::min(l.dispatched_since_scrape, old.dispatched) +
+                                next[i].dispatched;
+    l.in_flight_tokens =
+        l.in_flight_tokens - std::min(l.in_flight_tokens, old.tokens) + next[i].tokens;
+  }
+  // Every replica sees the same free room in the same view: were each to
+  // take all of it, the pool would be overshot by the room times the others.
+  // So the others' part of it is held for them until the next view (as if
+  // in flight on them): their queued demand if the room covers everyone's,
+  // else the room split by queued demand. Room freed here by completions
+  // after this view is this replica's own (no other knows it is free).
+  remote_ = std::move(next);
+  const std::uint64_t mine = registry_.total_requests();
+  if (in.queued > 0 && gated_) {
+    std::vector<std::uint64_t> room(load_.size(), 0);
+    std::uint64_t total = 0;
+    constexpr std::uint64_t kProbe = 4096;
+    for (std::size_t i = 0; i < load_.size(); ++i) {
+      if (removed_[i]) continue;
+      EndpointLoad l = load_[i];
+      while (room[i] < kProbe && detector_->has_room(l, now)) {
+        room[i] += 1;
+        l.in_flight += 1;
+        l.dispatched_since_scrape += 1;
+      }
+      total += room[i];
+    }
+    if (total > 0) {
+      const double others = static_cast<double>(in.queued);
+      const double reserve = mine + in.queued <= total
+                                 ? others
+                                 : static_cast<double>(total) * others / (others + mine);
+      for (std::size_t i = 0; i < load_.size(); ++i) {
+        if (room[i] == 0) continue;
+        const auto held = static_cast<std::uint32_t>(std::min<double>(
+            room[i],
+            std::ceil(reserve * static_cast<double>(room[i]) / static_cast<double>(total))));
+        remote_[i].in_flight += held;
+        remote_[i].dispatched += held;
+        load_[i].in_flight += held;
+        load_[i].dispatched_since_scrape += held;
+      }
+    }
+  }
+  // This replica's own work: what is left without the others'.
+  out.endpoints.clear();
+  out.queued = mine;
+  for (std::size_t i = 0; i < load_.size() && i < view_.size(); ++i) {
+    const auto& l = load_[i];
+    const RemoteLoad& r = remote_[i];
+    FleetEndpointLoad own{
+        view_[i].address, l.in_flight - std::min(l.in_flight, r.in_flight),
+        l.dispatched_since_scrape - std::min(l.dispatched_since_scrape, r.dispatched),
+        l.in_flight_tokens - std::min(l.in_flight_tokens, r.tokens)};
+    if (own.in_flight > 0 || own.dispatched_since_scrape > 0 || own.in_flight_tokens > 0)
+      out.endpoints.push_back(std::move(own));
+  }
+  // The others' service, charged to the flows that exist here (one that
+  // does not is lifted to the backlog's floor when it arrives).
+  for (const auto& [key, service] : in.service) {
+    const auto space = key.find(' ');
+    if (space == std::string::npos || !(service > 0)) continue;
+    int priority = 0;
+    const auto parsed = std::from_chars(key.data(), key.data() + space, priority);
+    if (parsed.ec != std::errc() || parsed.ptr != key.data() + space) continue;
+    auto band = registry_.bands().find(priority);
+    if (band == registry_.bands().end()) continue;
+    auto flow = band->second->flows().find(key.substr(space + 1));
+    if (flow != band->second->flows().end())
+      band->second->fairness().on_fleet_service(*flow->second, service);
+  }
+  fleet_backlog_.clear();
+  for (const auto& b : in.backlog) fleet_backlog_[b.priority] = b.min_counter;
+  for (auto& [p, band] : registry_.bands()) {
+    auto it = fleet_backlog_.find(p);
+    band->fairness().set_fleet_floor(it == fleet_backlog_.end() ? std::nullopt
+                                                                : std::optional(it->second));
+  }
+  out.service.assign(fleet_service_.begin(), fleet_service_.end());
+  fleet_service_.clear();
+  out.backlog.clear();
+  for (auto& [p, band] : registry_.bands())
+    if (auto m = band->fairness().fleet_backlog_min()) out.backlog.push_back({p, *m});
+  out.holds = fleet_holds_;
+  out.overrides = fleet_overrides_;
+}
+
 Controller::Allowance Controller::allowance_for(int priority, TimePoint now) const {
   const auto& h = config_.headroom;
   if (!h.enabled) return Allowance::kPlain;
@@ -603,6 +758,7 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
   }
   if (!any && allowance == Allowance::kReserveHeld) ++headroom_holds_;
   if (!any) return gated_ ? kWait : kUnroutable;
+  if (fleet_.enabled && gated_ && fleet_hold(item, now)) return kFleetHold;
   // The I/O thread checks the chosen endpoint's room again: with the same
   // allowance, or it would refuse what was over-admitted.
   if (allowance == Allowance::kOverAdmit) d.over_admission = config_.headroom.over_admission;
@@ -654,6 +810,7 @@ std::size_t Controller::dispatch(TimePoint now) {
       maybe_evict(*band, item, now);
       break;
     }
+    if (ep == kFleetHold) break;  // another replica's flow takes this room
     if (ep == kUnroutable) {
       finalize(item, QueueOutcome::kRejectedNoEndpoints, now, std::move(d.detail));
       continue;
@@ -681,6 +838,9 @@ std::size_t Controller::dispatch(TimePoint now) {
     e.dispatched_since_scrape += 1;
     e.in_flight_tokens += request_tokens(item->request);
     band->fairness().on_dispatched(*flow, item->request);
+    if (fleet_.enabled)
+      charge_fleet(*flow,
+                   config_.fairness.input_price * static_cast<double>(item->request.input_tokens));
     flow->stats().dispatched += 1;
     flow->stats().input_tokens += item->request.input_tokens;
     account_dispatch(band, used_share);

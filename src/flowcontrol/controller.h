@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "flowcontrol/fairness_policies.h"
+#include "flowcontrol/fleet_view.h"
 #include "flowcontrol/latency_histogram.h"
 #include "registry/flow_registry.h"
 #include "scheduling/scheduler.h"
@@ -223,6 +224,15 @@ class Controller {
   };
   const EvictionStats& eviction_stats() const { return eviction_stats_; }
 
+  // A fleet of replicas (redis:): the other replicas' work counts against
+  // each endpoint's room, their service against each flow's fairness, and
+  // a flow ahead of one backlogged elsewhere waits (fleet_view.h).
+  void set_fleet(const FleetSettings& settings) { fleet_ = settings; }
+  const FleetSettings& fleet() const { return fleet_; }
+  // Applies the other replicas' state (replacing the last) and hands out
+  // this replica's own. With `in` empty: local accounting only.
+  void exchange_fleet(const FleetInbound& in, FleetOutbound& out, TimePoint now);
+
   // Replaces the decision sink (the shell installs its own).
   void set_sink(Sink sink) { sink_ = std::move(sink); }
 
@@ -252,6 +262,9 @@ class Controller {
   // or kUnroutable (the scheduler can never place it).
   static constexpr int kWait = -1;
   static constexpr int kUnroutable = -2;
+  static constexpr int kFleetHold = -3;  // room, but another replica's flow is behind
+  bool fleet_hold(registry::Item* item, TimePoint now);
+  void charge_fleet(const registry::Flow& flow, double service);
   int route(registry::Item* item, TimePoint now, Decision& decision);
   // Whether endpoint i has room for a request of band `priority` (the
   // detector, with the headroom's reserve or over-admission applied).
@@ -308,8 +321,25 @@ class Controller {
   void evict_list_remove(registry::Item* item);
   // `head`, of `band`, found no room: evict for it if allowed now.
   void maybe_evict(registry::Band& band, registry::Item* head, TimePoint now);
-  std::vector<EndpointLoad> load_;
+  std::vector<EndpointLoad> load_;  // with a fleet: the other replicas' work included
   std::vector<bool> room_;
+  // Fleet: the other replicas' work by slot (folded into load_), their
+  // smallest backlogged standing by band, this replica's service since the
+  // last exchange by flow key, and the hold of a band whose flow is ahead.
+  FleetSettings fleet_;
+  struct RemoteLoad {
+    std::uint32_t in_flight = 0;
+    std::uint32_t dispatched = 0;
+    std::uint64_t tokens = 0;
+  };
+  std::vector<RemoteLoad> remote_;
+  std::map<int, double> fleet_backlog_;
+  std::unordered_map<std::string, double> fleet_service_;
+  std::optional<TimePoint> fleet_hold_since_;
+  int fleet_hold_band_ = 0;
+  std::map<int, double> fleet_stuck_;  // band -> remote standing given up on after max_hold
+  std::uint64_t fleet_holds_ = 0;
+  std::uint64_t fleet_overrides_ = 0;
   std::vector<registry::Item*> deadlines_;
   std::uint64_t sequence_ = 0;
   std::uint32_t rotation_ = 0;

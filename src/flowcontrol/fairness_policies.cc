@@ -96,7 +96,9 @@ void VtcFairness::on_backlogged(FlowView& flow) {
   if (s.active) return;
   // No saving up credit while idle: start no lower than the flows that are
   // competing now (or, with none, than the last one served).
-  const double floor = active_.empty() ? last_counter_ : std::get<0>(*active_.begin());
+  // In a fleet, the flows competing elsewhere count too.
+  double floor = active_.empty() ? last_counter_ : std::get<0>(*active_.begin());
+  if (fleet_floor_) floor = active_.empty() ? *fleet_floor_ : std::min(floor, *fleet_floor_);
   s.counter = std::max(s.counter, floor);
   active_.emplace(s.counter, s.last_served, flow.slot());
   s.active = true;
@@ -133,6 +135,15 @@ void VtcFairness::on_dispatched(FlowView& flow, const QueuedRequest& request) {
 
 void VtcFairness::on_output_tokens(FlowView& flow, std::uint64_t tokens) {
   charge(flow, output_price_ * static_cast<double>(tokens));
+}
+
+void VtcFairness::on_fleet_service(FlowView& flow, double service) {
+  if (service > 0) charge(flow, service);
+}
+
+std::optional<double> VtcFairness::fleet_backlog_min() const {
+  if (active_.empty()) return std::nullopt;
+  return std::get<0>(*active_.begin());
 }
 
 void VtcFairness::on_removed(FlowView& flow) {

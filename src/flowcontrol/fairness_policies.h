@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -80,6 +81,12 @@ class VtcFairness final : public FairnessPolicy {
   void on_dispatched(FlowView& flow, const QueuedRequest& request) override;
   void on_output_tokens(FlowView& flow, std::uint64_t tokens) override;
   void on_removed(FlowView& flow) override;
+  void on_fleet_service(FlowView& flow, double service) override;
+  std::optional<double> fleet_standing(const FlowView& flow) const override {
+    return counter(flow);
+  }
+  std::optional<double> fleet_backlog_min() const override;
+  void set_fleet_floor(std::optional<double> floor) override { fleet_floor_ = floor; }
 
   double counter(const FlowView& flow) const;
 
@@ -98,6 +105,7 @@ class VtcFairness final : public FairnessPolicy {
   std::set<Key> active_;
   std::vector<State> states_;
   double last_counter_ = 0;  // counter of the flow served last
+  std::optional<double> fleet_floor_;
   std::uint64_t serve_seq_ = 0;
 };
 

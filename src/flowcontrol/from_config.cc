@@ -95,6 +95,13 @@ std::unique_ptr<Controller> make_controller(const config::Config& config) {
   c->set_gated(gated);
   if (gated) c->set_usage_limit_policy(make_usage_limit_policy(config.flow_control.usage_limit));
   c->set_staleness_threshold(config.saturation_detector.metrics_staleness_threshold);
+  if (config.redis.enabled) {
+    FleetSettings fleet;
+    fleet.enabled = true;
+    fleet.fairness_slack = config.redis.fairness_slack;
+    fleet.max_hold = std::chrono::duration_cast<Duration>(config.redis.max_hold);
+    c->set_fleet(fleet);
+  }
   return c;
 }
 

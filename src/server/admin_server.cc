@@ -395,6 +395,31 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
            "Requests the dispatcher released to endpoints.");
   m.sample("sluice_dispatcher_released_total", {},
            static_cast<double>(ctx.flow_control->released()));
+  if (ctx.fleet) {
+    const fleet::FleetStatus st = ctx.fleet->status();
+    m.family("sluice_fleet_connected", "gauge",
+             "1 while the last sync with Redis succeeded (redis:), else 0.");
+    m.sample("sluice_fleet_connected", {}, st.connected ? 1 : 0);
+    m.family("sluice_fleet_degraded", "gauge",
+             "1 while nothing was read from Redis for a lease: accounting is local.");
+    m.sample("sluice_fleet_degraded", {}, st.degraded ? 1 : 0);
+    m.family("sluice_fleet_syncs_total", "counter", "Successful syncs with Redis.");
+    m.sample("sluice_fleet_syncs_total", {}, static_cast<double>(st.syncs));
+    m.family("sluice_fleet_sync_failures_total", "counter",
+             "Syncs that failed (Redis unreachable, slow, refused).");
+    m.sample("sluice_fleet_sync_failures_total", {}, static_cast<double>(st.failures));
+    m.family("sluice_fleet_replicas", "gauge",
+             "Live replicas seen at the last sync, this one included.");
+    m.sample("sluice_fleet_replicas", {}, static_cast<double>(st.replicas.size()));
+    m.family("sluice_fleet_holds_total", "counter",
+             "Dispatches held because another replica's flow was behind in fairness.");
+    m.sample("sluice_fleet_holds_total", {}, static_cast<double>(st.holds));
+    m.family("sluice_fleet_hold_overrides_total", "counter",
+             "Holds given up after redis.maxHold with room left unused.");
+    m.sample("sluice_fleet_hold_overrides_total", {}, static_cast<double>(st.hold_overrides));
+    m.family("sluice_fleet_redis_commands_total", "counter", "Commands sent to Redis.");
+    m.sample("sluice_fleet_redis_commands_total", {}, static_cast<double>(st.commands));
+  }
   m.family("sluice_endpoint_in_flight", "gauge", "Requests sluice has in flight, by endpoint.");
   for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
     m.sample("sluice_endpoint_in_flight", {{"endpoint", ctx.endpoints.at(i).config.address}},
@@ -708,6 +733,35 @@ void AdminServer::handle(const std::string& method, const std::string& target,
       });
     });
     return;
+  }
+  if (path == "/admin/v1/fleet") {
+    if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
+    if (!ctx_.fleet)
+      return respond(Reply{200, json{{"enabled", false}}.dump(-1, ' ', false, kReplace)});
+    const fleet::FleetStatus st = ctx_.fleet->status();
+    json replicas = json::array();
+    for (const auto& r : st.replicas)
+      replicas.push_back(json{{"id", r.id},
+                              {"address", r.address},
+                              {"self", r.self},
+                              {"lastSyncUnixMs", r.last_sync_unix_ms},
+                              {"lagMs", r.lag_ms},
+                              {"seq", r.seq}});
+    json out{{"enabled", true},
+             {"replicaId", st.replica_id},
+             {"connected", st.connected},
+             {"degraded", st.degraded},
+             {"syncs", st.syncs},
+             {"failures", st.failures},
+             {"reconnects", st.reconnects},
+             {"lastError", st.last_error},
+             {"lastOkUnixMs", st.last_ok_unix_ms},
+             {"lastSyncSeconds", st.last_sync_seconds},
+             {"holds", st.holds},
+             {"holdOverrides", st.hold_overrides},
+             {"redisCommands", st.commands},
+             {"replicas", std::move(replicas)}};
+    return respond(Reply{200, out.dump(-1, ' ', false, kReplace)});
   }
   if (path == "/admin/v1/endpoints") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));

@@ -1,9 +1,13 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
+#include <cstdio>
 #include <random>
 
 #include "config/units.h"
@@ -184,7 +188,8 @@ std::string Server::bind(const std::string& listen) {
   auto bound = acceptor_->local_endpoint();
   std::string host = bound.address().to_string();
   if (bound.address().is_v6()) host = "[" + host + "]";
-  return host + ":" + std::to_string(bound.port());
+  bound_ = host + ":" + std::to_string(bound.port());
+  return bound_;
 }
 
 void Server::apply_endpoints_file(const std::vector<config::EndpointConfig>& file) {
@@ -311,6 +316,7 @@ void Server::reload(std::function<void(ReloadResult)> done) {
   }
   if (next.flow_control.enabled != ctx_.gated)
     res.restart_needed.push_back("featureGates.flowControl");
+  if (!(next.redis == ctx_.config.redis)) res.restart_needed.push_back("redis");
   for (const auto& e : next.endpoints) {
     const int slot = ctx_.endpoints.find(e.address);
     if (slot < 0) continue;
@@ -421,8 +427,72 @@ void Server::publish_endpoints() {
       [ids = std::move(ids)](flowcontrol::Controller& c) { c.set_endpoints(ids); });
 }
 
+void Server::start_fleet() {
+  const auto& r = ctx_.config.redis;
+  if (!r.enabled) return;
+  fleet::FleetOptions o;
+  o.redis.host = r.host;
+  o.redis.port = r.port;
+  o.redis.unix_socket = r.unix_socket;
+  o.redis.user = r.user;
+  o.redis.password = r.password;
+  o.redis.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(r.timeout);
+  o.prefix = r.key_prefix;
+  o.replica_id = r.replica_id;
+  if (o.replica_id.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+      std::snprintf(host, sizeof host, "sluice");
+    o.replica_id = std::string(host) + "-" + std::to_string(::getpid());
+  }
+  o.advertise = bound_;
+  o.interval = std::chrono::duration_cast<std::chrono::milliseconds>(r.sync_interval);
+  o.lease = std::chrono::duration_cast<std::chrono::milliseconds>(r.lease);
+  o.max_replicas = r.max_replicas;
+  o.max_flows = static_cast<std::size_t>(ctx_.config.flow_control.max_flows);
+  fleet_producer_ = ctx_.flow_control->make_producer();
+  // One exchange per sync on the dispatcher thread; the sync thread waits
+  // for it (bounded), the dispatcher never waits for the sync thread.
+  struct Round {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    flowcontrol::FleetInbound in;
+    flowcontrol::FleetOutbound out;
+  };
+  auto exchange = [this](const flowcontrol::FleetInbound& in, flowcontrol::FleetOutbound& out) {
+    auto round = std::make_shared<Round>();
+    round->in = in;
+    ctx_.flow_control->reconfigure(
+        *fleet_producer_,
+        [round](flowcontrol::Controller& c) {
+          c.exchange_fleet(round->in, round->out, flowcontrol::Clock::now());
+        },
+        [round] {
+          std::lock_guard lock(round->mu);
+          round->done = true;
+          round->cv.notify_all();
+        });
+    std::unique_lock lock(round->mu);
+    if (!round->cv.wait_for(lock, std::chrono::seconds(1), [&] { return round->done; }))
+      return false;
+    out = std::move(round->out);
+    return true;
+  };
+  auto logger = [](bool warning, const std::string& message) {
+    if (warning) {
+      SLUICE_LOG(kWarn, "fleet", message);
+    } else {
+      SLUICE_LOG(kInfo, "fleet", message);
+    }
+  };
+  ctx_.fleet = std::make_unique<fleet::FleetSync>(std::move(o), exchange, logger);
+  ctx_.fleet->start();
+}
+
 void Server::start() {
   ctx_.flow_control->start();
+  start_fleet();
   scraper_->start();
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->start(); });
 
@@ -529,6 +599,9 @@ void Server::shutdown() {
   // on their own threads, which still run.
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });
   if (scraper_) scraper_->stop();
+  // Leave the fleet before the dispatcher stops (the sync thread's last
+  // exchange needs it): the others stop counting this replica's work.
+  if (ctx_.fleet) ctx_.fleet->stop();
   ctx_.flow_control->stop();
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     Worker* w = workers_[i].get();

@@ -23,6 +23,7 @@
 #include "datalayer/endpoint_set.h"
 #include "datalayer/endpoints_watcher.h"
 #include "datalayer/metrics_scraper.h"
+#include "fleet/fleet_sync.h"
 #include "flowcontrol/controller_shell.h"
 #include "server/access_log.h"
 #include "server/connection_limit.h"
@@ -78,6 +79,8 @@ struct ProxyContext {
   // Drain (admin) or shutdown: new inference requests are turned away (503
   // `draining`); what is queued and in flight finishes.
   std::atomic<bool> draining{false};
+  // The fleet's sync thread (redis:); null without one. Set by start().
+  std::unique_ptr<fleet::FleetSync> fleet;
   AccessLog access_log;               // opened before start(); then read-only
   ConnectionLimit connections;        // server.maxConnections
   ConnectionLimit admin_connections;  // server.adminMaxConnections
@@ -199,7 +202,10 @@ class Server {
   std::unique_ptr<flowcontrol::ControllerShell::Producer> reload_producer_;
   // Endpoint metrics for the dispatcher and the legacy detector.
   std::unique_ptr<flowcontrol::ControllerShell::Producer> scraper_producer_;
-  std::unique_ptr<flowcontrol::ControllerShell::Producer> data_producer_;  // pool changes
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> data_producer_;   // pool changes
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> fleet_producer_;  // the sync thread's
+  std::string bound_;  // the data plane's bound address (the fleet shows it)
+  void start_fleet();
   std::unique_ptr<datalayer::MetricsScraper> scraper_;
   std::unique_ptr<datalayer::EndpointsWatcher> watcher_;
   std::mutex done_mu_;  // startup/shutdown only

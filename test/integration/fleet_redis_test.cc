@@ -18,6 +18,7 @@
 
 #include "fleet/redis_connection.h"
 #include "support/process.h"
+#include "support/redis_server.h"
 
 namespace sluice::fleet {
 namespace {
@@ -25,82 +26,9 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using test::Process;
-
-const char* redis_server_bin() {
-  for (const char* p : {"/usr/bin/redis-server", "/usr/local/bin/redis-server"})
-    if (access(p, X_OK) == 0) return p;
-  return nullptr;
-}
-
-// A fresh directory, removed with the object.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/sluice-redis-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
-// redis-server on `socket`, nothing on TCP, nothing persisted.
-class RedisServer {
- public:
-  RedisServer(std::string dir, std::string password = "")
-      : dir_(std::move(dir)), password_(std::move(password)) {}
-  std::string socket() const { return dir_ + "/redis.sock"; }
-
-  // Starts it and waits (bounded) until it answers PING.
-  bool start() {
-    std::vector<std::string> argv = {redis_server_bin(),
-                                     "--port",
-                                     "0",
-                                     "--unixsocket",
-                                     socket(),
-                                     "--unixsocketperm",
-                                     "700",
-                                     "--dir",
-                                     dir_,
-                                     "--save",
-                                     "",
-                                     "--appendonly",
-                                     "no",
-                                     "--loglevel",
-                                     "warning"};
-    if (!password_.empty()) {
-      argv.push_back("--requirepass");
-      argv.push_back(password_);
-    }
-    Process::Options o;
-    o.wait_for_listen = false;
-    o.capture_stderr = true;
-    process_ = Process::start(argv, o);
-    if (!process_) return false;
-    RedisAddress a;
-    a.unix_socket = socket();
-    a.password = password_;
-    RedisConnection probe(a);
-    const auto deadline = Clock::now() + 10s;
-    while (Clock::now() < deadline) {
-      auto r = probe.pipeline({{"PING"}});
-      if (r && (*r)[0].str == "PONG") return true;
-      if (!process_->running()) return false;
-      poll(nullptr, 0, 10);  // the server is still starting: try again shortly
-    }
-    return false;
-  }
-  void kill() {
-    if (process_) process_->stop(SIGKILL);
-    process_.reset();
-  }
-  ~RedisServer() {
-    if (process_) process_->stop(SIGTERM);
-  }
-
- private:
-  std::string dir_;
-  std::string password_;
-  std::unique_ptr<Process> process_;
-};
+using test::redis_server_bin;
+using test::RedisServer;
+using test::TempDir;
 
 class FleetRedis : public ::testing::Test {
  protected:

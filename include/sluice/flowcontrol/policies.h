@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,18 @@ class FairnessPolicy {
   virtual void on_output_tokens(FlowView& flow, std::uint64_t tokens) {}
   // The flow is about to be destroyed (it is idle).
   virtual void on_removed(FlowView& flow) {}
+
+  // A fleet (redis:): other replicas gave `flow` this much priced service
+  // (tokens x price, before weights): charge it as if it were served here.
+  virtual void on_fleet_service(FlowView& flow, double service) {}
+  // A flow's standing that compares across replicas (VTC: its counter);
+  // none: the policy has none, and the fleet's holds do not apply to it.
+  virtual std::optional<double> fleet_standing(const FlowView& flow) const { return std::nullopt; }
+  // The smallest standing among the band's backlogged flows.
+  virtual std::optional<double> fleet_backlog_min() const { return std::nullopt; }
+  // The smallest standing backlogged in the band on another replica (none:
+  // none is): a flow that becomes backlogged here starts no lower.
+  virtual void set_fleet_floor(std::optional<double> floor) {}
 };
 
 // What displacement may look at: the queued requests of bands below a

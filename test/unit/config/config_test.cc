@@ -798,5 +798,67 @@ TEST(Config, PriorityFloodBenchConfigsLoad) {
   }
 }
 
+// The fleet's store (issue 13): every field, its defaults, and each bad
+// value a config error naming file, line and field.
+TEST(ConfigRedis, SectionLoadsWithDefaultsAndEveryField) {
+  EXPECT_FALSE(load_config_string("").redis.enabled);
+  const Config d = load_config_string("redis:\n  address: 127.0.0.1:6380\n");
+  EXPECT_TRUE(d.redis.enabled);
+  EXPECT_EQ(d.redis.host, "127.0.0.1");
+  EXPECT_EQ(d.redis.port, 6380);
+  EXPECT_EQ(d.redis.key_prefix, "sluice");
+  EXPECT_EQ(d.redis.sync_interval, 25ms);
+  EXPECT_EQ(d.redis.lease, 2s);
+  EXPECT_EQ(d.redis.timeout, 200ms);
+  EXPECT_EQ(d.redis.max_hold, 100ms);
+  char tmpl[] = "/tmp/sluice-redis-pw-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "s3cret\n", 7), 7);
+  close(fd);
+  const Config c = load_config_string(std::string("redis:\n  unixSocket: /run/redis.sock\n"
+                                                  "  user: sluice\n  passwordFile: ") +
+                                      tmpl +
+                                      "\n  keyPrefix: prod:{gw}\n  replicaId: pod-1\n"
+                                      "  syncInterval: 10ms\n  timeout: 50ms\n  lease: 1s\n"
+                                      "  fairnessSlack: 512\n  maxHold: 40ms\n"
+                                      "  maxReplicas: 8\n");
+  std::remove(tmpl);
+  EXPECT_EQ(c.redis.unix_socket, "/run/redis.sock");
+  EXPECT_EQ(c.redis.user, "sluice");
+  EXPECT_EQ(c.redis.password, "s3cret") << "the trailing newline is not part of it";
+  EXPECT_EQ(c.redis.key_prefix, "prod:{gw}");
+  EXPECT_EQ(c.redis.replica_id, "pod-1");
+  EXPECT_EQ(c.redis.sync_interval, 10ms);
+  EXPECT_EQ(c.redis.timeout, 50ms);
+  EXPECT_EQ(c.redis.lease, 1s);
+  EXPECT_DOUBLE_EQ(c.redis.fairness_slack, 512);
+  EXPECT_EQ(c.redis.max_hold, 40ms);
+  EXPECT_EQ(c.redis.max_replicas, 8u);
+}
+
+TEST(ConfigRedis, BadValuesNameFileLineAndField) {
+  EXPECT_EQ(error_of("redis:\n  address: 127.0.0.1:6379\n  unixSocket: /x.sock\n"),
+            "test.yaml:3: redis.unixSocket: set either address or unixSocket, not both");
+  EXPECT_EQ(error_of("redis:\n  address: nowhere\n"),
+            "test.yaml:2: redis.address: expected HOST:PORT, got 'nowhere'");
+  EXPECT_EQ(error_of("redis:\n  syncInterval: 100ms\n  lease: 150ms\n"),
+            "test.yaml:3: redis.lease: must be at least twice redis.syncInterval");
+  EXPECT_EQ(error_of("redis:\n  syncInterval: 0s\n"),
+            "test.yaml:2: redis.syncInterval: must be between 1ms and 10s");
+  EXPECT_EQ(error_of("redis:\n  fairnessSlack: -1\n"),
+            "test.yaml:2: redis.fairnessSlack: must be between 0 and 1e12");
+  EXPECT_EQ(error_of("redis:\n  maxReplicas: 0\n"),
+            "test.yaml:2: redis.maxReplicas: must be between 1 and 1024");
+  EXPECT_EQ(error_of("redis:\n  keyPrefix: 'a b'\n"),
+            "test.yaml:2: redis.keyPrefix: may hold letters, digits and -_:.{} only");
+  EXPECT_EQ(error_of("redis:\n  user: sluice\n"),
+            "test.yaml:2: redis.user: needs redis.passwordFile");
+  EXPECT_NE(error_of("redis:\n  passwordFile: /nonexistent/pw\n")
+                .find("test.yaml:2: redis.passwordFile: /nonexistent/pw: cannot open file"),
+            std::string::npos);
+  EXPECT_EQ(error_of("redis:\n  password: inline\n"), "test.yaml:2: redis.password: unknown field");
+}
+
 }  // namespace
 }  // namespace sluice::config

@@ -1,0 +1,457 @@
+#include "fleet/fleet_sync.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <utility>
+
+namespace sluice::fleet {
+
+using flowcontrol::FleetBandBacklog;
+using flowcontrol::FleetEndpointLoad;
+using flowcontrol::FleetInbound;
+using flowcontrol::FleetOutbound;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+template <class T>
+bool parse_number(std::string_view s, T& out) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+bool parse_service(std::string_view s, double& out) {
+  return parse_number(s, out) && std::isfinite(out) && out >= 0 && out < 1e300;
+}
+
+std::string format_double(double v) {
+  char buf[64];
+  const int n = std::snprintf(buf, sizeof buf, "%.17g", v);
+  return std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
+// A hash reply (HGETALL) as field/value pairs; at most `cap` pairs read.
+template <class Visit>
+void for_each_field(const RedisReply& r, std::size_t cap, Visit&& visit) {
+  if (r.type != RedisReply::Type::kArray) return;
+  const std::size_t n = std::min(r.elements.size() / 2, cap);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& f = r.elements[2 * i];
+    const auto& v = r.elements[2 * i + 1];
+    if (f.type != RedisReply::Type::kString || v.type != RedisReply::Type::kString) continue;
+    visit(f.str, v.str);
+  }
+}
+
+// Bounds on what is taken from another replica's hashes: Redis is the
+// operator's, but a field never grows a table past these.
+constexpr std::size_t kMaxEndpointsPerReplica = 4096;
+constexpr std::size_t kMaxBandsPerReplica = 1024;
+constexpr std::size_t kMaxFieldBytes = 512;
+
+}  // namespace
+
+FleetSync::FleetSync(FleetOptions options, Exchange exchange, Logger logger)
+    : options_(std::move(options)),
+      exchange_(std::move(exchange)),
+      logger_(std::move(logger)),
+      redis_(options_.redis) {
+  std::random_device rd;
+  std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+                      static_cast<std::uint64_t>(unix_ms()));
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  incarnation_ = buf;
+  status_.replica_id = options_.replica_id;
+}
+
+FleetSync::~FleetSync() { stop(); }
+
+void FleetSync::start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { run(); });
+}
+
+void FleetSync::stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Leave the fleet: the others stop counting this replica's work now, not
+  // after its lease.
+  if (redis_.connected() || ever_read_) {
+    const std::string p = options_.prefix;
+    redis_.pipeline({{"DEL", p + ":r:" + options_.replica_id},
+                     {"DEL", p + ":s:" + options_.replica_id},
+                     {"SREM", p + ":replicas", options_.replica_id}});
+  }
+}
+
+void FleetSync::run() {
+  auto next = Steady::now();
+  while (true) {
+    round();
+    next += options_.interval;
+    const auto now = Steady::now();
+    if (next < now) next = now;  // a slow round: no burst to catch up
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    if (stop_cv_.wait_until(lock, next, [this] { return stopping_; })) return;
+  }
+}
+
+void FleetSync::sync_once() { round(); }
+
+FleetStatus FleetSync::status() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  return status_;
+}
+
+void FleetSync::fail(const std::string& message) {
+  bool was_connected;
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    was_connected = status_.connected || status_.failures == 0;
+    status_.connected = false;
+    status_.failures += 1;
+    status_.last_error = message;
+    status_.degraded = !ever_read_ || Steady::now() - last_read_ > options_.lease;
+  }
+  if (was_connected && logger_)
+    logger_(true, "fleet sync with Redis failed (" + message +
+                      "): accounting stays local until it is back");
+}
+
+void FleetSync::round() {
+  const auto started = Steady::now();
+  const std::string& p = options_.prefix;
+  const std::string& me = options_.replica_id;
+
+  // 1. The exchange with the dispatcher: the last merged view in (or none
+  // once nothing was read for a lease), this replica's state out.
+  static const FleetInbound kLocalOnly;
+  const bool degraded = !ever_read_ || started - last_read_ > options_.lease;
+  FleetOutbound out;
+  if (!exchange_(degraded ? kLocalOnly : inbound_, out)) return;
+  inbound_.service.clear();  // charged once
+
+  for (auto& [key, service] : out.service) {
+    Own& o = own_[key];
+    o.value += service;
+    o.changed = started;
+    o.dirty = true;
+  }
+  // Bounded: drop flows not served for service_idle, then the least
+  // recently served past max_flows.
+  if (own_.size() > options_.max_flows || seq_ % 64 == 0) {
+    std::vector<std::pair<Steady::time_point, std::string>> by_age;
+    for (auto it = own_.begin(); it != own_.end();) {
+      if (started - it->second.changed > options_.service_idle) {
+        pruned_.push_back(it->first);
+        it = own_.erase(it);
+      } else {
+        if (own_.size() > options_.max_flows) by_age.emplace_back(it->second.changed, it->first);
+        ++it;
+      }
+    }
+    if (own_.size() > options_.max_flows) {
+      std::sort(by_age.begin(), by_age.end());
+      for (std::size_t i = 0; i < by_age.size() && own_.size() > options_.max_flows; ++i) {
+        own_.erase(by_age[i].second);
+        pruned_.push_back(by_age[i].second);
+      }
+    }
+  }
+
+  if (!redis_.ensure_connected()) {
+    fail(redis_.error());
+    return;
+  }
+  if (redis_.connects() != connects_seen_) {
+    // A new connection (first, or after Redis restarted): write everything.
+    connects_seen_ = redis_.connects();
+    for (auto& [k, o] : own_) o.dirty = true;
+    if (connects_seen_ > 1) {
+      std::lock_guard<std::mutex> lock(status_mu_);
+      status_.reconnects += 1;
+    }
+  }
+
+  // 2. Write this replica's state (atomically), read the member list and
+  // the state of each other replica known from the last round.
+  ++seq_;
+  std::vector<std::vector<std::string>> cmds;
+  std::vector<std::string> hset{"HSET", p + ":s:" + me};
+  for (auto& [k, o] : own_)
+    if (o.dirty) {
+      hset.push_back(k);
+      hset.push_back(format_double(o.value));
+    }
+  const bool svc_changed = hset.size() > 2 || !pruned_.empty();
+  if (svc_changed) ++svc_version_;
+  std::vector<std::string> state{"HSET", p + ":r:" + me,
+                                 "inc",  incarnation_,
+                                 "seq",  std::to_string(seq_),
+                                 "at",   std::to_string(unix_ms()),
+                                 "addr", options_.advertise,
+                                 "svc",  std::to_string(svc_version_),
+                                 "q",    std::to_string(out.queued)};
+  for (const auto& b : out.backlog) {
+    state.push_back("b:" + std::to_string(b.priority));
+    state.push_back(format_double(b.min_counter));
+  }
+  for (const auto& e : out.endpoints) {
+    state.push_back("e:" + e.address);
+    state.push_back(std::to_string(e.in_flight) + " " + std::to_string(e.dispatched_since_scrape) +
+                    " " + std::to_string(e.in_flight_tokens));
+  }
+  const std::string lease = std::to_string(options_.lease.count());
+  cmds.push_back({"MULTI"});
+  cmds.push_back({"DEL", p + ":r:" + me});
+  cmds.push_back(std::move(state));
+  cmds.push_back({"PEXPIRE", p + ":r:" + me, lease});
+  if (hset.size() > 2) cmds.push_back(std::move(hset));
+  if (!pruned_.empty()) {
+    std::vector<std::string> hdel{"HDEL", p + ":s:" + me};
+    hdel.insert(hdel.end(), pruned_.begin(), pruned_.end());
+    cmds.push_back(std::move(hdel));
+  }
+  cmds.push_back({"PEXPIRE", p + ":s:" + me, lease});
+  cmds.push_back({"SADD", p + ":replicas", me});
+  cmds.push_back({"EXEC"});
+  const std::size_t members_at = cmds.size();
+  cmds.push_back({"SMEMBERS", p + ":replicas"});
+  const std::vector<std::string> asked = members_;
+  for (const auto& id : asked) cmds.push_back({"HGETALL", p + ":r:" + id});
+
+  auto replies = redis_.pipeline(cmds);
+  std::uint64_t sent = cmds.size();
+  if (!replies) {
+    fail(redis_.error());
+    return;
+  }
+  const RedisReply& exec = (*replies)[members_at - 1];
+  if (exec.type != RedisReply::Type::kArray) {
+    // The transaction was refused (a write to a replica, OOM, ACL): the
+    // reason is in the reply of the command that failed or in EXEC's.
+    std::string why = exec.is_error() ? exec.str : "transaction aborted";
+    for (std::size_t i = 0; i + 1 < members_at; ++i)
+      if ((*replies)[i].is_error()) why = (*replies)[i].str;
+    fail(why);
+    return;
+  }
+  for (const auto& r : exec.elements)
+    if (r.is_error()) {
+      fail(r.str);
+      return;
+    }
+  for (auto& [k, o] : own_) o.dirty = false;
+  pruned_.clear();
+
+  // 3. The members: others, in id order, at most max_replicas.
+  std::vector<std::string> members;
+  const RedisReply& set = (*replies)[members_at];
+  if (set.type == RedisReply::Type::kArray)
+    for (const auto& m : set.elements)
+      if (m.type == RedisReply::Type::kString && m.str != me && m.str.size() <= kMaxFieldBytes)
+        members.push_back(m.str);
+  std::sort(members.begin(), members.end());
+  if (members.size() > options_.max_replicas) members.resize(options_.max_replicas);
+
+  // Parse each other replica's state; note whose service table to read.
+  std::vector<std::string> gone;
+  std::vector<std::string> read_service;
+  std::map<std::string, RedisReply> states;
+  for (std::size_t i = 0; i < asked.size(); ++i) states[asked[i]] = (*replies)[members_at + 1 + i];
+  std::vector<std::string> unseen;  // members whose state was not asked for yet
+  for (const auto& id : members)
+    if (!states.count(id)) unseen.push_back(id);
+  if (!unseen.empty()) {
+    std::vector<std::vector<std::string>> more;
+    for (const auto& id : unseen) more.push_back({"HGETALL", p + ":r:" + id});
+    auto r = redis_.pipeline(more);
+    sent += more.size();
+    if (!r) {
+      fail(redis_.error());
+      return;
+    }
+    for (std::size_t i = 0; i < unseen.size(); ++i) states[unseen[i]] = std::move((*r)[i]);
+  }
+
+  struct Parsed {
+    std::string inc, svc, addr;
+    std::int64_t at = 0;
+    std::uint64_t seq = 0;
+    std::uint64_t queued = 0;
+    std::vector<FleetEndpointLoad> endpoints;
+    std::vector<FleetBandBacklog> backlog;
+  };
+  std::map<std::string, Parsed> parsed;
+  for (const auto& id : members) {
+    const RedisReply& r = states[id];
+    Parsed s;
+    for_each_field(
+        r, kMaxEndpointsPerReplica + kMaxBandsPerReplica + 8,
+        [&](const std::string& f, const std::string& v) {
+          if (f.size() > kMaxFieldBytes || v.size() > kMaxFieldBytes) return;
+          if (f == "inc") {
+            s.inc = v;
+          } else if (f == "svc") {
+            s.svc = v;
+          } else if (f == "addr") {
+            s.addr = v;
+          } else if (f == "at") {
+            parse_number(v, s.at);
+          } else if (f == "seq") {
+            parse_number(v, s.seq);
+          } else if (f == "q") {
+            parse_number(v, s.queued);
+            s.queued = std::min<std::uint64_t>(s.queued, std::uint64_t{1} << 32);
+          } else if (f.rfind("b:", 0) == 0 && s.backlog.size() < kMaxBandsPerReplica) {
+            FleetBandBacklog b;
+            if (parse_number(std::string_view(f).substr(2), b.priority) &&
+                parse_service(v, b.min_counter))
+              s.backlog.push_back(b);
+          } else if (f.rfind("e:", 0) == 0 && s.endpoints.size() < kMaxEndpointsPerReplica) {
+            FleetEndpointLoad e;
+            e.address = f.substr(2);
+            unsigned long long a = 0, b = 0, c = 0;
+            if (std::sscanf(v.c_str(), "%llu %llu %llu", &a, &b, &c) == 3) {
+              e.in_flight = static_cast<std::uint32_t>(std::min(a, 1ull << 24));
+              e.dispatched_since_scrape = static_cast<std::uint32_t>(std::min(b, 1ull << 24));
+              e.in_flight_tokens = std::min(c, 1ull << 40);
+              s.endpoints.push_back(std::move(e));
+            }
+          }
+        });
+    if (s.inc.empty()) {
+      gone.push_back(id);  // its lease ran out (or it left)
+      continue;
+    }
+    Remote& remote = remotes_[id];
+    if (remote.incarnation != s.inc) {
+      // New, or restarted: everything it reports is new service.
+      remote = Remote{};
+      remote.incarnation = s.inc;
+    }
+    remote.present = started;
+    if (remote.svc_version != s.svc) read_service.push_back(id);
+    parsed[id] = std::move(s);
+  }
+
+  // 4. The service tables that changed: deltas since what was seen.
+  std::unordered_map<std::string, double> deltas;
+  if (!read_service.empty()) {
+    std::vector<std::vector<std::string>> more;
+    for (const auto& id : read_service) more.push_back({"HGETALL", p + ":s:" + id});
+    auto r = redis_.pipeline(more);
+    sent += more.size();
+    if (!r) {
+      fail(redis_.error());
+      return;
+    }
+    for (std::size_t i = 0; i < read_service.size(); ++i) {
+      Remote& remote = remotes_[read_service[i]];
+      std::unordered_map<std::string, double> now_seen;
+      for_each_field((*r)[i], options_.max_flows, [&](const std::string& f, const std::string& v) {
+        double value = 0;
+        if (f.size() > kMaxFieldBytes || !parse_service(v, value)) return;
+        const auto it = remote.seen.find(f);
+        const double before = it == remote.seen.end() ? 0 : it->second;
+        if (value > before) deltas[f] += value - before;
+        now_seen[f] = std::max(value, before);
+      });
+      remote.seen = std::move(now_seen);
+      remote.svc_version = parsed[read_service[i]].svc;
+    }
+  }
+
+  // 5. The merged view for the next exchange.
+  // What was seen of a replica outlives its absence for a while: after a
+  // Redis restart it is absent until it writes again, and must not then be
+  // charged a second time for the same service.
+  const auto forget_after =
+      std::max<Steady::duration>(10 * options_.lease, std::chrono::minutes(1));
+  for (auto it = remotes_.begin(); it != remotes_.end();) {
+    if (parsed.count(it->first)) it->second.present = started;
+    const bool forget = started - it->second.present > forget_after ||
+                        remotes_.size() > 2 * static_cast<std::size_t>(options_.max_replicas);
+    it = forget && !parsed.count(it->first) ? remotes_.erase(it) : std::next(it);
+  }
+  FleetInbound in;
+  std::map<std::string, FleetEndpointLoad> endpoints;
+  std::map<int, double> backlog;
+  for (const auto& [id, s] : parsed) {
+    for (const auto& e : s.endpoints) {
+      auto& sum = endpoints[e.address];
+      sum.address = e.address;
+      sum.in_flight = std::min<std::uint64_t>(sum.in_flight + e.in_flight, 1u << 24);
+      sum.dispatched_since_scrape = std::min<std::uint64_t>(
+          sum.dispatched_since_scrape + e.dispatched_since_scrape, 1u << 24);
+      sum.in_flight_tokens = std::min<std::uint64_t>(sum.in_flight_tokens + e.in_flight_tokens,
+                                                     std::uint64_t{1} << 40);
+    }
+    in.queued += s.queued;
+    for (const auto& b : s.backlog) {
+      auto [it, fresh] = backlog.emplace(b.priority, b.min_counter);
+      if (!fresh) it->second = std::min(it->second, b.min_counter);
+    }
+  }
+  for (auto& [a, e] : endpoints) in.endpoints.push_back(std::move(e));
+  for (const auto& [prio, m] : backlog) in.backlog.push_back({prio, m});
+  in.service.assign(deltas.begin(), deltas.end());
+  inbound_ = std::move(in);
+  members_ = std::move(members);
+  members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                [&](const std::string& id) {
+                                  return std::find(gone.begin(), gone.end(), id) != gone.end();
+                                }),
+                 members_.end());
+  if (!gone.empty()) {
+    // Tidy the member set (a replica that comes back adds itself again).
+    std::vector<std::string> srem{"SREM", p + ":replicas"};
+    srem.insert(srem.end(), gone.begin(), gone.end());
+    redis_.pipeline({srem});
+    sent += 1;
+  }
+  const bool was_degraded = degraded;
+  last_read_ = Steady::now();
+  ever_read_ = true;
+
+  const std::int64_t now_ms = unix_ms();
+  std::vector<ReplicaStatus> replicas;
+  replicas.push_back(ReplicaStatus{me, options_.advertise, true, now_ms, 0, seq_});
+  for (const auto& [id, s] : parsed)
+    replicas.push_back(ReplicaStatus{id, s.addr, false, s.at, now_ms - s.at, s.seq});
+  bool reconnected;
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    reconnected = !status_.connected && status_.failures > 0;
+    status_.connected = true;
+    status_.degraded = false;
+    status_.syncs += 1;
+    status_.last_ok_unix_ms = now_ms;
+    status_.last_sync_seconds = std::chrono::duration<double>(Steady::now() - started).count();
+    status_.holds = out.holds;
+    status_.hold_overrides = out.overrides;
+    status_.commands += sent;
+    status_.replicas = std::move(replicas);
+  }
+  if (reconnected && logger_)
+    logger_(false, was_degraded ? "fleet sync with Redis is back: fleet-wide accounting resumes"
+                                : "fleet sync with Redis is back");
+}
+
+}  // namespace sluice::fleet

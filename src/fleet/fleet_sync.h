@@ -1,0 +1,144 @@
+// A replica's fleet sync thread (redis:): once per interval it hands the
+// controller the other replicas' merged state and takes this replica's own
+// (one exchange on the dispatcher thread, which never waits on Redis), then
+// writes its own state to Redis and reads the others'.
+//
+// Keys (prefix P, replica id R; every R key expires after the lease unless
+// refreshed, so a replica that dies leaves nothing behind):
+//   P:replicas   SET of replica ids
+//   P:r:R        HASH, rewritten atomically (MULTI/EXEC) every sync:
+//                inc (incarnation: random per process start), seq, at (unix
+//                ms), addr, svc (version of P:s:R), b:<priority> (smallest
+//                VTC counter backlogged in that band), e:<endpoint address>
+//                ("in-flight dispatched-since-scrape in-flight-tokens")
+//   P:s:R        HASH "<priority> <fairness id>" -> cumulative priced service
+//                this incarnation gave that flow (changed fields only)
+// A reader turns the others' cumulative service into deltas (per replica
+// and incarnation), sums their endpoint work, and takes the smallest
+// backlogged counter per band. Redis unreachable, slow or restarted: the
+// sync fails within its timeout, and once nothing was read for a lease the
+// controller gets an empty view (local accounting) until Redis is back;
+// a reconnect rewrites this replica's whole service table.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "fleet/redis_connection.h"
+#include "flowcontrol/fleet_view.h"
+
+namespace sluice::fleet {
+
+struct FleetOptions {
+  RedisAddress redis;
+  std::string prefix = "sluice";
+  std::string replica_id;  // required
+  std::string advertise;   // shown to operators (the admin address)
+  std::chrono::milliseconds interval{25};
+  std::chrono::milliseconds lease{2000};
+  std::uint32_t max_replicas = 64;
+  // This replica's service table: at most this many flows (the least
+  // recently served go first), each dropped after `service_idle` unserved.
+  std::size_t max_flows = 10000;
+  std::chrono::milliseconds service_idle{std::chrono::minutes(10)};
+};
+
+struct ReplicaStatus {
+  std::string id;
+  std::string address;
+  bool self = false;
+  std::int64_t last_sync_unix_ms = 0;  // as the replica wrote it
+  std::int64_t lag_ms = 0;             // now - last_sync (clocks of two hosts)
+  std::uint64_t seq = 0;
+};
+
+struct FleetStatus {
+  std::string replica_id;
+  bool connected = false;
+  bool degraded = true;  // nothing read from Redis for a lease: local accounting
+  std::uint64_t syncs = 0;
+  std::uint64_t failures = 0;
+  std::uint64_t reconnects = 0;
+  std::string last_error;
+  std::int64_t last_ok_unix_ms = 0;
+  double last_sync_seconds = 0;  // the last round's wall time
+  std::uint64_t holds = 0;       // the controller's fleet holds so far
+  std::uint64_t hold_overrides = 0;
+  std::uint64_t commands = 0;  // sent to Redis so far
+  std::vector<ReplicaStatus> replicas;
+};
+
+class FleetSync {
+ public:
+  // Runs on the sync thread: must apply `in` and fill `out` on the
+  // dispatcher, and return false if it could not (stopped, or slower than
+  // its bound): then nothing of `out` is published this round.
+  using Exchange =
+      std::function<bool(const flowcontrol::FleetInbound& in, flowcontrol::FleetOutbound& out)>;
+  using Logger = std::function<void(bool warning, const std::string& message)>;
+
+  FleetSync(FleetOptions options, Exchange exchange, Logger logger = {});
+  ~FleetSync();
+  FleetSync(const FleetSync&) = delete;
+  FleetSync& operator=(const FleetSync&) = delete;
+
+  void start();
+  // Stops the thread and removes this replica from the fleet (best effort,
+  // one timeout at most): the others stop counting its work at once.
+  void stop();
+  // One round now, on the calling thread (tests; not with start()).
+  void sync_once();
+
+  FleetStatus status() const;
+
+ private:
+  struct Remote {
+    std::string incarnation;
+    std::string svc_version;
+    std::unordered_map<std::string, double> seen;     // cumulative service by flow key
+    std::chrono::steady_clock::time_point present{};  // last seen in Redis
+  };
+  struct Own {
+    double value = 0;
+    std::chrono::steady_clock::time_point changed{};
+    bool dirty = true;
+  };
+  void run();
+  void round();
+  void fail(const std::string& message);
+
+  FleetOptions options_;
+  Exchange exchange_;
+  Logger logger_;
+  RedisConnection redis_;
+  std::string incarnation_;
+  std::uint64_t seq_ = 0;
+  std::uint64_t svc_version_ = 0;
+  std::uint64_t connects_seen_ = 0;
+  std::chrono::steady_clock::time_point last_read_{};
+  bool ever_read_ = false;
+  flowcontrol::FleetInbound inbound_;
+  std::unordered_map<std::string, Own> own_;
+  std::vector<std::string> pruned_;
+  std::vector<std::string> members_;  // others, as of the last read
+  std::map<std::string, Remote> remotes_;
+
+  mutable std::mutex status_mu_;
+  FleetStatus status_;
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace sluice::fleet
