@@ -72,7 +72,19 @@ FleetSync::FleetSync(FleetOptions options, Exchange exchange, Logger logger)
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
   incarnation_ = buf;
+  origin_ = options_.replica_id + "/" + incarnation_;
   status_.replica_id = options_.replica_id;
+}
+
+void FleetSync::publish_operation(FleetOperation op) {
+  std::lock_guard<std::mutex> lock(ops_mu_);
+  if (ops_out_.size() >= 1000) ops_out_.erase(ops_out_.begin());
+  ops_out_.push_back(std::move(op));
+}
+
+void FleetSync::set_operation_handler(std::function<void(const FleetOperation&)> handler) {
+  std::lock_guard<std::mutex> lock(ops_mu_);
+  ops_handler_ = std::move(handler);
 }
 
 FleetSync::~FleetSync() { stop(); }
@@ -231,6 +243,21 @@ void FleetSync::round() {
   cmds.push_back({"PEXPIRE", p + ":s:" + me, lease});
   cmds.push_back({"SADD", p + ":replicas", me});
   cmds.push_back({"EXEC"});
+  // Operator changes made here, each stored with its sequence number.
+  std::vector<FleetOperation> ops;
+  {
+    std::lock_guard<std::mutex> lock(ops_mu_);
+    ops = ops_out_;
+  }
+  static const char* kStoreOp =
+      "local n = redis.call('INCR', KEYS[2]) "
+      "redis.call('HSET', KEYS[1], ARGV[1], n .. ' ' .. ARGV[2]) return n";
+  for (const auto& op : ops)
+    cmds.push_back({"EVAL", kStoreOp, "2", p + ":ops", p + ":opsver",
+                    op.target.substr(0, op.target.find('?')),
+                    origin_ + " " + op.method + " " + op.target + "\n" + op.body});
+  const std::size_t opsver_at = cmds.size();
+  cmds.push_back({"GET", p + ":opsver"});
   const std::size_t members_at = cmds.size();
   cmds.push_back({"SMEMBERS", p + ":replicas"});
   const std::vector<std::string> asked = members_;
@@ -242,12 +269,12 @@ void FleetSync::round() {
     fail(redis_.error());
     return;
   }
-  const RedisReply& exec = (*replies)[members_at - 1];
+  const RedisReply& exec = (*replies)[opsver_at - 1 - ops.size()];
   if (exec.type != RedisReply::Type::kArray) {
     // The transaction was refused (a write to a replica, OOM, ACL): the
     // reason is in the reply of the command that failed or in EXEC's.
     std::string why = exec.is_error() ? exec.str : "transaction aborted";
-    for (std::size_t i = 0; i + 1 < members_at; ++i)
+    for (std::size_t i = 0; i + 1 < opsver_at - ops.size(); ++i)
       if ((*replies)[i].is_error()) why = (*replies)[i].str;
     fail(why);
     return;
@@ -259,6 +286,24 @@ void FleetSync::round() {
     }
   for (auto& [k, o] : own_) o.dirty = false;
   pruned_.clear();
+  std::uint64_t published = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const RedisReply& r = (*replies)[opsver_at - ops.size() + i];
+    if (r.is_error()) {
+      // Refused (e.g. an ACL without +@scripting): said once per change.
+      if (logger_) logger_(true, "fleet: storing an operator change failed: " + r.str);
+    } else {
+      ++published;
+    }
+  }
+  {
+    // Sent: not sent again (a refused one would be refused again).
+    std::lock_guard<std::mutex> lock(ops_mu_);
+    ops_out_.erase(ops_out_.begin(), ops_out_.begin() + static_cast<std::ptrdiff_t>(
+                                                            std::min(ops.size(), ops_out_.size())));
+  }
+  const RedisReply& opsver = (*replies)[opsver_at];
+  const std::string ops_version = opsver.type == RedisReply::Type::kString ? opsver.str : "";
 
   // 3. The members: others, in id order, at most max_replicas.
   std::vector<std::string> members;
@@ -378,6 +423,55 @@ void FleetSync::round() {
     }
   }
 
+  // The operator changes made through other replicas since the last read.
+  std::uint64_t applied = 0;
+  std::function<void(const FleetOperation&)> handler;
+  {
+    std::lock_guard<std::mutex> lock(ops_mu_);
+    handler = ops_handler_;
+  }
+  if (handler && ops_version != ops_version_) {
+    // The version went down: Redis restarted empty, and numbers start over.
+    unsigned long long now_v = 0, was_v = 0;
+    if (std::sscanf(ops_version.c_str(), "%llu", &now_v) != 1) now_v = 0;
+    if (std::sscanf(ops_version_.c_str(), "%llu", &was_v) != 1) was_v = 0;
+    if (now_v < was_v) ops_applied_.clear();
+    auto r = redis_.pipeline({{"HGETALL", p + ":ops"}});
+    sent += 1;
+    if (!r) {
+      fail(redis_.error());
+      return;
+    }
+    struct Stored {
+      std::uint64_t seq;
+      std::string key;
+      FleetOperation op;
+    };
+    std::vector<Stored> fresh;
+    for_each_field((*r)[0], 10000, [&](const std::string& key, const std::string& v) {
+      // "<seq> <origin> <method> <target>\n<body>"
+      const auto nl = v.find('\n');
+      const std::string head = v.substr(0, nl);
+      char origin[300] = {}, method[16] = {}, target[2048] = {};
+      unsigned long long seq = 0;
+      if (nl == std::string::npos || head.size() > 2300 ||
+          std::sscanf(head.c_str(), "%llu %299s %15s %2047s", &seq, origin, method, target) != 4)
+        return;
+      auto& done = ops_applied_[key];
+      if (seq <= done) return;
+      done = seq;
+      if (origin_ == origin) return;  // made here
+      fresh.push_back(Stored{seq, key, FleetOperation{method, target, v.substr(nl + 1)}});
+    });
+    std::sort(fresh.begin(), fresh.end(),
+              [](const Stored& a, const Stored& b) { return a.seq < b.seq; });
+    for (const auto& f : fresh) {
+      handler(f.op);
+      ++applied;
+    }
+    ops_version_ = ops_version;
+  }
+
   // 5. The merged view for the next exchange.
   // What was seen of a replica outlives its absence for a while: after a
   // Redis restart it is absent until it writes again, and must not then be
@@ -447,6 +541,8 @@ void FleetSync::round() {
     status_.holds = out.holds;
     status_.hold_overrides = out.overrides;
     status_.commands += sent;
+    status_.operations_published += published;
+    status_.operations_applied += applied;
     status_.replicas = std::move(replicas);
   }
   if (reconnected && logger_)

@@ -52,6 +52,17 @@ struct FleetOptions {
   std::chrono::milliseconds service_idle{std::chrono::minutes(10)};
 };
 
+// An operator change made through one replica's admin API, applied by every
+// other (fleet-wide flow overrides, band changes, a fleet drain). Stored in
+// P:ops (HASH: admin path -> "<seq> <origin> <method> <target>\n<body>",
+// the last change of each path, seq from INCR P:opsver, written by one Lua
+// script so a reader never sees the version without the change).
+struct FleetOperation {
+  std::string method;
+  std::string target;  // path and query, as sent to the admin API
+  std::string body;
+};
+
 struct ReplicaStatus {
   std::string id;
   std::string address;
@@ -74,6 +85,8 @@ struct FleetStatus {
   std::uint64_t holds = 0;       // the controller's fleet holds so far
   std::uint64_t hold_overrides = 0;
   std::uint64_t commands = 0;  // sent to Redis so far
+  std::uint64_t operations_published = 0;
+  std::uint64_t operations_applied = 0;  // from other replicas
   std::vector<ReplicaStatus> replicas;
 };
 
@@ -99,6 +112,14 @@ class FleetSync {
   void sync_once();
 
   FleetStatus status() const;
+
+  // Any thread: stores `op` for the others at the next sync (kept until a
+  // sync succeeds; at most 1000 waiting, the oldest dropped past that).
+  void publish_operation(FleetOperation op);
+  // Called on the sync thread for each change another replica made (in the
+  // order they were made; at start, every stored change, its own from a
+  // previous run included). Set once, before or after start().
+  void set_operation_handler(std::function<void(const FleetOperation&)> handler);
 
  private:
   struct Remote {
@@ -131,6 +152,13 @@ class FleetSync {
   std::vector<std::string> pruned_;
   std::vector<std::string> members_;  // others, as of the last read
   std::map<std::string, Remote> remotes_;
+
+  std::string origin_;  // replica id and incarnation: whose operations are whose
+  std::mutex ops_mu_;
+  std::vector<FleetOperation> ops_out_;  // waiting for a sync
+  std::function<void(const FleetOperation&)> ops_handler_;
+  std::string ops_version_;                                     // P:opsver as last read
+  std::unordered_map<std::string, std::uint64_t> ops_applied_;  // path -> seq applied
 
   mutable std::mutex status_mu_;
   FleetStatus status_;

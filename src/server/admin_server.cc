@@ -488,6 +488,10 @@ std::string AdminServer::bind(const std::string& listen) {
 
 void AdminServer::start() {
   accept();
+  if (ctx_.fleet)
+    ctx_.fleet->set_operation_handler([this](const fleet::FleetOperation& op) {
+      apply_replicated(FleetOperationView{op.method, op.target, op.body});
+    });
   thread_ = std::thread([this] {
     // A handler that throws must not take the process down with it: log it,
     // drop that call, keep serving the admin plane.
@@ -504,6 +508,7 @@ void AdminServer::start() {
 
 void AdminServer::stop() {
   if (!thread_.joinable()) return;
+  if (ctx_.fleet) ctx_.fleet->set_operation_handler({});
   ioc_.stop();
   thread_.join();
 }
@@ -627,6 +632,58 @@ void AdminServer::handle(const std::string& method, const std::string& target,
         !same_token(authorization.substr(prefix.size()), token_))
       return respond(
           error_reply(401, "unauthorized", "this call needs Authorization: Bearer <admin token>"));
+  }
+  route(method, target, body, std::move(respond), false);
+}
+
+void AdminServer::apply_replicated(const FleetOperationView& op) {
+  net::post(ioc_, [this, method = op.method, target = op.target, body = op.body] {
+    route(
+        method, target, body,
+        [method, target](Reply r) {
+          if (r.status >= 300) {
+            SLUICE_LOG(kWarn, "fleet",
+                       "a change made through another replica ("
+                           << method << " " << target << ") failed here: " << r.status << " "
+                           << r.body);
+          } else {
+            SLUICE_LOG(
+                kInfo, "fleet",
+                "applied a change made through another replica: " << method << " " << target);
+          }
+        },
+        true);
+  });
+}
+
+namespace {
+
+// Changes every replica of a fleet applies: flow overrides, bands, and a
+// drain asked for with ?scope=fleet (a plain drain is this replica's, as
+// in a rolling restart).
+bool fleet_wide(const std::string& method, const std::string& target) {
+  const std::string path = target.substr(0, target.find('?'));
+  if (method != "PUT" && method != "DELETE" && method != "POST") return false;
+  if (path == "/admin/v1/drain")
+    return method != "PUT" && target.find("scope=fleet") != std::string::npos;
+  if (method == "POST") return false;
+  return (path.rfind("/admin/v1/flows/", 0) == 0 && path.size() > 16) ||
+         (path.rfind("/admin/v1/bands/", 0) == 0 && path.size() > 16);
+}
+
+}  // namespace
+
+void AdminServer::route(const std::string& method, const std::string& target,
+                        const std::string& body, std::function<void(Reply)> respond,
+                        bool replicated) {
+  const std::string path = target.substr(0, target.find('?'));
+  if (!replicated && ctx_.fleet && fleet_wide(method, target)) {
+    // Applied here first; stored for the others once it succeeded.
+    respond = [this, method, target, body, respond = std::move(respond)](Reply r) {
+      if (r.status >= 200 && r.status < 300)
+        ctx_.fleet->publish_operation(fleet::FleetOperation{method, target, body});
+      respond(std::move(r));
+    };
   }
   if (path == "/healthz") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
@@ -760,6 +817,8 @@ void AdminServer::handle(const std::string& method, const std::string& target,
              {"holds", st.holds},
              {"holdOverrides", st.hold_overrides},
              {"redisCommands", st.commands},
+             {"operationsPublished", st.operations_published},
+             {"operationsApplied", st.operations_applied},
              {"replicas", std::move(replicas)}};
     return respond(Reply{200, out.dump(-1, ' ', false, kReplace)});
   }
@@ -930,11 +989,13 @@ void AdminServer::handle(const std::string& method, const std::string& target,
     }
     if (method == "PUT") {
       return on_dispatcher(
-          [id, body](flowcontrol::Controller& c) {
+          [id, body, replicated](flowcontrol::Controller& c) {
             auto& reg = c.registry();
             const auto& ov = reg.overrides();
             auto it = ov.find(id);
-            if (flows_json(c, id).empty() && it == ov.end() && !reg.has_configured_weight(id))
+            // From another replica: the flow may not have reached this one yet.
+            if (!replicated && flows_json(c, id).empty() && it == ov.end() &&
+                !reg.has_configured_weight(id))
               return error_reply(404, "unknown-flow", "no flow '" + id + "'");
             Reply error;
             auto o =

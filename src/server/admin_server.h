@@ -69,9 +69,19 @@ class AdminServer {
   void handle(const std::string& method, const std::string& target,
               const std::string& authorization, const std::string& body,
               std::function<void(Reply)> respond);
+  // A fleet: a change made through another replica's admin API (a flow
+  // override, a band, a fleet drain), applied here as if made here: no
+  // token (it was checked there), not stored again. Any thread.
+  struct FleetOperationView {
+    std::string method, target, body;
+  };
+  void apply_replicated(const FleetOperationView& op);
 
  private:
   void accept();
+  // handle() past the token check; `replicated`: from another replica.
+  void route(const std::string& method, const std::string& target, const std::string& body,
+             std::function<void(Reply)> respond, bool replicated);
   // Calls `fn` on this thread with a copy of every flow made after the call.
   void with_flows(std::function<void(std::shared_ptr<const FlowsSnapshot>)> fn);
   void copy_flows_step(std::shared_ptr<FlowsSnapshot> snapshot);

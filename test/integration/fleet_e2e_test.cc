@@ -123,5 +123,78 @@ TEST(FleetE2E, WeightsHoldAcrossReplicasAndRedisLossLosesNoRequest) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+json get_json(const Process& sluice, const std::string& target) {
+  HttpClient admin(kHost, sluice.admin_port());
+  auto r = admin.request("GET", target);
+  json j = r.status == 200 ? json::parse(r.body, nullptr, false) : json::object();
+  return j.is_object() ? j : json::object();
+}
+
+int change(const Process& sluice, const std::string& method, const std::string& target,
+           const std::string& body = "") {
+  HttpClient admin(kHost, sluice.admin_port());
+  return admin.request(method, target, body, {{"Content-Type", "application/json"}}).status;
+}
+
+// An operator change made through one replica applies on the others: a flow
+// override, a band, a drain of the fleet (a plain drain stays on its
+// replica); a replica that starts later finds the stored changes.
+TEST(FleetE2E, OperatorChangesThroughOneReplicaApplyOnEveryReplica) {
+  if (!redis_server_bin())
+    GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  TempDir dir;
+  RedisServer redis(dir.path);
+  ASSERT_TRUE(redis.start());
+  auto mock = start_mock();
+  TempFile c1(replica_config(mock->address(), redis.socket(), "r1"));
+  TempFile c2(replica_config(mock->address(), redis.socket(), "r2"));
+  auto r1 = start_sluice(c1);
+  auto r2 = start_sluice(c2);
+  HttpClient probe(kHost, r2->admin_port());
+  ASSERT_TRUE(eventually([&] { return probe.request("GET", "/readyz").status == 200; }));
+
+  // A drain of r1 alone, then a band through r1: once r2 has the band, it
+  // has seen everything r1 stored before it, and it is not draining.
+  ASSERT_EQ(change(*r1, "POST", "/admin/v1/drain") / 100, 2);
+  ASSERT_EQ(change(*r1, "PUT", "/admin/v1/bands/7", R"({"maxRequests": 3})"), 200);
+  EXPECT_TRUE(eventually([&] {
+    return get_json(*r2, "/admin/v1/bands/7").value("maxRequests", 0) == 3;
+  })) << get_json(*r2, "/admin/v1/bands/7").dump();
+  EXPECT_EQ(probe.request("GET", "/readyz").status, 200) << "a plain drain is the replica's own";
+  ASSERT_EQ(change(*r1, "DELETE", "/admin/v1/drain"), 200);
+
+  // A flow override through r2 reaches r1.
+  ASSERT_EQ(change(*r2, "PUT", "/admin/v1/flows/a", R"({"weight": 4})"), 200);
+  EXPECT_TRUE(eventually([&] {
+    auto f = get_json(*r1, "/admin/v1/flows/a");
+    return f.is_object() && f["override"].value("weight", 0.0) == 4.0;
+  })) << get_json(*r1, "/admin/v1/flows/a").dump();
+
+  // A fleet drain through r1 drains r2; its end, too.
+  ASSERT_EQ(change(*r1, "POST", "/admin/v1/drain?scope=fleet") / 100, 2);
+  EXPECT_TRUE(eventually([&] { return probe.request("GET", "/readyz").status == 503; }));
+  ASSERT_EQ(change(*r1, "DELETE", "/admin/v1/drain?scope=fleet"), 200);
+  EXPECT_TRUE(eventually([&] { return probe.request("GET", "/readyz").status == 200; }));
+
+  // A third replica, started now, applies what is stored.
+  TempFile c3(replica_config(mock->address(), redis.socket(), "r3"));
+  auto r3 = start_sluice(c3);
+  EXPECT_TRUE(
+      eventually([&] { return get_json(*r3, "/admin/v1/bands/7").value("maxRequests", 0) == 3; }));
+  EXPECT_TRUE(eventually([&] {
+    auto f = get_json(*r3, "/admin/v1/flows/a");
+    return f.is_object() && f["override"].value("weight", 0.0) == 4.0;
+  }));
+  HttpClient probe3(kHost, r3->admin_port());
+  EXPECT_TRUE(eventually([&] { return probe3.request("GET", "/readyz").status == 200; }))
+      << "the fleet drain was ended: not replayed as draining";
+  const json st = fleet_status(*r2);
+  EXPECT_GE(st.value("operationsApplied", 0), 3) << st.dump();
+  EXPECT_EQ(r1->stop(), 0);
+  EXPECT_EQ(r2->stop(), 0);
+  EXPECT_EQ(r3->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::test
