@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -325,6 +326,26 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     if (auto n = f.take(d.key))
       *d.field = positive(n, f.child(d.key), r.duration(n, f.child(d.key)));
   }
+  if (auto n = f.take("dnsRefreshInterval"))
+    s.dns_refresh_interval =
+        positive(n, f.child("dnsRefreshInterval"), r.duration(n, f.child("dnsRefreshInterval")));
+  if (auto n = f.take("dnsTimeout")) {
+    s.dns_timeout = positive(n, f.child("dnsTimeout"), r.duration(n, f.child("dnsTimeout")));
+    if (s.dns_timeout > 30s) fail(r.source, n, f.child("dnsTimeout"), "must be at most 30s");
+  }
+  if (auto n = f.take("dnsServers")) {
+    r.sequence(n, f.child("dnsServers"));
+    if (n.size() > 3) fail(r.source, n, f.child("dnsServers"), "at most 3 servers");
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      const std::string path = f.child("dnsServers") + "[" + std::to_string(i) + "]";
+      const std::string v = r.host_port(n[i], path);
+      const auto hp = parse_host_port(v);
+      in_addr a{};
+      if (inet_pton(AF_INET, std::string(hp->host).c_str(), &a) != 1 || hp->port == 0)
+        fail(r.source, n[i], path, "expected IPv4:PORT, got '" + v + "'");
+      s.dns_servers.push_back(v);
+    }
+  }
   if (auto n = f.take("adminOpenMetrics"))
     s.admin_open_metrics = r.boolean(n, f.child("adminOpenMetrics"));
   if (auto n = f.take("endpointsFile")) s.endpoints_file = r.string(n, f.child("endpointsFile"));
@@ -384,14 +405,24 @@ void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<Endpoin
   read_list(r, node, "endpoints", out, [&](Fields& f, const YAML::Node& item, EndpointConfig& ep) {
     ep.line = item.Mark().line + 1;
     auto addr = f.take("address");
-    if (!addr) fail(r.source, item, f.child("address"), "is required");
-    ep.address = r.host_port(addr, f.child("address"));
-    auto hp = parse_host_port(ep.address);
+    auto dns = f.take("dns");
+    if (addr && dns) fail(r.source, dns, f.child("dns"), "set either address or dns, not both");
+    if (!addr && !dns) fail(r.source, item, f.child("address"), "is required (or dns)");
+    const std::string key = dns ? "dns" : "address";
+    const YAML::Node& value = dns ? dns : addr;
+    const std::string given = r.host_port(value, f.child(key));
+    auto hp = parse_host_port(given);
     ep.host = std::string(hp->host);
     ep.port = hp->port;
-    if (ep.port == 0) fail(r.source, addr, f.child("address"), "port must not be 0");
-    if (!seen.insert(ep.address).second)
-      fail(r.source, addr, f.child("address"), "duplicate endpoint " + ep.address);
+    if (ep.port == 0) fail(r.source, value, f.child(key), "port must not be 0");
+    if (dns) {
+      ep.dns = given;
+    } else {
+      ep.address = given;
+    }
+    if (!seen.insert(key + " " + given).second)
+      fail(r.source, value, f.child(key),
+           std::string(dns ? "duplicate dns entry " : "duplicate endpoint ") + given);
     if (auto n = f.take("schedulingPolicy")) {
       auto v = r.string(n, f.child("schedulingPolicy"));
       if (v != "fcfs" && v != "priority")
@@ -1030,7 +1061,12 @@ Config parse(const YAML::Node& root, const std::string& source) {
       fail(c.source, n, "kind", "unsupported '" + c.kind + "' (expected EndpointPickerConfig)");
   }
   if (auto n = f.take("server")) read_server(r, n, c.server);
-  if (auto n = f.take("endpoints")) read_endpoints(r, n, c.endpoints);
+  if (auto n = f.take("endpoints")) {
+    read_endpoints(r, n, c.endpoints);
+    std::vector<EndpointConfig> plain;
+    for (auto& e : c.endpoints) (e.dns.empty() ? plain : c.dns_endpoints).push_back(std::move(e));
+    c.endpoints = std::move(plain);
+  }
   if (auto n = f.take("objectives")) read_objectives(r, n, c.objectives);
   if (auto n = f.take("flows")) read_flows(r, n, c.flows);
   if (auto n = f.take("plugins")) read_plugins(r, n, c.plugins);
@@ -1121,7 +1157,13 @@ std::vector<EndpointConfig> load_endpoints_file(const std::string& path) {
   if (root.IsNull()) return out;
   Reader r{path};
   Fields f(path, root, "");
-  if (auto n = f.take("endpoints")) read_endpoints(r, n, out);
+  if (auto n = f.take("endpoints")) {
+    read_endpoints(r, n, out);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (!out[i].dns.empty())
+        fail(path, n[i], "endpoints[" + std::to_string(i) + "].dns",
+             "dns entries belong in the config, not the endpoints file");
+  }
   f.finish();
   return out;
 }

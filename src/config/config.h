@@ -88,6 +88,12 @@ struct ServerOptions {
   // Empty: none. Checked for changes this often.
   std::string endpoints_file;
   nanoseconds endpoints_file_poll_interval = 1s;
+  // DNS discovery (endpoints: - dns: NAME:PORT): every name looked up again
+  // this often, each query bounded by the timeout, asked of these servers
+  // ("IPv4:PORT"; empty: the system's resolv.conf).
+  nanoseconds dns_refresh_interval = 5s;
+  nanoseconds dns_timeout = 2s;
+  std::vector<std::string> dns_servers;
   // With an admin token set, GET /metrics needs it too unless this is true
   // (a scraper without credentials); /healthz and /readyz are always open.
   bool admin_open_metrics = false;
@@ -98,6 +104,10 @@ struct ServerOptions {
 
 struct EndpointConfig {
   std::string address;  // host:port
+  // DNS discovery: "NAME:PORT" whose A/AAAA records are the endpoints (each
+  // an endpoint with this entry's engine, labels and policy); address is
+  // then empty. Only in the config (Config::dns_endpoints).
+  std::string dns;
   std::string host;
   std::uint16_t port = 0;
   std::string engine = "vllm";  // vllm | sglang | trtllm-serve
@@ -110,8 +120,8 @@ struct EndpointConfig {
   // of what the endpoint is, so moving the entry changes nothing on reload.
   int line = 0;
   bool operator==(const EndpointConfig& o) const {
-    return address == o.address && host == o.host && port == o.port && engine == o.engine &&
-           priority_scheduling == o.priority_scheduling && labels == o.labels;
+    return address == o.address && dns == o.dns && host == o.host && port == o.port &&
+           engine == o.engine && priority_scheduling == o.priority_scheduling && labels == o.labels;
   }
 };
 
@@ -285,6 +295,7 @@ struct Config {
 
   ServerOptions server;
   std::vector<EndpointConfig> endpoints;
+  std::vector<EndpointConfig> dns_endpoints;  // `- dns: NAME:PORT` entries
   std::vector<ObjectiveConfig> objectives;
   std::vector<FlowConfig> flows;
 

@@ -202,7 +202,7 @@ void Server::reconcile_endpoints() {
   auto wanted = [this] {
     std::vector<const config::EndpointConfig*> out;
     std::set<std::string> addresses;
-    for (const auto* list : {&static_endpoints_, &file_endpoints_})
+    for (const auto* list : {&static_endpoints_, &file_endpoints_, &dns_endpoints_})
       for (const auto& c : *list)
         if (addresses.insert(c.address).second) out.push_back(&c);
     return out;
@@ -317,6 +317,8 @@ void Server::reload(std::function<void(ReloadResult)> done) {
   if (next.flow_control.enabled != ctx_.gated)
     res.restart_needed.push_back("featureGates.flowControl");
   if (!(next.redis == ctx_.config.redis)) res.restart_needed.push_back("redis");
+  if (next.dns_endpoints != ctx_.config.dns_endpoints)
+    res.restart_needed.push_back("endpoints (dns entries)");
   for (const auto& e : next.endpoints) {
     const int slot = ctx_.endpoints.find(e.address);
     if (slot < 0) continue;
@@ -495,6 +497,39 @@ void Server::start() {
   start_fleet();
   scraper_->start();
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->start(); });
+  if (!ctx_.config.dns_endpoints.empty()) {
+    // DNS discovery: lookups on the watcher's thread; the pool changes on
+    // the data layer's, like an endpoints-file change.
+    std::vector<datalayer::DnsName> names;
+    for (const auto& e : ctx_.config.dns_endpoints) names.push_back({e.host, e.port});
+    datalayer::DnsOptions o;
+    o.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
+        ctx_.config.server.dns_refresh_interval);
+    o.timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(ctx_.config.server.dns_timeout);
+    o.servers = ctx_.config.server.dns_servers;
+    dns_ = std::make_unique<datalayer::DnsWatcher>(
+        std::move(names), o,
+        [this](const std::vector<std::vector<std::string>>& found) {
+          std::vector<config::EndpointConfig> eps;
+          for (std::size_t i = 0; i < found.size(); ++i)
+            for (const auto& address : found[i]) {
+              config::EndpointConfig e = ctx_.config.dns_endpoints[i];
+              const auto hp = config::parse_host_port(address);
+              if (!hp) continue;
+              e.address = address;
+              e.host = std::string(hp->host);
+              e.port = hp->port;
+              eps.push_back(std::move(e));
+            }
+          net::post(scraper_->context(), [this, eps = std::move(eps)]() mutable {
+            dns_endpoints_ = std::move(eps);
+            reconcile_endpoints();
+          });
+        },
+        [](const std::string& message) { SLUICE_LOG(kWarn, "endpoints", message); });
+    dns_->start();
+  }
 
   for (auto& w : workers_) guards_.emplace_back(net::make_work_guard(w->ioc));
   net::post(workers_[0]->ioc, [this] { do_accept(); });
@@ -598,6 +633,7 @@ void Server::shutdown() {
   // What is still queued ends now (EvictedOther, 503); their sessions answer
   // on their own threads, which still run.
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });
+  if (dns_) dns_->stop();
   if (scraper_) scraper_->stop();
   // Leave the fleet before the dispatcher stops (the sync thread's last
   // exchange needs it): the others stop counting this replica's work.

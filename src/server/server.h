@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "datalayer/dns_watcher.h"
 #include "datalayer/endpoint_set.h"
 #include "datalayer/endpoints_watcher.h"
 #include "datalayer/metrics_scraper.h"
@@ -195,6 +196,8 @@ class Server {
   void publish_endpoints();
   std::vector<config::EndpointConfig> static_endpoints_;  // data-layer thread
   std::vector<config::EndpointConfig> file_endpoints_;    // data-layer thread
+  std::vector<config::EndpointConfig> dns_endpoints_;     // data-layer thread
+  std::unique_ptr<datalayer::DnsWatcher> dns_;
   // Reloads: one at a time; the config that runs now.
   std::mutex reload_mu_;
   config::Config running_;

@@ -98,7 +98,7 @@ TEST(Config, BadValuesNamePathAndLine) {
   EXPECT_EQ(error_of("endpoints:\n  - address: nowhere\n"),
             "test.yaml:2: endpoints[0].address: expected HOST:PORT, got 'nowhere'");
   EXPECT_EQ(error_of("endpoints:\n  - engine: vllm\n"),
-            "test.yaml:2: endpoints[0].address: is required");
+            "test.yaml:2: endpoints[0].address: is required (or dns)");
   EXPECT_EQ(error_of("endpoints:\n  - address: 1.2.3.4:5\n    engine: tgi\n"),
             "test.yaml:3: endpoints[0].engine: unknown engine 'tgi' (expected vllm, sglang or "
             "trtllm-serve)");
@@ -858,6 +858,35 @@ TEST(ConfigRedis, BadValuesNameFileLineAndField) {
                 .find("test.yaml:2: redis.passwordFile: /nonexistent/pw: cannot open file"),
             std::string::npos);
   EXPECT_EQ(error_of("redis:\n  password: inline\n"), "test.yaml:2: redis.password: unknown field");
+}
+
+TEST(ConfigDns, EntriesAndOptionsLoadAndBadOnesNameTheField) {
+  const Config c = load_config_string(
+      "server:\n  dnsRefreshInterval: 2s\n  dnsTimeout: 300ms\n  dnsServers: [10.0.0.10:53]\n"
+      "endpoints:\n  - address: 10.0.0.1:8000\n  - dns: vllm.models.svc.cluster.local:8000\n"
+      "    engine: sglang\n    labels: {role: decode}\n");
+  ASSERT_EQ(c.endpoints.size(), 1u);
+  ASSERT_EQ(c.dns_endpoints.size(), 1u);
+  EXPECT_EQ(c.dns_endpoints[0].dns, "vllm.models.svc.cluster.local:8000");
+  EXPECT_EQ(c.dns_endpoints[0].host, "vllm.models.svc.cluster.local");
+  EXPECT_EQ(c.dns_endpoints[0].port, 8000);
+  EXPECT_EQ(c.dns_endpoints[0].engine, "sglang");
+  EXPECT_EQ(c.dns_endpoints[0].labels.at("role"), "decode");
+  EXPECT_EQ(c.server.dns_refresh_interval, 2s);
+  EXPECT_EQ(c.server.dns_timeout, 300ms);
+  EXPECT_EQ(c.server.dns_servers, std::vector<std::string>{"10.0.0.10:53"});
+  EXPECT_EQ(error_of("endpoints:\n  - dns: a.test:80\n    address: 10.0.0.1:80\n"),
+            "test.yaml:2: endpoints[0].dns: set either address or dns, not both");
+  EXPECT_EQ(error_of("endpoints:\n  - dns: a.test\n"),
+            "test.yaml:2: endpoints[0].dns: expected HOST:PORT, got 'a.test'");
+  EXPECT_EQ(error_of("endpoints:\n  - dns: a.test:0\n"),
+            "test.yaml:2: endpoints[0].dns: port must not be 0");
+  EXPECT_EQ(error_of("endpoints:\n  - dns: a.test:80\n  - dns: a.test:80\n"),
+            "test.yaml:3: endpoints[1].dns: duplicate dns entry a.test:80");
+  EXPECT_EQ(error_of("server:\n  dnsServers: [dns.test:53]\n"),
+            "test.yaml:2: server.dnsServers[0]: expected IPv4:PORT, got 'dns.test:53'");
+  EXPECT_EQ(error_of("server:\n  dnsRefreshInterval: 0s\n"),
+            "test.yaml:2: server.dnsRefreshInterval: must be greater than zero");
 }
 
 }  // namespace
