@@ -153,10 +153,16 @@ void FleetSync::round() {
 
   // 1. The exchange with the dispatcher: the last merged view in (or none
   // once nothing was read for a lease), this replica's state out.
-  static const FleetInbound kLocalOnly;
+  if (!rounds_started_) {
+    rounds_started_ = true;
+    first_round_ = started;
+  }
   const bool degraded = !ever_read_ || started - last_read_ > options_.lease;
+  FleetInbound local_only;
+  // Before the first read, the dispatcher waits (at most a lease).
+  local_only.ready = ever_read_ || started - first_round_ > options_.lease;
   FleetOutbound out;
-  if (!exchange_(degraded ? kLocalOnly : inbound_, out)) return;
+  if (!exchange_(degraded ? local_only : inbound_, out)) return;
   inbound_.service.clear();  // charged once
 
   for (auto& [key, service] : out.service) {

@@ -147,6 +147,8 @@ class FleetSync {
   std::uint64_t connects_seen_ = 0;
   std::chrono::steady_clock::time_point last_read_{};
   bool ever_read_ = false;
+  std::chrono::steady_clock::time_point first_round_{};
+  bool rounds_started_ = false;
   flowcontrol::FleetInbound inbound_;
   std::unordered_map<std::string, Own> own_;
   std::vector<std::string> pruned_;

@@ -590,6 +590,7 @@ bool Controller::fleet_hold(Item* item, TimePoint now) {
 }
 
 void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, TimePoint now) {
+  fleet_ready_ = in.ready;
   // The other replicas' work, replacing the last view's.
   std::vector<RemoteLoad> next(load_.size());
   for (const auto& e : in.endpoints)
@@ -758,7 +759,7 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
   }
   if (!any && allowance == Allowance::kReserveHeld) ++headroom_holds_;
   if (!any) return gated_ ? kWait : kUnroutable;
-  if (fleet_.enabled && gated_ && fleet_hold(item, now)) return kFleetHold;
+  if (fleet_.enabled && gated_ && (!fleet_ready_ || fleet_hold(item, now))) return kFleetHold;
   // The I/O thread checks the chosen endpoint's room again: with the same
   // allowance, or it would refuse what was over-admitted.
   if (allowance == Allowance::kOverAdmit) d.over_admission = config_.headroom.over_admission;

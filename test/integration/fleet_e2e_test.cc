@@ -196,5 +196,50 @@ TEST(FleetE2E, OperatorChangesThroughOneReplicaApplyOnEveryReplica) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+// A replica SIGKILLed with the pool full of its work (4 requests, the
+// detector's limit): the other replica counts that work until the lease
+// (1 s) runs out, then serves its own clients, who lose nothing.
+TEST(FleetE2E, AKilledReplicasWorkStopsCountingWhenItsLeaseRunsOut) {
+  if (!redis_server_bin())
+    GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  TempDir dir;
+  RedisServer redis(dir.path);
+  ASSERT_TRUE(redis.start());
+  // Long requests (200 x 10 ms): r1's four fill the pool for 2 s.
+  auto mock = start_mock({"--decode-ms-per-token", "10", "--max-running", "8"});
+  TempFile c1(replica_config(mock->address(), redis.socket(), "r1"));
+  TempFile c2(replica_config(mock->address(), redis.socket(), "r2"));
+  auto r1 = start_sluice(c1);
+  auto r2 = start_sluice(c2);
+  ASSERT_TRUE(
+      eventually([&] { return fleet_status(*r2).value("replicas", json::array()).size() == 2; }));
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < 4; ++i)
+    hogs.emplace_back([&] {
+      HttpClient c(kHost, r1->port(), 30000ms);
+      c.post_json("/v1/completions", completion_body(200), flow("a"));  // cut by the kill
+    });
+  // r2 sees the pool full of r1's work.
+  ASSERT_TRUE(eventually([&] {
+    return scrape_metric(kHost, mock->port(),
+                         "vllm:num_requests_running{model_name=\"mock-model\"}") == 4;
+  }));
+  const auto killed = std::chrono::steady_clock::now();
+  r1->stop(SIGKILL);
+  for (auto& t : hogs) t.join();
+  // r2's requests go once r1's lease has run out (r1's work is gone from
+  // the engine too: its connections closed with it).
+  HttpClient client(kHost, r2->port(), 30000ms);
+  auto r = client.post_json("/v1/completions", completion_body(4), flow("b"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(
+      eventually([&] { return fleet_status(*r2).value("replicas", json::array()).size() == 1; }));
+  std::printf(
+      "r2 served after r1 was killed: %.0f ms\n",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count());
+  EXPECT_EQ(r2->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::test

@@ -336,6 +336,8 @@ TEST(FleetSim, ServiceElsewhereIsChargedToTheFlowHere) {
   FleetSettings s;
   s.enabled = true;
   c.set_fleet(s);
+  FleetOutbound o;
+  c.exchange_fleet({}, o, T0);  // the first view: dispatch may start
   // One request in flight keeps the endpoint full while both flows queue.
   EnqueueRequest first;
   first.cookie = 100;
@@ -352,7 +354,6 @@ TEST(FleetSim, ServiceElsewhereIsChargedToTheFlowHere) {
   }
   FleetInbound in;
   in.service.push_back({fleet_flow_key(0, "A"), 5000});
-  FleetOutbound o;
   c.exchange_fleet(in, o, T0);
   c.complete(out[0].ticket, 0, T0);
   c.dispatch(T0);
@@ -360,6 +361,34 @@ TEST(FleetSim, ServiceElsewhereIsChargedToTheFlowHere) {
   EXPECT_EQ(out[1].cookie, 2u) << "B first: A was served 5000 elsewhere";
   c.exchange_fleet({}, o, T0);
   ASSERT_FALSE(o.service.empty());
+}
+
+// A replica that has not read the fleet yet dispatches nothing: joining a
+// busy fleet, it would otherwise take the whole pool for an interval.
+TEST(FleetSim, NothingIsDispatchedBeforeTheFirstView) {
+  ControllerConfig cfg;
+  cfg.default_ttl.reset();
+  std::vector<Decision> out;
+  Controller c(cfg, std::make_unique<ConcurrencyDetector>(ConcurrencyParams{false, 4, 1000000, 0}),
+               [&](const Decision& d) { out.push_back(d); });
+  c.set_endpoints({EndpointIdentity{"10.0.0.1:8000"}});
+  FleetSettings s;
+  s.enabled = true;
+  c.set_fleet(s);
+  EnqueueRequest e;
+  e.cookie = 1;
+  c.enqueue(e, T0);
+  c.dispatch(T0);
+  EXPECT_TRUE(out.empty());
+  FleetInbound not_yet;
+  not_yet.ready = false;
+  FleetOutbound o;
+  c.exchange_fleet(not_yet, o, T0);
+  c.dispatch(T0);
+  EXPECT_TRUE(out.empty());
+  c.exchange_fleet({}, o, T0);
+  c.dispatch(T0);
+  EXPECT_EQ(out.size(), 1u);
 }
 
 }  // namespace
