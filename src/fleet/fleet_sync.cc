@@ -512,6 +512,7 @@ void FleetSync::round() {
   for (auto& [a, e] : endpoints) in.endpoints.push_back(std::move(e));
   for (const auto& [prio, m] : backlog) in.backlog.push_back({prio, m});
   in.service.assign(deltas.begin(), deltas.end());
+  in.replicas = static_cast<std::uint32_t>(parsed.size());
   inbound_ = std::move(in);
   members_ = std::move(members);
   members_.erase(std::remove_if(members_.begin(), members_.end(),

@@ -586,6 +586,7 @@ bool Controller::fleet_hold(Item* item, TimePoint now) {
     return release();
   }
   ++fleet_holds_;
+  fleet_held_now_ = true;
   return true;
 }
 
@@ -614,11 +615,13 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
   // take all of it, the pool would be overshot by the room times the others.
   // So the others' part of it is held for them until the next view (as if
   // in flight on them): their queued demand if the room covers everyone's,
-  // else the room split by queued demand. Room freed here by completions
-  // after this view is this replica's own (no other knows it is free).
+  // else the room split by queued demand — and never less than their equal
+  // share, since a burst may reach every replica before the next view. Room
+  // freed here by completions after this view is this replica's own (no
+  // other knows it is free).
   remote_ = std::move(next);
   const std::uint64_t mine = registry_.total_requests();
-  if (in.queued > 0 && gated_) {
+  if ((in.queued > 0 || in.replicas > 0) && gated_) {
     std::vector<std::uint64_t> room(load_.size(), 0);
     std::uint64_t total = 0;
     constexpr std::uint64_t kProbe = 4096;
@@ -634,18 +637,40 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
     }
     if (total > 0) {
       const double others = static_cast<double>(in.queued);
-      const double reserve = mine + in.queued <= total
-                                 ? others
-                                 : static_cast<double>(total) * others / (others + mine);
+      const double by_demand = in.queued == 0 ? 0
+                               : mine + in.queued <= total
+                                   ? others
+                                   : static_cast<double>(total) * others / (others + mine);
+      const double equal = static_cast<double>(total) * in.replicas / (in.replicas + 1.0);
+      // Whole requests, rounded down (rounded up, the last free slots would
+      // be held by every replica for the others and taken by none), spread
+      // over the endpoints by their room, largest remainders first.
+      const auto reserve = static_cast<std::uint64_t>(std::max(by_demand, equal));
+      std::vector<std::uint64_t> held(load_.size(), 0);
+      std::vector<std::pair<double, std::size_t>> rest;
+      std::uint64_t placed = 0;
       for (std::size_t i = 0; i < load_.size(); ++i) {
         if (room[i] == 0) continue;
-        const auto held = static_cast<std::uint32_t>(std::min<double>(
-            room[i],
-            std::ceil(reserve * static_cast<double>(room[i]) / static_cast<double>(total))));
-        remote_[i].in_flight += held;
-        remote_[i].dispatched += held;
-        load_[i].in_flight += held;
-        load_[i].dispatched_since_scrape += held;
+        const double exact = static_cast<double>(reserve) * static_cast<double>(room[i]) /
+                             static_cast<double>(total);
+        held[i] = std::min(room[i], static_cast<std::uint64_t>(exact));
+        placed += held[i];
+        rest.emplace_back(exact - static_cast<double>(held[i]), i);
+      }
+      std::sort(rest.begin(), rest.end(), std::greater<>());
+      for (const auto& [frac, i] : rest) {
+        if (placed >= reserve) break;
+        if (held[i] < room[i]) {
+          held[i] += 1;
+          placed += 1;
+        }
+      }
+      for (std::size_t i = 0; i < load_.size(); ++i) {
+        const auto h = static_cast<std::uint32_t>(held[i]);
+        remote_[i].in_flight += h;
+        remote_[i].dispatched += h;
+        load_[i].in_flight += h;
+        load_[i].dispatched_since_scrape += h;
       }
     }
   }
@@ -796,6 +821,7 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
 std::size_t Controller::dispatch(TimePoint now) {
   std::size_t released = 0;
   eviction_check_at_.reset();
+  fleet_held_now_ = false;
   while (true) {
     Band* band = choose_band(now);
     if (!band) break;
@@ -848,6 +874,9 @@ std::size_t Controller::dispatch(TimePoint now) {
     sink_(d);
     ++released;
   }
+  // A hold not renewed by this pass (no room, nothing queued) has ended: its
+  // give-up time must not stay behind as a deadline already past.
+  if (!fleet_held_now_) fleet_hold_since_.reset();
   return released;
 }
 

@@ -339,6 +339,7 @@ class Controller {
   int fleet_hold_band_ = 0;
   std::map<int, double> fleet_stuck_;  // band -> remote standing given up on after max_hold
   bool fleet_ready_ = false;           // a first view came (FleetInbound::ready)
+  bool fleet_held_now_ = false;        // this dispatch() pass held a band
   std::uint64_t fleet_holds_ = 0;
   std::uint64_t fleet_overrides_ = 0;
   std::vector<registry::Item*> deadlines_;

@@ -53,6 +53,10 @@ struct FleetInbound {
   // Requests queued on the other replicas: the pool's free room is split
   // with them until the next view (see Controller::exchange_fleet).
   std::uint64_t queued = 0;
+  // The other live replicas: a burst can reach each of them in the same
+  // interval, so at most a 1/(replicas+1) part of the room seen free is
+  // taken before the next view.
+  std::uint32_t replicas = 0;
   // False until the replica has read the fleet once (or given up after a
   // lease): it dispatches nothing before, so that one joining a busy fleet
   // does not take the whole pool for its first interval.

@@ -161,6 +161,7 @@ Result run_fleet(const FleetSimOptions& o) {
             s.in_flight_tokens += e.in_flight_tokens;
           }
           in.queued += published[static_cast<std::size_t>(q)].queued;
+          in.replicas += 1;
           for (const auto& b : published[static_cast<std::size_t>(q)].backlog) {
             auto [it, fresh] = backlog.emplace(b.priority, b.min_counter);
             if (!fresh) it->second = std::min(it->second, b.min_counter);
@@ -223,15 +224,17 @@ TEST(FleetSim, SkewedTenantsGetTheirWeightedSharesFleetWide) {
       static_cast<unsigned long long>(on.overrides));
   std::printf("shares without:      A %.3f B %.3f C %.3f, max in flight %u per endpoint\n",
               off.share.at("A"), off.share.at("B"), off.share.at("C"), off.max_in_flight);
-  // The price of fleet-wide fairness under this skew: a slot freed on a
-  // replica whose flows are ahead waits up to a sync for the replica behind.
-  EXPECT_GT(on.utilization, 0.85);
+  // The price of fleet-wide fairness and of the bound on overshoot: a slot
+  // freed on a replica whose flows are ahead waits up to a sync for the
+  // replica behind, and room seen free is taken a replica's share at a
+  // time (0.80 here, with requests only four syncs long).
+  EXPECT_GT(on.utilization, 0.75);
   const std::map<std::string, double> target = {{"A", 0.25}, {"B", 0.25}, {"C", 0.5}};
   for (const auto& [flow, t] : target) {
     EXPECT_NEAR(on.share.at(flow), t, 0.05 * t) << flow;
   }
-  // The pool: at most one request per replica over the limit (a slot freed
-  // on one replica seen by another a sync later).
+  // The pool: at most one request per replica over the limit (rounding of
+  // the room's split).
   EXPECT_LE(on.max_in_flight, o.slots + 3);
   // Without sharing, each replica fills the pool on its own, and C gets
   // what its three replicas get, not its weight.
@@ -278,7 +281,19 @@ TEST(FleetSim, AHoldOnAFlowThatCannotMoveIsGivenUpAfterMaxHold) {
   EXPECT_EQ(out.size(), 1u) << "held while B may still take the room";
   ASSERT_TRUE(c.next_deadline().has_value());
   EXPECT_EQ(*c.next_deadline(), T0 + 100ms) << "woken when the hold runs out";
-  now = T0 + 100ms;
+  // The pool fills elsewhere meanwhile: no room, so no hold, and no
+  // give-up time left behind (a deadline in the past would spin the
+  // dispatcher thread).
+  FleetInbound full = in;
+  full.endpoints.push_back({"10.0.0.1:8000", 8, 0, 0});
+  c.exchange_fleet(full, o, now);
+  c.dispatch(now);
+  EXPECT_FALSE(c.next_deadline().has_value());
+  c.exchange_fleet(in, o, now);
+  c.dispatch(now);
+  ASSERT_TRUE(c.next_deadline().has_value());
+  EXPECT_EQ(*c.next_deadline(), T0 + 150ms) << "a new hold, a new maxHold";
+  now = T0 + 150ms;
   c.dispatch(now);
   EXPECT_EQ(out.size(), 4u) << "B did not move for maxHold: A is no longer held";
   c.exchange_fleet(in, o, now);
