@@ -513,6 +513,11 @@ void FleetSync::round() {
   for (const auto& [prio, m] : backlog) in.backlog.push_back({prio, m});
   in.service.assign(deltas.begin(), deltas.end());
   in.replicas = static_cast<std::uint32_t>(parsed.size());
+  for (const auto& [id, st] : parsed)
+    if (id < me) {
+      ++in.rank;
+      in.queued_before += st.queued;
+    }
   inbound_ = std::move(in);
   members_ = std::move(members);
   members_.erase(std::remove_if(members_.begin(), members_.end(),

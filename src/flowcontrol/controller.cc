@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 #include "sluice/extensions.h"
 
@@ -601,6 +602,16 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
         break;
       }
   remote_.resize(load_.size());
+  fleet_left_.resize(load_.size(), 0);
+  for (std::size_t i = 0; i < load_.size(); ++i) {
+    // The others reported before using what this replica left them last
+    // time: count it as used until their next report shows it.
+    if (in.replicas > 0) {
+      next[i].in_flight += fleet_left_[i];
+      next[i].dispatched += fleet_left_[i];
+    }
+    fleet_left_[i] = 0;
+  }
   for (std::size_t i = 0; i < load_.size(); ++i) {
     auto& l = load_[i];
     const RemoteLoad& old = remote_[i];
@@ -636,29 +647,38 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
       total += room[i];
     }
     if (total > 0) {
-      const double others = static_cast<double>(in.queued);
-      const double by_demand = in.queued == 0 ? 0
-                               : mine + in.queued <= total
-                                   ? others
-                                   : static_cast<double>(total) * others / (others + mine);
-      const double equal = static_cast<double>(total) * in.replicas / (in.replicas + 1.0);
-      // Whole requests, rounded down (rounded up, the last free slots would
-      // be held by every replica for the others and taken by none), spread
-      // over the endpoints by their room, largest remainders first.
-      const auto reserve = static_cast<std::uint64_t>(std::max(by_demand, equal));
+      // The room is cut into one slice per replica, in rank order, each as
+      // wide as the replica's queued demand plus an equal share (a burst may
+      // reach any replica before the next view); every replica cuts the same
+      // line, so whole-request slices add up to the room.
+      const double n = static_cast<double>(in.replicas) + 1.0;
+      const double r = static_cast<double>(total);
+      const double line = static_cast<double>(mine + in.queued) + r;
+      const double start = static_cast<double>(in.queued_before) +
+                           static_cast<double>(in.rank % (in.replicas + 1)) * r / n;
+      const double end = start + static_cast<double>(mine) + r / n;
+      const auto cut = [&](double x) {
+        return static_cast<std::uint64_t>(std::floor(x * r / line));
+      };
+      const std::uint64_t grant = std::min<std::uint64_t>(total, cut(end) - cut(start));
+      const std::uint64_t reserve = total - grant;
       std::vector<std::uint64_t> held(load_.size(), 0);
-      std::vector<std::pair<double, std::size_t>> rest;
+      std::vector<std::tuple<double, std::size_t, std::size_t>> rest;  // fraction, tie, endpoint
       std::uint64_t placed = 0;
-      for (std::size_t i = 0; i < load_.size(); ++i) {
+      const std::size_t slots = load_.size();
+      for (std::size_t i = 0; i < slots; ++i) {
         if (room[i] == 0) continue;
         const double exact = static_cast<double>(reserve) * static_cast<double>(room[i]) /
                              static_cast<double>(total);
         held[i] = std::min(room[i], static_cast<std::uint64_t>(exact));
         placed += held[i];
-        rest.emplace_back(exact - static_cast<double>(held[i]), i);
+        rest.emplace_back(exact - static_cast<double>(held[i]), (i + in.rank) % slots, i);
       }
-      std::sort(rest.begin(), rest.end(), std::greater<>());
-      for (const auto& [frac, i] : rest) {
+      std::sort(rest.begin(), rest.end(), [](const auto& x, const auto& y) {
+        if (std::get<0>(x) != std::get<0>(y)) return std::get<0>(x) > std::get<0>(y);
+        return std::get<1>(x) < std::get<1>(y);
+      });
+      for (const auto& [frac, tie, i] : rest) {
         if (placed >= reserve) break;
         if (held[i] < room[i]) {
           held[i] += 1;
@@ -667,6 +687,7 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
       }
       for (std::size_t i = 0; i < load_.size(); ++i) {
         const auto h = static_cast<std::uint32_t>(held[i]);
+        fleet_left_[i] = h;
         remote_[i].in_flight += h;
         remote_[i].dispatched += h;
         load_[i].in_flight += h;

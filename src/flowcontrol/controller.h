@@ -333,6 +333,9 @@ class Controller {
     std::uint64_t tokens = 0;
   };
   std::vector<RemoteLoad> remote_;
+  // Room left to the others at the last view: what they may have taken
+  // since the state they reported (a replica reports before it dispatches).
+  std::vector<std::uint32_t> fleet_left_;
   std::map<int, double> fleet_backlog_;
   std::unordered_map<std::string, double> fleet_service_;
   std::optional<TimePoint> fleet_hold_since_;

@@ -57,6 +57,14 @@ struct FleetInbound {
   // interval, so at most a 1/(replicas+1) part of the room seen free is
   // taken before the next view.
   std::uint32_t replicas = 0;
+  // This replica's place among all live ones (ids in order, 0-based): who
+  // takes the odd request when the room does not split evenly, and which
+  // endpoints each leaves to the others, so that they do not all pick the same.
+  std::uint32_t rank = 0;
+  // Requests queued on the replicas before this one in that order: each
+  // replica's part of the room is a slice of one line cut at the same
+  // places by all, so the parts add up to the room.
+  std::uint64_t queued_before = 0;
   // False until the replica has read the fleet once (or given up after a
   // lease): it dispatches nothing before, so that one joining a busy fleet
   // does not take the whole pool for its first interval.

@@ -162,6 +162,7 @@ Result run_fleet(const FleetSimOptions& o) {
           }
           in.queued += published[static_cast<std::size_t>(q)].queued;
           in.replicas += 1;
+          if (q < r) in.queued_before += published[static_cast<std::size_t>(q)].queued;
           for (const auto& b : published[static_cast<std::size_t>(q)].backlog) {
             auto [it, fresh] = backlog.emplace(b.priority, b.min_counter);
             if (!fresh) it->second = std::min(it->second, b.min_counter);
@@ -169,6 +170,7 @@ Result run_fleet(const FleetSimOptions& o) {
         }
         for (auto& [a, e] : sum) in.endpoints.push_back(e);
         for (auto& [p, m] : backlog) in.backlog.push_back({p, m});
+        in.rank = static_cast<std::uint32_t>(r);
         in.service = std::move(undelivered[static_cast<std::size_t>(r)]);
         undelivered[static_cast<std::size_t>(r)].clear();
         replicas[static_cast<std::size_t>(r)].c->exchange_fleet(
