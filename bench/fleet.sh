@@ -164,4 +164,6 @@ print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for mode, name in (("on", "redis: (sluice)"), ("off", "none (each replica alone, as llm-d)")):
     r = rows[mode]
     print(f"| {name} | {r['a']:.3f} | {r['b']:.3f} | {r['c']:.3f} | {r['over']:+.0f} / {100 * r['overfrac']:.0f}% | {r['total']:.0f} | {r['cpu']:.1f} | {r['cmds']:.0f} | {r['bytes']:.0f} | {r['lost']:.0f} |")
+if any(v > 0 for mode in rows for v in [rows[mode]["lost"]]):
+    sys.exit("requests were lost")
 PY
