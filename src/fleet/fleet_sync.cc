@@ -227,8 +227,10 @@ void FleetSync::round() {
                                  "svc",  std::to_string(svc_version_),
                                  "q",    std::to_string(out.queued)};
   for (const auto& b : out.backlog) {
+    // "<queued> <smallest counter>" ("-": the band's policy has none).
     state.push_back("b:" + std::to_string(b.priority));
-    state.push_back(format_double(b.min_counter));
+    state.push_back(std::to_string(b.queued) + " " +
+                    (b.has_counter ? format_double(b.min_counter) : std::string("-")));
   }
   for (const auto& e : out.endpoints) {
     state.push_back("e:" + e.address);
@@ -372,9 +374,15 @@ void FleetSync::round() {
             s.queued = std::min<std::uint64_t>(s.queued, std::uint64_t{1} << 32);
           } else if (f.rfind("b:", 0) == 0 && s.backlog.size() < kMaxBandsPerReplica) {
             FleetBandBacklog b;
-            if (parse_number(std::string_view(f).substr(2), b.priority) &&
-                parse_service(v, b.min_counter))
+            const auto space = v.find(' ');
+            const std::string_view sv(v);
+            if (space != std::string::npos &&
+                parse_number(std::string_view(f).substr(2), b.priority) &&
+                parse_number(sv.substr(0, space), b.queued)) {
+              b.queued = std::min<std::uint64_t>(b.queued, std::uint64_t{1} << 32);
+              b.has_counter = parse_service(sv.substr(space + 1), b.min_counter);
               s.backlog.push_back(b);
+            }
           } else if (f.rfind("e:", 0) == 0 && s.endpoints.size() < kMaxEndpointsPerReplica) {
             FleetEndpointLoad e;
             e.address = f.substr(2);
@@ -492,7 +500,7 @@ void FleetSync::round() {
   }
   FleetInbound in;
   std::map<std::string, FleetEndpointLoad> endpoints;
-  std::map<int, double> backlog;
+  std::map<int, FleetBandBacklog> backlog;
   for (const auto& [id, s] : parsed) {
     for (const auto& e : s.endpoints) {
       auto& sum = endpoints[e.address];
@@ -505,12 +513,18 @@ void FleetSync::round() {
     }
     in.queued += s.queued;
     for (const auto& b : s.backlog) {
-      auto [it, fresh] = backlog.emplace(b.priority, b.min_counter);
-      if (!fresh) it->second = std::min(it->second, b.min_counter);
+      FleetBandBacklog& sum = backlog[b.priority];
+      sum.priority = b.priority;
+      sum.queued += b.queued;
+      if (id < me) sum.queued_before += b.queued;
+      if (b.has_counter && (!sum.has_counter || b.min_counter < sum.min_counter)) {
+        sum.has_counter = true;
+        sum.min_counter = b.min_counter;
+      }
     }
   }
   for (auto& [a, e] : endpoints) in.endpoints.push_back(std::move(e));
-  for (const auto& [prio, m] : backlog) in.backlog.push_back({prio, m});
+  for (const auto& [prio, b] : backlog) in.backlog.push_back(b);
   in.service.assign(deltas.begin(), deltas.end());
   in.replicas = static_cast<std::uint32_t>(parsed.size());
   for (const auto& [id, st] : parsed)

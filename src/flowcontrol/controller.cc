@@ -565,16 +565,27 @@ bool Controller::fleet_hold(Item* item, TimePoint now) {
     if (fleet_hold_since_ && fleet_hold_band_ == p) fleet_hold_since_.reset();
     return false;
   };
-  auto remote = fleet_backlog_.find(p);
-  if (remote == fleet_backlog_.end()) return release();
+  // A higher band waiting on another replica takes the room first (strict
+  // priority, fleet-wide); else, within the band, the flow furthest behind.
+  const FleetBandBacklog* above = nullptr;
+  for (auto it = fleet_backlog_.rbegin(); it != fleet_backlog_.rend() && it->first > p; ++it)
+    if (it->second.queued > 0) above = &it->second;  // ends at the lowest such: any will do
+  const FleetBandBacklog* same = nullptr;
+  if (auto it = fleet_backlog_.find(p); it != fleet_backlog_.end()) same = &it->second;
+  const FleetBandBacklog* behind = above;
+  if (!behind) {
+    if (!same || !same->has_counter) return release();
+    const auto standing = flow.band()->fairness().fleet_standing(flow);
+    if (!standing || *standing <= same->min_counter + fleet_.fairness_slack) return release();
+    behind = same;
+  }
+  // Given up on: until that backlog moves, it does not hold this band.
+  const std::pair<double, std::uint64_t> state{behind->min_counter, behind->queued};
   auto stuck = fleet_stuck_.find(p);
   if (stuck != fleet_stuck_.end()) {
-    // Given up on: until that replica's backlog moves, it does not hold us.
-    if (stuck->second == remote->second) return release();
+    if (stuck->second == state) return release();
     fleet_stuck_.erase(stuck);
   }
-  const auto standing = flow.band()->fairness().fleet_standing(flow);
-  if (!standing || *standing <= remote->second + fleet_.fairness_slack) return release();
   if (!fleet_hold_since_ || fleet_hold_band_ != p) {
     fleet_hold_since_ = now;
     fleet_hold_band_ = p;
@@ -583,7 +594,7 @@ bool Controller::fleet_hold(Item* item, TimePoint now) {
     // The flow behind has had room for max_hold and not taken it (its
     // replica cannot place it, or is slow): stop waiting for it.
     ++fleet_overrides_;
-    fleet_stuck_[p] = remote->second;
+    fleet_stuck_[p] = state;
     return release();
   }
   ++fleet_holds_;
@@ -631,8 +642,25 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
   // freed here by completions after this view is this replica's own (no
   // other knows it is free).
   remote_ = std::move(next);
-  const std::uint64_t mine = registry_.total_requests();
-  if ((in.queued > 0 || in.replicas > 0) && gated_) {
+  // The demand that counts: requests queued in the highest band backlogged
+  // anywhere in the fleet (the room goes to that band first).
+  fleet_backlog_.clear();
+  for (const auto& b : in.backlog) fleet_backlog_[b.priority] = b;
+  std::optional<int> top;
+  for (const auto& b : in.backlog)
+    if (b.queued > 0 && (!top || b.priority > *top)) top = b.priority;
+  for (auto& [p, band] : registry_.bands())
+    if (band->backlogged() && (!top || p > *top)) top = p;
+  std::uint64_t mine = 0, others_queued = 0, before = 0;
+  if (top) {
+    auto own = registry_.bands().find(*top);
+    if (own != registry_.bands().end()) mine = own->second->requests();
+    if (auto it = fleet_backlog_.find(*top); it != fleet_backlog_.end()) {
+      others_queued = it->second.queued;
+      before = it->second.queued_before;
+    }
+  }
+  if ((others_queued > 0 || in.replicas > 0) && gated_) {
     std::vector<std::uint64_t> room(load_.size(), 0);
     std::uint64_t total = 0;
     constexpr std::uint64_t kProbe = 4096;
@@ -651,12 +679,16 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
       // wide as the replica's queued demand plus an equal share (a burst may
       // reach any replica before the next view); every replica cuts the same
       // line, so whole-request slices add up to the room.
-      const double n = static_cast<double>(in.replicas) + 1.0;
+      // The equal share is whole requests (none while the room is smaller
+      // than the fleet): a fraction of one would be left, view after view,
+      // to a replica with nothing to send.
+      const std::uint64_t n = static_cast<std::uint64_t>(in.replicas) + 1;
       const double r = static_cast<double>(total);
-      const double line = static_cast<double>(mine + in.queued) + r;
-      const double start = static_cast<double>(in.queued_before) +
-                           static_cast<double>(in.rank % (in.replicas + 1)) * r / n;
-      const double end = start + static_cast<double>(mine) + r / n;
+      const double share = static_cast<double>(total / n);
+      const double line =
+          static_cast<double>(mine + others_queued) + share * static_cast<double>(n);
+      const double start = static_cast<double>(before) + static_cast<double>(in.rank % n) * share;
+      const double end = start + static_cast<double>(mine) + share;
       const auto cut = [&](double x) {
         return static_cast<std::uint64_t>(std::floor(x * r / line));
       };
@@ -697,7 +729,7 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
   }
   // This replica's own work: what is left without the others'.
   out.endpoints.clear();
-  out.queued = mine;
+  out.queued = registry_.total_requests();
   for (std::size_t i = 0; i < load_.size() && i < view_.size(); ++i) {
     const auto& l = load_[i];
     const RemoteLoad& r = remote_[i];
@@ -722,18 +754,26 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
     if (flow != band->second->flows().end())
       band->second->fairness().on_fleet_service(*flow->second, service);
   }
-  fleet_backlog_.clear();
-  for (const auto& b : in.backlog) fleet_backlog_[b.priority] = b.min_counter;
   for (auto& [p, band] : registry_.bands()) {
     auto it = fleet_backlog_.find(p);
-    band->fairness().set_fleet_floor(it == fleet_backlog_.end() ? std::nullopt
-                                                                : std::optional(it->second));
+    band->fairness().set_fleet_floor(it == fleet_backlog_.end() || !it->second.has_counter
+                                         ? std::nullopt
+                                         : std::optional(it->second.min_counter));
   }
   out.service.assign(fleet_service_.begin(), fleet_service_.end());
   fleet_service_.clear();
   out.backlog.clear();
   for (auto& [p, band] : registry_.bands())
-    if (auto m = band->fairness().fleet_backlog_min()) out.backlog.push_back({p, *m});
+    if (band->backlogged()) {
+      FleetBandBacklog b;
+      b.priority = p;
+      b.queued = band->requests();
+      if (auto m = band->fairness().fleet_backlog_min()) {
+        b.has_counter = true;
+        b.min_counter = *m;
+      }
+      out.backlog.push_back(b);
+    }
   out.holds = fleet_holds_;
   out.overrides = fleet_overrides_;
 }

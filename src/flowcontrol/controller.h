@@ -336,13 +336,14 @@ class Controller {
   // Room left to the others at the last view: what they may have taken
   // since the state they reported (a replica reports before it dispatches).
   std::vector<std::uint32_t> fleet_left_;
-  std::map<int, double> fleet_backlog_;
+  std::map<int, FleetBandBacklog> fleet_backlog_;
   std::unordered_map<std::string, double> fleet_service_;
   std::optional<TimePoint> fleet_hold_since_;
   int fleet_hold_band_ = 0;
-  std::map<int, double> fleet_stuck_;  // band -> remote standing given up on after max_hold
-  bool fleet_ready_ = false;           // a first view came (FleetInbound::ready)
-  bool fleet_held_now_ = false;        // this dispatch() pass held a band
+  // band -> the backlog (counter, queued) given up on after max_hold
+  std::map<int, std::pair<double, std::uint64_t>> fleet_stuck_;
+  bool fleet_ready_ = false;     // a first view came (FleetInbound::ready)
+  bool fleet_held_now_ = false;  // this dispatch() pass held a band
   std::uint64_t fleet_holds_ = 0;
   std::uint64_t fleet_overrides_ = 0;
   std::vector<registry::Item*> deadlines_;

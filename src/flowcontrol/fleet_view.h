@@ -31,10 +31,16 @@ struct FleetEndpointLoad {
   std::uint64_t in_flight_tokens = 0;
 };
 
-// A band's backlog: the smallest VTC counter among its backlogged flows.
+// A band's backlog: requests queued in it and, with a fairness policy that
+// has a fleet-wide standing (VTC), the smallest counter among its
+// backlogged flows. In an inbound view: summed (queued, and queued on the
+// replicas ranked before this one) and the smallest (counter) over the others.
 struct FleetBandBacklog {
   int priority = 0;
   double min_counter = 0;
+  bool has_counter = false;
+  std::uint64_t queued = 0;
+  std::uint64_t queued_before = 0;
 };
 
 // The flow key in the fleet's tables: "<priority> <fairness id>" (ids hold

@@ -27,24 +27,38 @@ const char* dnsmasq_bin() {
   return nullptr;
 }
 
-// A UDP port nothing is bound to right now.
-std::uint16_t free_udp_port() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+// A port nothing is bound to right now, for UDP and TCP both (dnsmasq
+// listens on both; a TCP listener of a test running beside this one may
+// hold a number that is free for UDP).
+std::uint16_t free_dns_port() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const int udp = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(udp, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(udp, reinterpret_cast<sockaddr*>(&a), &len);
+    const int tcp = socket(AF_INET, SOCK_STREAM, 0);
+    const bool both = bind(tcp, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(tcp);
+    close(udp);
+    if (both) return ntohs(a.sin_port);
+  }
+  return 0;
 }
 
 class Dnsmasq {
  public:
   explicit Dnsmasq(const std::string& hosts_text) : hosts_(hosts_text, "hosts") {}
+  // Starts it (again on another port if the one chosen was taken meanwhile).
   bool start() {
-    port_ = free_udp_port();
+    for (int attempt = 0; attempt < 3; ++attempt)
+      if (start_once()) return true;
+    return false;
+  }
+  bool start_once() {
+    port_ = free_dns_port();
     Process::Options o;
     o.wait_for_listen = false;
     o.capture_stderr = true;
@@ -66,8 +80,14 @@ class Dnsmasq {
     process_ = Process::start(argv, o);
     if (!process_) return false;
     // Up once it answers (a name it does not know: NXDOMAIN is an answer;
-    // absolute, so the machine's search domains are not tried).
-    return eventually([&] { return datalayer::resolve_dns({"probe.test.", 1}, options()).ok; });
+    // absolute, so the machine's search domains are not tried); gone if it
+    // could not bind.
+    const bool up = eventually([&] {
+      return !process_->running() || datalayer::resolve_dns({"probe.test.", 1}, options()).ok;
+    });
+    if (up && process_->running()) return true;
+    process_.reset();
+    return false;
   }
   // Replaces the hosts file's contents and has dnsmasq read it again.
   void set_hosts(const std::string& text) {

@@ -219,14 +219,15 @@ TEST(FleetE2E, AKilledReplicasWorkStopsCountingWhenItsLeaseRunsOut) {
       HttpClient c(kHost, r1->port(), 30000ms);
       c.post_json("/v1/completions", completion_body(200), flow("a"));  // cut by the kill
     });
-  // r2 sees the pool full of r1's work.
-  ASSERT_TRUE(eventually([&] {
+  // The pool full of r1's work.
+  const bool full = eventually([&] {
     return scrape_metric(kHost, mock->port(),
                          "vllm:num_requests_running{model_name=\"mock-model\"}") == 4;
-  }));
+  });
   const auto killed = std::chrono::steady_clock::now();
   r1->stop(SIGKILL);
   for (auto& t : hogs) t.join();
+  ASSERT_TRUE(full) << "r1 never filled the pool";
   // r2's requests go once r1's lease has run out (r1's work is gone from
   // the engine too: its connections closed with it).
   HttpClient client(kHost, r2->port(), 30000ms);

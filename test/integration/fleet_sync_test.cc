@@ -89,12 +89,12 @@ TEST_F(FleetSyncTest, ReplicasSeeEachOthersWorkBacklogAndServiceOnce) {
   ASSERT_TRUE(redis.start());
   Replica a("a", redis.socket()), b("b", redis.socket());
   a.next.endpoints.push_back({"10.0.0.1:8000", 3, 1, 300});
-  a.next.backlog.push_back({0, 50.0});
-  a.next.backlog.push_back({-1, 7.0});
+  a.next.backlog.push_back({0, 50.0, true, 5, 0});
+  a.next.backlog.push_back({-1, 0.0, false, 7, 0});
   a.next.queued = 12;
   a.next.service.push_back({"0 tenant-a", 100});
   b.next.endpoints.push_back({"10.0.0.1:8000", 2, 0, 200});
-  b.next.backlog.push_back({0, 80.0});
+  b.next.backlog.push_back({0, 80.0, true, 2, 0});
   a.sync->sync_once();
   b.sync->sync_once();  // b finds a (new member: read at once)
   b.sync->sync_once();  // ... and hands its view to its dispatcher
@@ -105,6 +105,13 @@ TEST_F(FleetSyncTest, ReplicasSeeEachOthersWorkBacklogAndServiceOnce) {
   EXPECT_EQ(v.endpoints[0].dispatched_since_scrape, 1u);
   EXPECT_EQ(v.endpoints[0].in_flight_tokens, 300u);
   ASSERT_EQ(v.backlog.size(), 2u);
+  EXPECT_EQ(v.backlog[0].priority, -1);
+  EXPECT_FALSE(v.backlog[0].has_counter) << "a band without a fleet-wide standing";
+  EXPECT_EQ(v.backlog[0].queued, 7u);
+  EXPECT_EQ(v.backlog[1].priority, 0);
+  EXPECT_DOUBLE_EQ(v.backlog[1].min_counter, 50.0);
+  EXPECT_EQ(v.backlog[1].queued, 5u);
+  EXPECT_EQ(v.backlog[1].queued_before, 5u) << "a ranks before b";
   EXPECT_EQ(v.queued, 12u);
   EXPECT_DOUBLE_EQ(b.service_for("0 tenant-a"), 100);
   // More service on a: b gets the difference, once.
