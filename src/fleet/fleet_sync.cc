@@ -1,6 +1,7 @@
 #include "fleet/fleet_sync.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +33,17 @@ bool parse_number(std::string_view s, T& out) {
 
 bool parse_service(std::string_view s, double& out) {
   return parse_number(s, out) && std::isfinite(out) && out >= 0 && out < 1e300;
+}
+
+// "A B C": three unsigned decimal numbers (no sign: sscanf's %llu would
+// take "-1" as 2^64-1), nothing else.
+bool parse_counts(std::string_view v, std::uint64_t& a, std::uint64_t& b, std::uint64_t& c) {
+  const auto s1 = v.find(' ');
+  if (s1 == std::string_view::npos) return false;
+  const auto s2 = v.find(' ', s1 + 1);
+  if (s2 == std::string_view::npos) return false;
+  return parse_number(v.substr(0, s1), a) && parse_number(v.substr(s1 + 1, s2 - s1 - 1), b) &&
+         parse_number(v.substr(s2 + 1), c);
 }
 
 std::string format_double(double v) {
@@ -271,12 +283,16 @@ void FleetSync::round() {
   const std::vector<std::string> asked = members_;
   for (const auto& id : asked) cmds.push_back({"HGETALL", p + ":r:" + id});
 
-  auto replies = redis_.pipeline(cmds);
-  std::uint64_t sent = cmds.size();
-  if (!replies) {
-    fail(redis_.error());
-    return;
-  }
+  // Every call of the round: counted, and a failure ends the round.
+  std::uint64_t sent = 0;
+  auto send = [&](const std::vector<std::vector<std::string>>& batch) {
+    sent += batch.size();
+    auto r = redis_.pipeline(batch);
+    if (!r) fail(redis_.error());
+    return r;
+  };
+  auto replies = send(cmds);
+  if (!replies) return;
   const RedisReply& exec = (*replies)[opsver_at - 1 - ops.size()];
   if (exec.type != RedisReply::Type::kArray) {
     // The transaction was refused (a write to a replica, OOM, ACL): the
@@ -334,12 +350,8 @@ void FleetSync::round() {
   if (!unseen.empty()) {
     std::vector<std::vector<std::string>> more;
     for (const auto& id : unseen) more.push_back({"HGETALL", p + ":r:" + id});
-    auto r = redis_.pipeline(more);
-    sent += more.size();
-    if (!r) {
-      fail(redis_.error());
-      return;
-    }
+    auto r = send(more);
+    if (!r) return;
     for (std::size_t i = 0; i < unseen.size(); ++i) states[unseen[i]] = std::move((*r)[i]);
   }
 
@@ -386,11 +398,12 @@ void FleetSync::round() {
           } else if (f.rfind("e:", 0) == 0 && s.endpoints.size() < kMaxEndpointsPerReplica) {
             FleetEndpointLoad e;
             e.address = f.substr(2);
-            unsigned long long a = 0, b = 0, c = 0;
-            if (std::sscanf(v.c_str(), "%llu %llu %llu", &a, &b, &c) == 3) {
-              e.in_flight = static_cast<std::uint32_t>(std::min(a, 1ull << 24));
-              e.dispatched_since_scrape = static_cast<std::uint32_t>(std::min(b, 1ull << 24));
-              e.in_flight_tokens = std::min(c, 1ull << 40);
+            std::uint64_t a = 0, b = 0, c = 0;
+            if (parse_counts(v, a, b, c)) {
+              e.in_flight = static_cast<std::uint32_t>(std::min<std::uint64_t>(a, 1u << 24));
+              e.dispatched_since_scrape =
+                  static_cast<std::uint32_t>(std::min<std::uint64_t>(b, 1u << 24));
+              e.in_flight_tokens = std::min<std::uint64_t>(c, std::uint64_t{1} << 40);
               s.endpoints.push_back(std::move(e));
             }
           }
@@ -415,12 +428,8 @@ void FleetSync::round() {
   if (!read_service.empty()) {
     std::vector<std::vector<std::string>> more;
     for (const auto& id : read_service) more.push_back({"HGETALL", p + ":s:" + id});
-    auto r = redis_.pipeline(more);
-    sent += more.size();
-    if (!r) {
-      fail(redis_.error());
-      return;
-    }
+    auto r = send(more);
+    if (!r) return;
     for (std::size_t i = 0; i < read_service.size(); ++i) {
       Remote& remote = remotes_[read_service[i]];
       std::unordered_map<std::string, double> now_seen;
@@ -450,12 +459,8 @@ void FleetSync::round() {
     if (std::sscanf(ops_version.c_str(), "%llu", &now_v) != 1) now_v = 0;
     if (std::sscanf(ops_version_.c_str(), "%llu", &was_v) != 1) was_v = 0;
     if (now_v < was_v) ops_applied_.clear();
-    auto r = redis_.pipeline({{"HGETALL", p + ":ops"}});
-    sent += 1;
-    if (!r) {
-      fail(redis_.error());
-      return;
-    }
+    auto r = send({{"HGETALL", p + ":ops"}});
+    if (!r) return;
     struct Stored {
       std::uint64_t seq;
       std::string key;
@@ -468,7 +473,8 @@ void FleetSync::round() {
       const std::string head = v.substr(0, nl);
       char origin[300] = {}, method[16] = {}, target[2048] = {};
       unsigned long long seq = 0;
-      if (nl == std::string::npos || head.size() > 2300 ||
+      if (nl == std::string::npos || head.size() > 2300 || head.empty() ||
+          !std::isdigit(static_cast<unsigned char>(head[0])) ||
           std::sscanf(head.c_str(), "%llu %299s %15s %2047s", &seq, origin, method, target) != 4)
         return;
       auto& done = ops_applied_[key];
@@ -543,7 +549,7 @@ void FleetSync::round() {
     // Tidy the member set (a replica that comes back adds itself again).
     std::vector<std::string> srem{"SREM", p + ":replicas"};
     srem.insert(srem.end(), gone.begin(), gone.end());
-    redis_.pipeline({srem});
+    redis_.pipeline({srem});  // best effort, not a failed round: it is tried again
     sent += 1;
   }
   const bool was_degraded = degraded;

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #include "sluice/extensions.h"
@@ -606,12 +607,11 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
   fleet_ready_ = in.ready;
   // The other replicas' work, replacing the last view's.
   std::vector<RemoteLoad> next(load_.size());
+  std::unordered_map<std::string_view, std::size_t> slot_of;
+  for (std::size_t i = 0; i < view_.size() && i < next.size(); ++i) slot_of[view_[i].address] = i;
   for (const auto& e : in.endpoints)
-    for (std::size_t i = 0; i < view_.size(); ++i)
-      if (view_[i].address == e.address) {
-        next[i] = RemoteLoad{e.in_flight, e.dispatched_since_scrape, e.in_flight_tokens};
-        break;
-      }
+    if (auto it = slot_of.find(e.address); it != slot_of.end())
+      next[it->second] = RemoteLoad{e.in_flight, e.dispatched_since_scrape, e.in_flight_tokens};
   remote_.resize(load_.size());
   fleet_left_.resize(load_.size(), 0);
   for (std::size_t i = 0; i < load_.size(); ++i) {
@@ -663,15 +663,9 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
   if ((others_queued > 0 || in.replicas > 0) && gated_) {
     std::vector<std::uint64_t> room(load_.size(), 0);
     std::uint64_t total = 0;
-    constexpr std::uint64_t kProbe = 4096;
     for (std::size_t i = 0; i < load_.size(); ++i) {
       if (removed_[i]) continue;
-      EndpointLoad l = load_[i];
-      while (room[i] < kProbe && detector_->has_room(l, now)) {
-        room[i] += 1;
-        l.in_flight += 1;
-        l.dispatched_since_scrape += 1;
-      }
+      room[i] = room_on(i, 4096, now);
       total += room[i];
     }
     if (total > 0) {
@@ -692,7 +686,10 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
       const auto cut = [&](double x) {
         return static_cast<std::uint64_t>(std::floor(x * r / line));
       };
-      const std::uint64_t grant = std::min<std::uint64_t>(total, cut(end) - cut(start));
+      // Nothing queued anywhere in the top band and less room than replicas:
+      // nothing to share out (and no line to cut).
+      const std::uint64_t grant =
+          line > 0 ? std::min<std::uint64_t>(total, cut(end) - cut(start)) : total;
       const std::uint64_t reserve = total - grant;
       std::vector<std::uint64_t> held(load_.size(), 0);
       std::vector<std::tuple<double, std::size_t, std::size_t>> rest;  // fraction, tie, endpoint
@@ -814,17 +811,21 @@ bool Controller::has_room(std::size_t i, Allowance a, TimePoint now) const {
   return detector_->has_room(l, now);
 }
 
+std::uint64_t Controller::room_on(std::size_t i, std::uint64_t cap, TimePoint now) const {
+  std::uint64_t free = 0;
+  EndpointLoad l = load_[i];
+  while (free < cap && detector_->has_room(l, now)) {
+    ++free;
+    l.in_flight += 1;
+    l.dispatched_since_scrape += 1;
+  }
+  return free;
+}
+
 std::uint64_t Controller::pool_free(std::uint64_t cap, TimePoint now) const {
   std::uint64_t free = 0;
-  for (std::size_t i = 0; i < load_.size() && free < cap; ++i) {
-    if (removed_[i]) continue;
-    EndpointLoad l = load_[i];
-    for (std::uint64_t j = 0; j < cap && free < cap && detector_->has_room(l, now); ++j) {
-      ++free;
-      l.in_flight += 1;
-      l.dispatched_since_scrape += 1;
-    }
-  }
+  for (std::size_t i = 0; i < load_.size() && free < cap; ++i)
+    if (!removed_[i]) free += room_on(i, cap - free, now);
   return free;
 }
 

@@ -271,7 +271,9 @@ class Controller {
   enum class Allowance { kPlain, kReserveHeld, kOverAdmit };
   Allowance allowance_for(int priority, TimePoint now) const;
   bool has_room(std::size_t i, Allowance a, TimePoint now) const;
-  // Requests the pool could still take, counting at most `cap` per endpoint.
+  // Requests endpoint i could still take, at most `cap`.
+  std::uint64_t room_on(std::size_t i, std::uint64_t cap, TimePoint now) const;
+  // Requests the pool could still take, at most `cap`.
   std::uint64_t pool_free(std::uint64_t cap, TimePoint now) const;
   void refresh_endpoint_view(TimePoint now);
   // Deadline heap (min-heap on request.deadline, positions kept in items).

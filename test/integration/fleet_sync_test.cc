@@ -198,6 +198,88 @@ TEST_F(FleetSyncTest, RedisKilledFallsBackToLocalThenReconvergesWithoutDoubleCha
   EXPECT_GE(a.sync->status().reconnects, 1u);
 }
 
+// What another "replica" wrote is read without trust: malformed numbers,
+// negative or non-finite service, oversized fields, junk operator changes
+// and a version that goes backwards are ignored; the valid parts still
+// count and nothing is applied twice.
+TEST_F(FleetSyncTest, MalformedStateInRedisIsIgnoredAndTheValidPartsStillCount) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  RedisAddress addr;
+  addr.unix_socket = redis.socket();
+  RedisConnection w(addr);
+  const std::string huge(100000, 'x');
+  auto r = w.pipeline({
+      {"SADD", "test:replicas", "evil", huge},
+      {"HSET",
+       "test:r:evil",
+       "inc",
+       "1",
+       "svc",
+       "1",
+       "q",
+       "not-a-number",
+       "seq",
+       "-3",
+       "at",
+       "99999999999999999999999",
+       "b:abc",
+       "1 2",
+       "b:0",
+       "5",
+       "b:1",
+       "3 nan",
+       "b:2",
+       "4 7",
+       "e:10.0.0.1:8000",
+       "1 2",
+       "e:10.0.0.2:8000",
+       "-1 -1 -1",
+       "e:10.0.0.3:8000",
+       "2 1 100",
+       "e:" + huge,
+       "1 1 1",
+       huge,
+       "1"},
+      {"HSET", "test:s:evil", "0 ok", "10", "0 neg", "-5", "0 inf", "1e400", "0 nan", "nan",
+       "0 text", "ten", huge, "1"},
+      {"HSET", "test:ops", "/admin/v1/flows/x", "junk", "/admin/v1/bands/1",
+       "7 other/1 PUT /admin/v1/bands/1\n{\"maxRequests\": 2}", huge, huge},
+      {"SET", "test:opsver", "7"},
+  });
+  ASSERT_TRUE(r) << w.error();
+  Replica b("b", redis.socket());
+  std::vector<FleetOperation> applied;
+  b.sync->set_operation_handler([&](const FleetOperation& op) { applied.push_back(op); });
+  b.sync->sync_once();
+  b.sync->sync_once();
+  const FleetInbound& v = b.last();
+  ASSERT_EQ(v.endpoints.size(), 1u) << "only the well-formed endpoint";
+  EXPECT_EQ(v.endpoints[0].address, "10.0.0.3:8000");
+  EXPECT_EQ(v.endpoints[0].in_flight, 2u);
+  ASSERT_EQ(v.backlog.size(), 2u) << "b:1 (queued, no counter) and b:2";
+  EXPECT_FALSE(v.backlog[0].has_counter);
+  EXPECT_EQ(v.backlog[1].queued, 4u);
+  EXPECT_DOUBLE_EQ(v.backlog[1].min_counter, 7);
+  EXPECT_EQ(v.queued, 0u) << "q was not a number";
+  EXPECT_DOUBLE_EQ(b.service_for("0 ok"), 10);
+  for (const char* bad : {"0 neg", "0 inf", "0 nan", "0 text"})
+    EXPECT_DOUBLE_EQ(b.service_for(bad), 0) << bad;
+  ASSERT_EQ(applied.size(), 1u) << "the junk change is ignored";
+  EXPECT_EQ(applied[0].target, "/admin/v1/bands/1");
+  EXPECT_EQ(applied[0].body, "{\"maxRequests\": 2}");
+  // The version goes backwards (Redis restarted empty): numbers start over,
+  // and a change with a number seen before is applied again, once.
+  ASSERT_TRUE(w.pipeline({{"SET", "test:opsver", "1"},
+                          {"HSET", "test:ops", "/admin/v1/bands/1",
+                           "1 other/2 PUT /admin/v1/bands/1\n{\"maxRequests\": 3}"}}));
+  b.sync->sync_once();
+  b.sync->sync_once();
+  ASSERT_EQ(applied.size(), 2u);
+  EXPECT_EQ(applied[1].body, "{\"maxRequests\": 3}");
+  EXPECT_TRUE(b.sync->status().connected);
+}
+
 TEST_F(FleetSyncTest, AWrongPasswordIsAFailureWithTheServersReason) {
   RedisServer redis(dir_.path, "right-password");
   ASSERT_TRUE(redis.start());
