@@ -9,7 +9,9 @@
 # Reports each tenant's share of output tokens against its weight, the
 # pool's overshoot (requests an endpoint ran over the detector's 4, polled
 # every 20 ms: the most, and the share of samples over), total output
-# tokens/s, sluice CPU seconds, and Redis commands and bytes per second.
+# tokens/s, sluice CPU (all threads, and the sync threads alone) and
+# redis-server CPU in cores, and Redis commands and bytes per second, over
+# the load's whole run (warm-up included).
 #
 #   bash bench/fleet.sh [BUILD_DIR]     (DURATION=10s ROUNDS=1 for a smoke run)
 set -euo pipefail
@@ -30,6 +32,7 @@ start_redis() {
   redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --dir "$WORK" \
     --save "" --appendonly no --loglevel warning >"$WORK/redis.out" 2>&1 &
   PIDS+=($!)
+  REDIS_PID=$!
   local deadline=$((SECONDS + 10))
   until redis-cli -s "$WORK/redis.sock" ping >/dev/null 2>&1; do
     (( SECONDS < deadline )) || { log "redis-server did not start"; cat "$WORK/redis.out" >&2; exit 1; }
@@ -37,16 +40,12 @@ start_redis() {
   done
 }
 
-cpu_seconds() {  # PID: utime + stime so far
-  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
-}
-
 run_once() {  # mode (on|off) round
   local mode=$1 round=$2 i
   local tag="$mode-$round"
   start_mocks "$BUILD" --max-running 32 --decode-ms-per-token 10
   [[ $mode == on ]] && start_redis
-  local ports=() spids=()
+  local ports=() spids=() aports=()
   for i in 1 2 3; do
     sluice_config "$ROOT/bench/fleet/base.yaml" "$WORK/r$i.yaml"
     if [[ $mode == on ]]; then
@@ -58,10 +57,23 @@ run_once() {  # mode (on|off) round
     PIDS+=($!)
     spids+=($!)
     ports+=("$(wait_listening "$WORK/r$i.out")")
+    aports+=("$(admin_port "$WORK/r$i.out")")
   done
-  local cpu0=() r0
-  for i in 0 1 2; do cpu0+=("$(cpu_seconds "${spids[$i]}")"); done
-  [[ $mode == on ]] && r0=$(redis-cli -s "$WORK/redis.sock" info stats | tr -d '\r')
+  # Load starts once every replica has seen the other two (a replica that
+  # joins later is not known before its first report: the others would
+  # count the pool theirs until then).
+  [[ $mode == on ]] && wait_fleet 3 "${aports[@]}"
+  local cpu0=() sync0=() r0 rcpu0=0
+  for i in 0 1 2; do
+    cpu0+=("$(cpu_seconds "${spids[$i]}")")
+    sync0+=("$(cpu_seconds "${spids[$i]}" sluice-fleet)")
+  done
+  if [[ $mode == on ]]; then
+    r0=$(redis-cli -s "$WORK/redis.sock" info stats | tr -d '\r')
+    rcpu0=$(cpu_seconds "$REDIS_PID")
+  fi
+  local t0 t1
+  t0=$(date +%s.%N)
   # The mocks' running sequences, polled while the load runs.
   (
     while :; do
@@ -86,15 +98,18 @@ run_once() {  # mode (on|off) round
     loads+=($!)
   done
   for i in "${loads[@]}"; do wait "$i"; done
+  t1=$(date +%s.%N)
   kill "$poller" 2>/dev/null || true
   wait "$poller" 2>/dev/null || true
-  local cpu=0
+  local cpu=0 sync=0 rcpu=0
   for i in 0 1 2; do
     cpu=$(python3 -c "print($cpu + $(cpu_seconds "${spids[$i]}") - ${cpu0[$i]})")
+    sync=$(python3 -c "print($sync + $(cpu_seconds "${spids[$i]}" sluice-fleet) - ${sync0[$i]})")
   done
   local redis_stats="{}"
   if [[ $mode == on ]]; then
     local r1
+    rcpu=$(python3 -c "print($(cpu_seconds "$REDIS_PID") - $rcpu0)")
     r1=$(redis-cli -s "$WORK/redis.sock" info stats | tr -d '\r')
     redis_stats=$(python3 - "$r0" "$r1" <<'PY'
 import json, sys
@@ -104,10 +119,12 @@ print(json.dumps({k: b[k] - a[k] for k in ("total_commands_processed", "total_ne
 PY
 )
   fi
-  python3 - "$OUT/$tag-meta.json" "$cpu" "$redis_stats" "$WORK/running.txt" <<'PY'
+  python3 - "$OUT/$tag-meta.json" "$cpu" "$redis_stats" "$WORK/running.txt" "$sync" "$rcpu" "$t0" "$t1" <<'PY'
 import json, sys
 running = [float(x) for x in open(sys.argv[4]).read().split() if x.strip()]
 json.dump({"cpu": float(sys.argv[2]), "redis": json.loads(sys.argv[3]),
+           "syncCpu": float(sys.argv[5]), "redisCpu": float(sys.argv[6]),
+           "seconds": float(sys.argv[8]) - float(sys.argv[7]),
            "maxRunning": max(running) if running else 0,
            "overFraction": sum(1 for r in running if r > 4) / max(1, len(running))},
           open(sys.argv[1], "w"))
@@ -133,7 +150,7 @@ def tokens(path):
     return sum(f["outputTokensPerSecond"] for f in d["flows"]), d["totals"].get("lost", 0), secs
 rows = {}
 for mode in ("on", "off"):
-    per = {k: [] for k in ("a", "b", "c", "total", "over", "overfrac", "cpu", "cmds", "bytes", "lost")}
+    per = {k: [] for k in ("a", "b", "c", "total", "over", "overfrac", "cpu", "sync", "rcpu", "cmds", "bytes", "lost")}
     for r in range(1, rounds + 1):
         tag = f"{out}/{mode}-{r}"
         t = {}
@@ -151,19 +168,21 @@ for mode in ("on", "off"):
         meta = json.load(open(f"{tag}-meta.json"))
         per["over"].append(meta["maxRunning"] - 4)
         per["overfrac"].append(meta["overFraction"])
-        per["cpu"].append(meta["cpu"])
-        secs = tokens(f"{tag}-a.json")[2]
+        per["cpu"].append(meta["cpu"] / meta["seconds"])
+        per["sync"].append(meta["syncCpu"] / meta["seconds"])
+        per["rcpu"].append(meta["redisCpu"] / meta["seconds"])
+        secs = meta["seconds"]  # the counters' window: warm-up and measured part
         per["cmds"].append(meta["redis"].get("total_commands_processed", 0) / secs)
         per["bytes"].append((meta["redis"].get("total_net_input_bytes", 0) + meta["redis"].get("total_net_output_bytes", 0)) / secs)
         per["lost"].append(lost)
     rows[mode] = {k: statistics.median(v) for k, v in per.items()}
 print(f"fleet at {commit}: 3 replicas, 3 sluice-mock endpoints (sluice admits 4 each, 10 ms/token), "
       f"a only through replica 1, b only through 2, c through all; weights 1:1:2; medians of {rounds} interleaved rounds\n")
-print("| sharing | a (target 0.25) | b (0.25) | c (0.50) | running over the limit of 4, most / share of samples | output tokens/s | sluice CPU s (3 replicas) | Redis commands/s | Redis bytes/s | requests lost |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| sharing | a (target 0.25) | b (0.25) | c (0.50) | running over the limit of 4, most / share of samples | output tokens/s | sluice CPU, cores (3 replicas) | of which sync threads | redis-server CPU, cores | Redis commands/s | Redis bytes/s | requests lost |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for mode, name in (("on", "redis: (sluice)"), ("off", "none (each replica alone, as llm-d)")):
     r = rows[mode]
-    print(f"| {name} | {r['a']:.3f} | {r['b']:.3f} | {r['c']:.3f} | {r['over']:+.0f} / {100 * r['overfrac']:.0f}% | {r['total']:.0f} | {r['cpu']:.1f} | {r['cmds']:.0f} | {r['bytes']:.0f} | {r['lost']:.0f} |")
+    print(f"| {name} | {r['a']:.3f} | {r['b']:.3f} | {r['c']:.3f} | {r['over']:+.0f} / {100 * r['overfrac']:.0f}% | {r['total']:.0f} | {r['cpu']:.3f} | {r['sync']:.3f} | {r['rcpu']:.3f} | {r['cmds']:.0f} | {r['bytes']:.0f} | {r['lost']:.0f} |")
 if any(v > 0 for mode in rows for v in [rows[mode]["lost"]]):
     sys.exit("requests were lost")
 PY

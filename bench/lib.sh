@@ -55,3 +55,41 @@ sluice_config() {
   sed -e "s/127.0.0.1:18001/127.0.0.1:${M[0]}/" -e "s/127.0.0.1:18002/127.0.0.1:${M[1]}/" \
       -e "s/127.0.0.1:18003/127.0.0.1:${M[2]}/" "$1" >"$2"
 }
+
+# admin_port FILE: the admin port a sluice printed ("admin listening on").
+admin_port() {
+  grep -m1 -o 'admin listening on [^ ]*' "$1" | sed 's/.*://'
+}
+
+# wait_fleet N ADMIN_PORT...: until every replica's GET /admin/v1/fleet
+# lists N replicas (the fleet has formed: each has seen the others), or
+# fail after 15 s.
+wait_fleet() {
+  local n=$1 p
+  shift
+  local deadline=$((SECONDS + 15))
+  for p in "$@"; do
+    until [[ $(curl -s "http://127.0.0.1:$p/admin/v1/fleet" |
+      python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("replicas", [])))' 2>/dev/null) == "$n" ]]; do
+      (( SECONDS < deadline )) || { log "replica on admin port $p never saw $n replicas"; return 1; }
+      sleep 0.05
+    done
+  done
+}
+
+# cpu_seconds PID [THREAD_NAME]: utime + stime so far, of the process or of
+# its threads with that name (sluice names its threads sluice-io,
+# sluice-dispatch, sluice-fleet, ...).
+cpu_seconds() {
+  local pid=$1 name=${2:-}
+  if [[ -z $name ]]; then
+    awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$pid/stat"
+    return
+  fi
+  local t total=0
+  for t in /proc/"$pid"/task/*; do
+    [[ $(cat "$t/comm" 2>/dev/null) == "$name" ]] || continue
+    total=$((total + $(awk '{ print $14 + $15 }' "$t/stat")))
+  done
+  python3 -c "print($total / $(getconf CLK_TCK))"
+}

@@ -4,6 +4,7 @@
 #include <arpa/nameser.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <resolv.h>
 
 #include <algorithm>
@@ -106,7 +107,11 @@ DnsWatcher::DnsWatcher(std::vector<DnsName> names, DnsOptions options, OnChange 
 DnsWatcher::~DnsWatcher() { stop(); }
 
 void DnsWatcher::start() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (!thread_.joinable())
+    thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "sluice-dns");
+      run();
+    });
 }
 
 void DnsWatcher::stop() {

@@ -1,5 +1,7 @@
 #include "datalayer/metrics_scraper.h"
 
+#include <pthread.h>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -129,7 +131,10 @@ MetricsScraper::~MetricsScraper() { stop(); }
 void MetricsScraper::start() {
   for (auto& [i, t] : targets_) t->schedule(std::chrono::nanoseconds(0));
   guard_.emplace(net::make_work_guard(ioc_));  // runs even with no endpoint yet
-  thread_ = std::thread([this] { ioc_.run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sluice-scrape");
+    ioc_.run();
+  });
 }
 
 void MetricsScraper::add(std::size_t endpoint, ScrapeTarget target) {

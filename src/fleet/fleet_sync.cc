@@ -1,5 +1,7 @@
 #include "fleet/fleet_sync.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -103,7 +105,10 @@ FleetSync::~FleetSync() { stop(); }
 
 void FleetSync::start() {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sluice-fleet");
+    run();
+  });
 }
 
 void FleetSync::stop() {

@@ -653,8 +653,11 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
     if (band->backlogged() && (!top || p > *top)) top = p;
   std::uint64_t mine = 0, others_queued = 0, before = 0;
   if (top) {
-    auto own = registry_.bands().find(*top);
-    if (own != registry_.bands().end()) mine = own->second->requests();
+    // What the others know of this replica's demand, not what is queued now:
+    // a cut made with fresher numbers here than there would not match theirs
+    // (in a burst every replica would see itself alone with demand and take
+    // nearly all the room). A burst gets the equal share until published.
+    if (auto own = fleet_published_.find(*top); own != fleet_published_.end()) mine = own->second;
     if (auto it = fleet_backlog_.find(*top); it != fleet_backlog_.end()) {
       others_queued = it->second.queued;
       before = it->second.queued_before;
@@ -760,11 +763,13 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
   out.service.assign(fleet_service_.begin(), fleet_service_.end());
   fleet_service_.clear();
   out.backlog.clear();
+  fleet_published_.clear();
   for (auto& [p, band] : registry_.bands())
     if (band->backlogged()) {
       FleetBandBacklog b;
       b.priority = p;
       b.queued = band->requests();
+      fleet_published_[p] = b.queued;
       if (auto m = band->fairness().fleet_backlog_min()) {
         b.has_counter = true;
         b.min_counter = *m;

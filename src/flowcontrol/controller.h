@@ -339,6 +339,9 @@ class Controller {
   // since the state they reported (a replica reports before it dispatches).
   std::vector<std::uint32_t> fleet_left_;
   std::map<int, FleetBandBacklog> fleet_backlog_;
+  // This replica's queued requests per band as last published: the others
+  // cut the room with these numbers, so this replica cuts with them too.
+  std::map<int, std::uint64_t> fleet_published_;
   std::unordered_map<std::string, double> fleet_service_;
   std::optional<TimePoint> fleet_hold_since_;
   int fleet_hold_band_ = 0;

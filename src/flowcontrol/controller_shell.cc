@@ -1,5 +1,7 @@
 #include "flowcontrol/controller_shell.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 namespace sluice::flowcontrol {
@@ -14,7 +16,10 @@ ControllerShell::~ControllerShell() { stop(); }
 
 void ControllerShell::start() {
   running_ = true;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sluice-dispatch");
+    run();
+  });
 }
 
 void ControllerShell::stop() {

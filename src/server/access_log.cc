@@ -1,6 +1,7 @@
 #include "server/access_log.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,7 +47,10 @@ bool AccessLog::open(const std::string& target, const std::string& format, std::
     owned_ = true;
   }
   id_ = ++g_log_ids;
-  writer_ = std::thread([this] { run(); });
+  writer_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sluice-acclog");
+    run();
+  });
   return true;
 }
 

@@ -1,5 +1,7 @@
 #include "server/admin_server.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
@@ -493,6 +495,7 @@ void AdminServer::start() {
       apply_replicated(FleetOperationView{op.method, op.target, op.body});
     });
   thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sluice-admin");
     // A handler that throws must not take the process down with it: log it,
     // drop that call, keep serving the admin plane.
     for (;;) {

@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -539,6 +540,7 @@ void Server::start() {
   }
   for (auto& w : workers_) {
     threads_.emplace_back([this, w = w.get()] {
+      pthread_setname_np(pthread_self(), "sluice-io");
       w->ioc.run();
       std::lock_guard lock(done_mu_);
       ++threads_done_;
