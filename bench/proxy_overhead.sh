@@ -51,7 +51,7 @@ READY_TIMEOUT=10  # seconds a server gets to start accepting requests
 STOP_TIMEOUT=5    # seconds a process gets to exit after SIGTERM
 LUA_SCRIPT=$SUPPORT_DIR/post_chat.lua
 
-TARGETS=(direct sluice sluice_fc nginx haproxy)
+TARGETS=(direct sluice sluice_fc sluice_fc_thread nginx haproxy)
 
 log() { printf '[proxy_overhead] %s\n' "$*" >&2; }
 die() { printf 'proxy_overhead: error: %s\n' "$*" >&2; exit 1; }
@@ -236,6 +236,7 @@ WRK_VERSION=$({ "$WRK" -v 2>&1 || true; } | awk 'NR==1 {print $2}')
 LABEL[direct]="direct (nginx $NGINX_VERSION backend)"
 LABEL[sluice]="sluice (1 I/O thread)"
 LABEL[sluice_fc]="sluice + flow control (1 I/O thread)"
+LABEL[sluice_fc_thread]="sluice + flow control, dispatcher thread (before)"
 LABEL[nginx]="nginx $NGINX_VERSION proxy (1 worker)"
 LABEL[haproxy]="haproxy $HAPROXY_VERSION (nbthread 1)"
 
@@ -313,6 +314,9 @@ start_sluice sluice sluice.yaml.in
 # The same with flow control on: every request goes through the dispatcher
 # thread (one band, a detector that is never saturated).
 start_sluice sluice_fc sluice-flowcontrol.yaml.in
+# The same with the dispatcher on a thread of its own (server.dispatcher:
+# thread; the default before the inline dispatcher): the hop it saves.
+start_sluice sluice_fc_thread sluice-flowcontrol-thread.yaml.in
 
 # nginx reverse proxy.
 render "$SUPPORT_DIR/proxy.nginx.conf.in" "$WORKDIR/nginx-proxy/nginx.conf" \
@@ -375,8 +379,20 @@ median() {
           if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-declare -A RPS=() P50=() P99=() ERRS=() OK_ROUNDS=()
-for t in "${TARGETS[@]}"; do RPS[$t]=""; P50[$t]=""; P99[$t]=""; ERRS[$t]=0; OK_ROUNDS[$t]=0; done
+# cpu_ticks PID: utime + stime of PID and its children (nginx's workers), in
+# clock ticks.
+cpu_ticks() {
+  local total=0 p
+  for p in "$1" $(pgrep -P "$1" 2>/dev/null); do
+    [[ -r /proc/$p/stat ]] || continue
+    total=$((total + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+  done
+  echo "$total"
+}
+HZ=$(getconf CLK_TCK)
+
+declare -A RPS=() P50=() P99=() ERRS=() OK_ROUNDS=() CPU=()
+for t in "${TARGETS[@]}"; do RPS[$t]=""; P50[$t]=""; P99[$t]=""; CPU[$t]=""; ERRS[$t]=0; OK_ROUNDS[$t]=0; done
 
 per_run=$((WARMUP + DURATION))
 n_ok=0
@@ -395,6 +411,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
     out="$WORKDIR/wrk/$t.r$round"
     # Warm-up: fills the proxies' upstream pools and wakes the CPUs; discarded.
     wrk_run "$WARMUP" "${URL[$t]}" "$out.warmup" || true
+    # The CPU the proxy process spent (the first of PIDS_OF: for direct, the
+    # backend itself) over the measured run.
+    read -r proxy_pid _ <<<"${PIDS_OF[$t]}"
+    ticks0=$(cpu_ticks "$proxy_pid")
     if ! wrk_run "$DURATION" "${URL[$t]}" "$out.out"; then
       log "round $round $t: wrk failed"
       show_logs "$out.out"
@@ -405,7 +425,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
       show_logs "$out.out"
       continue
     fi
+    ticks1=$(cpu_ticks "$proxy_pid")
     RPS[$t]+=" $(field "$line" rps)"
+    CPU[$t]+=" $(awk -v d=$((ticks1 - ticks0)) -v hz="$HZ" -v n="$(field "$line" requests)" \
+      'BEGIN { printf "%.3f", (n > 0) ? d / hz / n * 1e6 : 0 }')"
     P50[$t]+=" $(field "$line" p50_us)"
     P99[$t]+=" $(field "$line" p99_us)"
     ERRS[$t]=$((ERRS[$t] + $(field "$line" errors)))
@@ -417,29 +440,30 @@ done
 # --- report --------------------------------------------------------------------------------
 # Medians per target, computed here (not inside table, which runs in a
 # command substitution whose assignments would be lost).
-declare -A MED_RPS=() MED_P50=() MED_P99=()
+declare -A MED_RPS=() MED_P50=() MED_P99=() MED_CPU=()
 for t in "${TARGETS[@]}"; do
   if [[ ${STATUS[$t]} == ok ]] && (( OK_ROUNDS[$t] > 0 )); then
     read -r -a v <<<"${RPS[$t]}"; MED_RPS[$t]=$(median "${v[@]}")
     read -r -a v <<<"${P50[$t]}"; MED_P50[$t]=$(median "${v[@]}")
     read -r -a v <<<"${P99[$t]}"; MED_P99[$t]=$(median "${v[@]}")
+    read -r -a v <<<"${CPU[$t]}"; MED_CPU[$t]=$(median "${v[@]}")
   fi
 done
 
 table() {
   local t name err
-  echo "| target | requests/s | p50 (ms) | p99 (ms) | errors |"
-  echo "|---|---:|---:|---:|---:|"
+  echo "| target | requests/s | p50 (ms) | p99 (ms) | CPU µs per request | errors |"
+  echo "|---|---:|---:|---:|---:|---:|"
   for t in "${TARGETS[@]}"; do
     name=${LABEL[$t]}
     if [[ ${STATUS[$t]} == "not built" ]]; then
-      echo "| $name | sluice: not built | – | – | – |"
+      echo "| $name | sluice: not built | – | – | – | – |"
       continue
     elif [[ ${STATUS[$t]} != ok ]]; then
-      echo "| **⚠ $name** | **${STATUS[$t]}** | – | – | – |"
+      echo "| **⚠ $name** | **${STATUS[$t]}** | – | – | – | – |"
       continue
     elif (( OK_ROUNDS[$t] == 0 )); then
-      echo "| **⚠ $name** | **FAILED: no successful round** | – | – | – |"
+      echo "| **⚠ $name** | **FAILED: no successful round** | – | – | – | – |"
       continue
     fi
     err=${ERRS[$t]}
@@ -450,9 +474,9 @@ table() {
     if (( OK_ROUNDS[$t] < ROUNDS )); then
       name="$name (only ${OK_ROUNDS[$t]}/$ROUNDS rounds)"
     fi
-    printf '| %s | %.0f | %.2f | %.2f | %s |\n' "$name" "${MED_RPS[$t]}" \
+    printf '| %s | %.0f | %.2f | %.2f | %.1f | %s |\n' "$name" "${MED_RPS[$t]}" \
       "$(awk -v v="${MED_P50[$t]}" 'BEGIN { print v / 1000 }')" \
-      "$(awk -v v="${MED_P99[$t]}" 'BEGIN { print v / 1000 }')" "$err"
+      "$(awk -v v="${MED_P99[$t]}" 'BEGIN { print v / 1000 }')" "${MED_CPU[$t]}" "$err"
   done
 }
 
@@ -481,6 +505,8 @@ $(table)
 - sluice+flow control/nginx rps: $(ratio "${MED_RPS[sluice_fc]:-}" "${MED_RPS[nginx]:-}")
 - sluice+flow control/nginx p99: $(ratio "${MED_P99[sluice_fc]:-}" "${MED_P99[nginx]:-}") (lower is better)
 - sluice/nginx p99: $(ratio "${MED_P99[sluice]:-}" "${MED_P99[nginx]:-}") (lower is better)
+- sluice+flow control/haproxy: rps $(ratio "${MED_RPS[sluice_fc]:-}" "${MED_RPS[haproxy]:-}"), p99 $(ratio "${MED_P99[sluice_fc]:-}" "${MED_P99[haproxy]:-}"), CPU per request $(ratio "${MED_CPU[sluice_fc]:-}" "${MED_CPU[haproxy]:-}") (lower is better)
+- sluice+flow control, inline dispatcher / dispatcher thread: rps $(ratio "${MED_RPS[sluice_fc]:-}" "${MED_RPS[sluice_fc_thread]:-}"), CPU per request $(ratio "${MED_CPU[sluice_fc]:-}" "${MED_CPU[sluice_fc_thread]:-}")
 EOF
 }
 

@@ -271,6 +271,11 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     if (v < 0 || v > 256) fail(r.source, n, f.child("threads"), "must be between 0 and 256");
     s.threads = static_cast<int>(v);
   }
+  if (auto n = f.take("dispatcher")) {
+    s.dispatcher = r.string(n, f.child("dispatcher"));
+    if (s.dispatcher != "auto" && s.dispatcher != "thread" && s.dispatcher != "inline")
+      fail(r.source, n, f.child("dispatcher"), "must be auto, thread or inline");
+  }
   if (auto n = f.take("maxBodyBytes")) {
     s.max_body_bytes = r.quantity(n, f.child("maxBodyBytes"));
     if (s.max_body_bytes == 0)

@@ -31,6 +31,9 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:8080";
   std::string admin_listen = "127.0.0.1:9090";
   int threads = 0;  // 0: one I/O thread per core
+  // Where the dispatcher runs: "thread" (its own), "inline" (on the first
+  // I/O thread's event loop), "auto" (inline with one I/O thread).
+  std::string dispatcher = "auto";
   std::uint64_t max_body_bytes = 8ull << 20;
   std::uint32_t max_header_bytes = 16u << 10;
   // Longest fairness id / objective name accepted (x-gateway-inference-*);

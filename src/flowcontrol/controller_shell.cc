@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <future>
 
 namespace sluice::flowcontrol {
 
@@ -22,7 +23,49 @@ void ControllerShell::start() {
   });
 }
 
+void ControllerShell::start_inline(DispatchHost* host) {
+  host_ = host;
+  running_ = true;
+  wake();
+}
+
+void ControllerShell::pass() {
+  if (!running_.load() || finished_.load()) return;
+  host_->arm(run_pass());
+}
+
+void ControllerShell::finish() {
+  if (finished_.exchange(true)) return;
+  if (host_) host_->disarm();
+  controller_->shutdown(clock_());
+  // Anything queued for us at the stop: requests that never reached the
+  // controller end like the queued ones. Only what is there now: producers
+  // still pushing would keep an unbounded drain (and the stop) going for as
+  // long as they push; stop() drains the rest once they reject their own.
+  reject_after_stop(queue_.size_approx() + 1);
+}
+
 void ControllerShell::stop() {
+  if (host_) {
+    if (!running_.exchange(false)) return;
+    // The last pass on the host's thread (the one writer), which still runs
+    // its loop; bounded, should it have stopped — then no pass can race.
+    if (host_->on_host_thread()) {
+      finish();
+    } else {
+      auto done = std::make_shared<std::promise<void>>();
+      auto ended = done->get_future();
+      host_->post([this, done] {
+        finish();
+        done->set_value();
+      });
+      if (ended.wait_for(std::chrono::seconds(5)) != std::future_status::ready) finish();
+    }
+    stopped_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    reject_after_stop();
+    return;
+  }
   if (!thread_.joinable()) return;
   // A flag, not an event: the queue does not order events across producers
   // and drains the fullest first, so a stop event could wait behind a flood.
@@ -162,43 +205,41 @@ void ControllerShell::handle(Event& e, TimePoint now) {
   }
 }
 
-void ControllerShell::run() {
+TimePoint ControllerShell::run_pass() {
   constexpr std::size_t kBatch = 256;
-  std::vector<Event> batch(kBatch);
-  while (running_) {
-    TimePoint now = clock_();
-    // Sleep until woken or the next TTL deadline; with nothing due, wake at
-    // least once a second to collect idle flows.
-    std::int64_t timeout_us = 1000000;
-    if (auto d = controller_->next_deadline()) {
-      auto us = std::chrono::duration_cast<std::chrono::microseconds>(*d - now).count();
-      timeout_us = std::clamp<std::int64_t>(us, 0, timeout_us);
+  if (batch_.size() != kBatch) batch_.resize(kBatch);
+  wakeups_.fetch_add(1, std::memory_order_relaxed);
+  const TimePoint now = clock_();
+  std::size_t n;
+  while (running_ && (n = queue_.try_dequeue_bulk(batch_.begin(), kBatch)) > 0) {
+    events_.fetch_add(n, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n; ++i) {
+      handle(batch_[i], now);
+      batch_[i] = Event{};  // drop waiters and strings now, not at the next overwrite
     }
-    wake_.wait(timeout_us);
+  }
+  // With nothing due, a pass at least once a second to collect idle flows.
+  TimePoint next = now + std::chrono::seconds(1);
+  if (!running_) return next;
+  controller_->expire(now);
+  released_.fetch_add(controller_->dispatch(now), std::memory_order_relaxed);
+  queued_.store(controller_->queued() + queue_.size_approx(), std::memory_order_relaxed);
+  if (auto d = controller_->next_deadline()) next = std::min(next, std::max(*d, now));
+  return next;
+}
+
+void ControllerShell::run() {
+  TimePoint next = clock_();
+  while (running_) {
+    // Sleep until woken or the next pass is due.
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(next - clock_()).count();
+    wake_.wait(std::clamp<std::int64_t>(us, 0, 1000000));
     // Absorb the other pending signals first, then drain everything: an
     // event pushed after the drain comes with a signal of its own.
     wake_.tryWaitMany(1 << 20);
-    wakeups_.fetch_add(1, std::memory_order_relaxed);
-    now = clock_();
-    std::size_t n;
-    while (running_ && (n = queue_.try_dequeue_bulk(batch.begin(), kBatch)) > 0) {
-      events_.fetch_add(n, std::memory_order_relaxed);
-      for (std::size_t i = 0; i < n; ++i) {
-        handle(batch[i], now);
-        batch[i] = Event{};  // drop waiters and strings now, not at the next overwrite
-      }
-    }
-    if (!running_) break;
-    controller_->expire(now);
-    released_.fetch_add(controller_->dispatch(now), std::memory_order_relaxed);
-    queued_.store(controller_->queued() + queue_.size_approx(), std::memory_order_relaxed);
+    next = run_pass();
   }
-  controller_->shutdown(clock_());
-  // Anything queued for us at the stop: requests that never reached the
-  // controller end like the queued ones. Only what is there now: producers
-  // still pushing would keep an unbounded drain (and the stop) going for as
-  // long as they push; stop() drains the rest once they reject their own.
-  reject_after_stop(queue_.size_approx() + 1);
+  finish();
 }
 
 }  // namespace sluice::flowcontrol

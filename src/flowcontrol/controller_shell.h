@@ -9,6 +9,14 @@
 // dispatcher sleeps until woken or until the next TTL deadline, drains the
 // queue, expires what is due, then dispatches as many requests as the
 // saturation detector allows. No fixed tick.
+//
+// Inline (start_inline): no thread of its own. The same passes run as tasks
+// on a host's event loop — with one I/O thread, that thread's — so a request
+// is queued, decided and answered on one thread without a switch, and the
+// host is still the one writer of flow-control state. wake() posts one pass
+// (at most one outstanding); the host's timer runs one at the next TTL
+// deadline. Other threads (scraper, fleet sync, admin) push and wake as
+// before.
 #pragma once
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -36,6 +44,21 @@ class Waiter {
   virtual void deliver(const Decision& decision) = 0;
 };
 
+// The event loop an inline dispatcher runs on.
+class DispatchHost {
+ public:
+  virtual ~DispatchHost() = default;
+  // Runs `fn` on the host's thread, after what is already queued there. Any
+  // thread.
+  virtual void post(std::function<void()> fn) = 0;
+  // Runs the shell's pass on the host's thread at `when`, unless a pass
+  // already comes at or before it. Host thread only.
+  virtual void arm(TimePoint when) = 0;
+  // No pass any more (the shell stopped): the timer lets the loop end.
+  virtual void disarm() = 0;
+  virtual bool on_host_thread() const = 0;
+};
+
 class ControllerShell {
  public:
   using Producer = moodycamel::ProducerToken;
@@ -45,6 +68,13 @@ class ControllerShell {
   ~ControllerShell();
 
   void start();
+  // Runs the dispatcher on `host` instead of a thread of its own; `host`
+  // outlives stop().
+  void start_inline(DispatchHost* host);
+  bool is_inline() const { return host_ != nullptr; }
+  // One pass: what run() does per wake-up. Inline only, on the host's thread
+  // (its timer calls this).
+  void pass();
   // Ends every queued request (EvictedOther), then stops the thread. A
   // request enqueued after the stop (an I/O thread that raced with it) gets
   // EvictedOther at once, on the enqueuing thread: none waits for ever.
@@ -54,7 +84,14 @@ class ControllerShell {
   std::unique_ptr<Producer> make_producer() { return std::make_unique<Producer>(queue_); }
 
   // Wakes the dispatcher to handle what was pushed. Any thread.
-  void wake() { wake_.signal(); }
+  void wake() {
+    if (!host_) return wake_.signal();
+    if (!pass_posted_.exchange(true, std::memory_order_acq_rel))
+      host_->post([this] {
+        pass_posted_.store(false, std::memory_order_release);
+        pass();
+      });
+  }
 
   // The calls below push an event; call wake() after them.
   // `cookie` is the caller's unique id for the request (to cancel it by).
@@ -105,6 +142,11 @@ class ControllerShell {
 
   void push_simple(Producer& p, Event::Kind kind, std::uint64_t id, std::uint64_t tokens);
   void run();
+  // Drains the queue, expires, dispatches; returns when the next pass is due
+  // at the latest (a TTL deadline, else a second from now).
+  TimePoint run_pass();
+  // After the last pass: the controller's shutdown, what is queued ended.
+  void finish();
   void handle(Event& e, TimePoint now);
   void on_decision(const Decision& d);
   // After the stop: empties the queue, ending each request EvictedOther.
@@ -115,6 +157,10 @@ class ControllerShell {
   moodycamel::ConcurrentQueue<Event> queue_;
   moodycamel::LightweightSemaphore wake_;
   std::thread thread_;
+  DispatchHost* host_ = nullptr;  // inline: the loop the passes run on
+  std::atomic<bool> pass_posted_{false};
+  std::atomic<bool> finished_{false};
+  std::vector<Event> batch_;
   std::atomic<bool> running_{false};
   std::atomic<bool> stopped_{false};  // the thread has ended; nothing drains the queue
   std::mutex reject_mu_;              // reject_after_stop (cold: after the stop only)

@@ -84,6 +84,8 @@ std::size_t ProxyContext::in_flight() const {
 }
 
 void Worker::wake_dispatcher() {
+  // Inline, the shell's own wake is already one post per pass.
+  if (shell->is_inline()) return shell->wake();
   if (wake_scheduled_) return;
   wake_scheduled_ = true;
   net::post(ioc, [this] {
@@ -493,8 +495,56 @@ void Server::start_fleet() {
   ctx_.fleet->start();
 }
 
+namespace {
+
+// The first I/O thread's event loop as the dispatcher's (server.dispatcher).
+class IoDispatchHost final : public flowcontrol::DispatchHost {
+ public:
+  IoDispatchHost(net::io_context& ioc, flowcontrol::ControllerShell& shell)
+      : ioc_(ioc), timer_(ioc), shell_(shell) {}
+  void post(std::function<void()> fn) override { net::post(ioc_, std::move(fn)); }
+  void arm(flowcontrol::TimePoint when) override {
+    // Re-arming moves the loop's timer (a syscall): only for an earlier
+    // pass; a later one is armed by the pass this timer runs.
+    if (armed_ && when >= armed_at_) return;
+    armed_ = true;
+    armed_at_ = when;
+    timer_.expires_at(when);
+    timer_.async_wait([this, at = when](boost::system::error_code ec) {
+      if (ec || at != armed_at_) return;  // replaced by an earlier one
+      armed_ = false;
+      shell_.pass();
+    });
+  }
+  void disarm() override {
+    armed_ = false;
+    armed_at_ = {};
+    timer_.cancel();
+  }
+  bool on_host_thread() const override { return ioc_.get_executor().running_in_this_thread(); }
+
+ private:
+  net::io_context& ioc_;
+  net::steady_timer timer_;
+  flowcontrol::ControllerShell& shell_;
+  bool armed_ = false;
+  flowcontrol::TimePoint armed_at_{};
+};
+
+}  // namespace
+
+bool Server::inline_dispatcher() const {
+  const auto& d = ctx_.config.server.dispatcher;
+  return d == "inline" || (d == "auto" && workers_.size() == 1);
+}
+
 void Server::start() {
-  ctx_.flow_control->start();
+  if (inline_dispatcher()) {
+    dispatch_host_ = std::make_unique<IoDispatchHost>(workers_[0]->ioc, *ctx_.flow_control);
+    ctx_.flow_control->start_inline(dispatch_host_.get());
+  } else {
+    ctx_.flow_control->start();
+  }
   start_fleet();
   scraper_->start();
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->start(); });

@@ -179,10 +179,13 @@ class Server {
  private:
   void do_accept();
   void sweep_pool(Worker& w);  // on w's thread, once a second
+  bool inline_dispatcher() const;
 
   ProxyContext ctx_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
+  // server.dispatcher inline: the first I/O thread's loop runs the passes.
+  std::unique_ptr<flowcontrol::DispatchHost> dispatch_host_;
   std::size_t next_worker_ = 0;
   std::vector<std::thread> threads_;
   using Guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;

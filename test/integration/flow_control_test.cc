@@ -3,6 +3,8 @@
 // sluice's own in-flight count, so no metrics scraping is involved.
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -453,6 +455,53 @@ TEST(FlowControl, EnginePriorityReachesTheEngineAndOrdersItsQueue) {
   EXPECT_EQ(forged.status, 200) << forged.body;
   EXPECT_EQ(forged.header("x-mock-priority"), "10");
   EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
+// The names of a process's threads (sluice names its own).
+std::vector<std::string> thread_names(pid_t pid) {
+  std::vector<std::string> names;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& t : std::filesystem::directory_iterator(dir)) {
+    std::ifstream comm(t.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+// server.dispatcher: with one I/O thread (auto) the dispatcher runs on that
+// thread's loop — there is no dispatcher thread — and queues, orders, expires
+// and answers as it does on a thread of its own; `thread` gives it one.
+TEST(FlowControl, OneIoThreadDispatchesInlineAndTheThreadModeStays) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  for (const std::string mode : {"auto", "thread"}) {
+    SCOPED_TRACE(mode);
+    std::string config = fc_config(mock->address(), 1, "round-robin-fairness-policy");
+    config.replace(config.find("threads: 2\n"), 11, "threads: 1\n  dispatcher: " + mode + "\n");
+    TempFile cfg(config);
+    auto sluice = start_sluice(cfg);
+    ASSERT_TRUE(sluice);
+    {
+      Occupier busy(sluice->port(), *mock);
+      // Queued behind the occupier, a 1 ms TTL expires on time: the loop's
+      // deadline timer runs the pass (no request comes to wake it).
+      HttpClient expiring(kHost, sluice->port());
+      auto headers = flow("t");
+      headers.emplace_back("x-gateway-inference-ttl-ms", "1");
+      expect_outcome(expiring.post_json("/v1/completions", completion_body(1), headers), 503,
+                     "evicted-ttl", true);
+    }
+    HttpClient c(kHost, sluice->port());
+    EXPECT_EQ(c.post_json("/v1/completions", completion_body(2), flow("t")).status, 200);
+    // Named by now: each thread names itself before its first work, and
+    // these served requests.
+    const auto names = thread_names(sluice->pid());
+    EXPECT_EQ(std::count(names.begin(), names.end(), "sluice-dispatch"), mode == "thread" ? 1 : 0);
+    EXPECT_EQ(std::count(names.begin(), names.end(), "sluice-io"), 1);
+    EXPECT_EQ(sluice->stop(), 0);
+  }
   EXPECT_EQ(mock->stop(), 0);
 }
 

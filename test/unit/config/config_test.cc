@@ -108,6 +108,8 @@ TEST(Config, BadValuesNamePathAndLine) {
             "test.yaml:3: objectives[0].ttl: expected a duration like 500ms or 30s, got 'abc'");
   EXPECT_EQ(error_of("server:\n  threads: -1\n"),
             "test.yaml:2: server.threads: must be between 0 and 256");
+  EXPECT_EQ(error_of("server:\n  dispatcher: fast\n"),
+            "test.yaml:2: server.dispatcher: must be auto, thread or inline");
   EXPECT_EQ(error_of("endpoints:\n  - address: 1.2.3.4:5\n  - address: 1.2.3.4:5\n"),
             "test.yaml:3: endpoints[1].address: duplicate endpoint 1.2.3.4:5");
   EXPECT_EQ(error_of("kind: Deployment\n"),
