@@ -28,12 +28,17 @@ std::string type_of(const std::vector<std::unique_ptr<Plugin>>& plugins, const s
 }  // namespace
 
 void Timing::record(std::chrono::nanoseconds d) {
+  // One writer (the dispatcher): plain stores, no locked read-modify-write;
+  // readers (metrics) load.
   const double s = std::chrono::duration<double>(d).count();
   std::size_t i = 0;
   while (i < kBounds.size() && s > kBounds[i]) ++i;
-  buckets[i].fetch_add(1, std::memory_order_relaxed);
-  count.fetch_add(1, std::memory_order_relaxed);
-  sum_ns.fetch_add(static_cast<std::uint64_t>(d.count()), std::memory_order_relaxed);
+  const auto bump = [](std::atomic<std::uint64_t>& a, std::uint64_t by) {
+    a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  };
+  bump(buckets[i], 1);
+  bump(count, 1);
+  bump(sum_ns, static_cast<std::uint64_t>(d.count()));
 }
 
 Scheduler::Scheduler(std::vector<std::unique_ptr<Plugin>> plugins, std::vector<Profile> profiles,
@@ -104,28 +109,45 @@ void Scheduler::run_profile(const Profile& profile, CycleState& cycle, const Req
     }
   }
   const std::size_t n = candidates_.size();
-  totals_.assign(n, 0.0);
-  if (scores_.size() < n) scores_.resize(n);
+  const std::size_t ns = profile.scorers.size();
+  // Each scorer into its own row, back to back (one clock read between two
+  // scorers), then one pass that clamps, weighs and sums the rows.
+  if (scores_.size() < n * ns) scores_.resize(n * ns);
   double weight_sum = 0;
-  for (std::size_t s = 0; s < profile.scorers.size(); ++s) {
-    const auto& ws = profile.scorers[s];
-    std::span<double> scores(scores_.data(), n);
-    std::fill(scores.begin(), scores.end(), 0.0);
-    {
-      Timed t(timing.scorers[s]);
-      ws.scorer->score(cycle, request, candidates_, scores);
+  if (ns > 0) {
+    auto lap = SteadyClock::now();
+    for (std::size_t s = 0; s < ns; ++s) {
+      std::span<double> row(scores_.data() + s * n, n);
+      std::fill(row.begin(), row.end(), 0.0);
+      profile.scorers[s].scorer->score(cycle, request, candidates_, row);
+      const auto now = SteadyClock::now();
+      timing.scorers[s]->record(now - lap);
+      lap = now;
+      weight_sum += profile.scorers[s].weight;
     }
-    for (std::size_t i = 0; i < n; ++i) {
-      double v = scores[i];
-      if (!(v >= 0)) v = 0;  // NaN and negatives
-      if (v > 1) v = 1;
-      totals_[i] += ws.weight * v;
-    }
-    weight_sum += ws.weight;
   }
-  out.scored.resize(n);
+  totals_.assign(n, 0.0);
+  for (std::size_t s = 0; s < ns; ++s) {
+    const double w = profile.scorers[s].weight;
+    const double* row = scores_.data() + s * n;
+    for (std::size_t i = 0; i < n; ++i) {
+      // Into [0, 1], NaN to 0; in the select form x86's max/min take, so
+      // the loop vectorizes (no branch per endpoint).
+      double v = row[i] > 0 ? row[i] : 0.0;
+      v = v < 1 ? v : 1.0;
+      totals_[i] += w * v;
+    }
+  }
+  // Divided in place (contiguous: vectorized), then paired with endpoints
+  // into storage kept from the last cycle (no zeroing first).
+  if (weight_sum > 0) {
+    for (std::size_t i = 0; i < n; ++i) totals_[i] /= weight_sum;
+  } else {
+    std::fill(totals_.begin(), totals_.end(), 0.0);
+  }
+  out.scored.clear();
   for (std::size_t i = 0; i < n; ++i)
-    out.scored[i] = ScoredEndpoint{candidates_[i], weight_sum > 0 ? totals_[i] / weight_sum : 0.0};
+    out.scored.push_back(ScoredEndpoint{candidates_[i], totals_[i]});
   // The picker may reorder its view; keep `scored` in candidate order for
   // handlers by picking from a copy held in totals'-sized scratch.
   {
