@@ -153,7 +153,8 @@ names = {"solo": "interactive alone, one sluice", "one": "one sluice, everything
          "off": "3 replicas alone, as llm-d (same routing)"}
 for mode in ("solo", "one", "on", "off"):
     r = rows[mode]
-    print(f"| {names[mode]} | {1000 * r['p50']:.0f} / {1000 * r['p99']:.0f} ({r['n']:.0f}) | {r['p99'] / solo:.2f}× | "
+    ratio = f"{r['p99'] / solo:.2f}×" if solo > 0 else "–"  # a short smoke run may see no answer alone
+    print(f"| {names[mode]} | {1000 * r['p50']:.0f} / {1000 * r['p99']:.0f} ({r['n']:.0f}) | {ratio} | "
           f"{r['batch']:.0f} | {r['outcomes'] or '–'} | {r['over']:+.0f} / {100 * r['overfrac']:.0f}% | {r['lostmax']:.0f} |")
 if any(rows[m]["lostmax"] > 0 for m in rows):
     sys.exit("requests were lost")

@@ -8,6 +8,9 @@
 #          ROUNDS      interleaved rounds; the median is reported (default 3)
 #          CONNECTIONS wrk connections (default 64)
 #          PIN         auto|0 - CPU pinning, see below (default auto)
+#          PROMPT_BYTES the prompt's length in the body (default 900: ~1 KB)
+#          PO_TARGETS  the targets to measure (default: all below)
+#          RESULTS_FILE where the report goes (default bench/results/proxy_overhead.md)
 #
 # Targets, measured in this order in every round (interleaving spreads slow
 # drifts such as thermal throttling or background load over all targets):
@@ -36,7 +39,7 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
 SUPPORT_DIR=$SCRIPT_DIR/proxy_overhead
 RESULTS_DIR=$REPO_ROOT/bench/results
-RESULTS_FILE=$RESULTS_DIR/proxy_overhead.md
+RESULTS_FILE=${RESULTS_FILE:-$RESULTS_DIR/proxy_overhead.md}
 
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
@@ -51,7 +54,8 @@ READY_TIMEOUT=10  # seconds a server gets to start accepting requests
 STOP_TIMEOUT=5    # seconds a process gets to exit after SIGTERM
 LUA_SCRIPT=$SUPPORT_DIR/post_chat.lua
 
-TARGETS=(direct sluice sluice_fc sluice_fc_thread nginx haproxy)
+# PO_TARGETS: a subset, e.g. "direct sluice_fc haproxy" (bench/large_prompts.sh).
+read -r -a TARGETS <<<"${PO_TARGETS:-direct sluice sluice_fc sluice_fc_thread nginx haproxy}"
 
 log() { printf '[proxy_overhead] %s\n' "$*" >&2; }
 die() { printf 'proxy_overhead: error: %s\n' "$*" >&2; exit 1; }

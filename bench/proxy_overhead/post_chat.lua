@@ -7,7 +7,10 @@
 
 local sentence = "Summarise the following support ticket in two sentences and "
   .. "suggest a next step for the on-call engineer. "
-local content = string.rep(sentence, 10):sub(1, 900)
+-- PROMPT_BYTES (bench/large_prompts.sh) sets the prompt's length; 900 by
+-- default (a ~1 KB body).
+local prompt_bytes = tonumber(os.getenv("PROMPT_BYTES") or "900")
+local content = string.rep(sentence, math.ceil(prompt_bytes / #sentence)):sub(1, prompt_bytes)
 
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
