@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -36,6 +37,15 @@ Outcome run_shared_prefix_workload(std::uint16_t port, int n, int clients) {
       s += "you are assistant number " + std::to_string(k) + " and you answer briefly. ";
     system[k] = s;
   }
+  // Which system prompt each request carries: every round of six carries
+  // each prompt once, the round's order rotated by one each time. In plain
+  // order (i % 6) a router that merely rotates over the three endpoints
+  // (what least-in-flight does when requests go one at a time, as under
+  // ThreadSanitizer) would pin each prompt to one endpoint and look like
+  // affinity.
+  std::vector<int> prompt_of(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    prompt_of[static_cast<std::size_t>(i)] = (i + i / kPrompts) % kPrompts;
   std::atomic<int> next{0};
   std::mutex mu;
   Outcome out;
@@ -46,7 +56,9 @@ Outcome run_shared_prefix_workload(std::uint16_t port, int n, int clients) {
     threads.emplace_back([&] {
       HttpClient client(kHost, port, std::chrono::milliseconds(30000));
       for (int i; (i = next++) < n;) {
-        const std::string prompt = system[i % kPrompts] + " Question " + std::to_string(i) + "?";
+        const std::string prompt =
+            system[static_cast<std::size_t>(prompt_of[static_cast<std::size_t>(i)])] +
+            " Question " + std::to_string(i) + "?";
         const auto t0 = Clock::now();
         auto r = client.post_json("/v1/completions", completion_body(2, false, prompt));
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
