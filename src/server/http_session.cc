@@ -798,7 +798,7 @@ void HttpSession::on_interim_response() {
                      if (self->state_ == State::kClosed) return;
                      if (self->evicted_ && !ec) return self->finish_evicted();
                      if (ec) {
-                       self->upstream_.reset();
+                       self->drop_upstream();
                        self->release_dispatch();
                        return self->close();
                      }
@@ -966,7 +966,7 @@ void HttpSession::on_relay_written(error_code ec, std::size_t) {
   if (ec) {
     SLUICE_LOG(kDebug, "session",
                "client write failed (" << ec.message() << "); closing upstream connection");
-    upstream_.reset();  // generation stops when the endpoint sees the close
+    drop_upstream();  // generation stops when the endpoint sees the close
     release_dispatch();
     return close();
   }
@@ -1152,8 +1152,15 @@ void HttpSession::close() {
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   client_.socket().close(ec);
-  upstream_.reset();
+  drop_upstream();
   release_dispatch();
+}
+
+void HttpSession::drop_upstream() {
+  if (!upstream_) return;
+  error_code ec;
+  upstream_->stream.socket().close(ec);  // pending operations end, aborted
+  dropped_upstream_ = std::move(upstream_);
 }
 
 }  // namespace sluice::server

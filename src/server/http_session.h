@@ -187,6 +187,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   int endpoint_ = -1;
   datalayer::InFlightPermit permit_;
   std::unique_ptr<UpstreamConnection> upstream_;
+  // An upstream connection dropped while an operation on it may still be
+  // pending (the client left mid-write): its socket is closed, and the
+  // object lives on with the session, whose handlers hold it, so a composed
+  // write that resumes on it (a partial write's completion already queued)
+  // finds it alive, fails at once and stops.
+  std::unique_ptr<UpstreamConnection> dropped_upstream_;
+  void drop_upstream();
   bool upstream_reused_ = false;
   bool retried_ = false;
   ResponseHead response_;

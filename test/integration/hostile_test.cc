@@ -595,3 +595,47 @@ TEST(Hostile, TwoThousandIdleConnectionsCostLittleAndComeBack) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// A client that sends a large request and leaves at once: its request is
+// dispatched and being written to the endpoint when the close is noticed.
+// The session dropped the upstream connection while a write on it could
+// still resume (a partial write's completion already queued) — a
+// use-after-free that ended the process (found by bench/large_prompts.sh at
+// the end of a wrk run). Clients in parallel, many times; then sluice must
+// still serve and exit cleanly (under ASan any use after free aborts it).
+// Without the fix this ended sluice within a few iterations under ASan.
+TEST(Hostile, ClientsLeavingDuringALargeUpstreamWriteNeverEndTheProcess) {
+  // An endpoint with a small receive window: sluice writes each request in
+  // many partial writes, so the close lands among them.
+  FakeUpstream upstream(
+      [](const UpstreamRequest&) {
+        return FakeUpstream::Reply{FakeUpstream::response(
+            200, R"({"choices":[{"index":0,"text":"ok","finish_reason":"stop"}],)"
+                 R"("usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}})")};
+      },
+      4096);
+  TempFile cfg(make_config({upstream.address()}, "  maxBodyBytes: 8Mi\n"));
+  auto sluice = start_sluice(cfg);
+  const std::string prompt(640 * 1024, 'x');
+  const std::string body = completion_body(1, false, prompt);
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  // One at a time: send, wait until the endpoint has read part of this
+  // request (sluice is writing it), leave.
+  for (int i = 0; i < 40; ++i) {
+    const auto before = upstream.bytes_received();
+    RawConnection raw(kHost, sluice->port());
+    ASSERT_TRUE(raw.send(request));
+    EXPECT_TRUE(eventually([&] { return upstream.bytes_received() > before + 64 * 1024; }));
+  }  // closed here, mid-write to the endpoint
+  expect_serving(sluice->port());
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -49,11 +49,14 @@ std::string FakeUpstream::response(int status, const std::string& body,
          "\r\n" + extra_headers + "\r\n" + body;
 }
 
-FakeUpstream::FakeUpstream(Responder responder) : responder_(std::move(responder)) {
+FakeUpstream::FakeUpstream(Responder responder, int receive_buffer)
+    : responder_(std::move(responder)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (receive_buffer > 0)
+    ::setsockopt(listen_fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
   ::listen(listen_fd_, 64);
   socklen_t len = sizeof a;
@@ -107,6 +110,7 @@ void FakeUpstream::serve(int fd) {
     while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
       ssize_t n = ::recv(fd, buf, sizeof buf, 0);
       if (n <= 0) goto done;
+      bytes_received_ += static_cast<std::uint64_t>(n);
       in.append(buf, static_cast<std::size_t>(n));
     }
     {
@@ -117,6 +121,7 @@ void FakeUpstream::serve(int fd) {
       while (in.size() < length) {
         ssize_t n = ::recv(fd, buf, sizeof buf, 0);
         if (n <= 0) goto done;
+        bytes_received_ += static_cast<std::uint64_t>(n);
         in.append(buf, static_cast<std::size_t>(n));
       }
       r.body = in.substr(0, length);

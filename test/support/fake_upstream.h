@@ -31,7 +31,10 @@ class FakeUpstream {
   };
   using Responder = std::function<Reply(const UpstreamRequest&)>;
 
-  explicit FakeUpstream(Responder responder);
+  // `receive_buffer` > 0: the listening socket's SO_RCVBUF, inherited by
+  // the connections (a small one makes a large request's write from sluice
+  // take many partial writes).
+  explicit FakeUpstream(Responder responder, int receive_buffer = 0);
   ~FakeUpstream();
 
   std::uint16_t port() const { return port_; }
@@ -40,6 +43,8 @@ class FakeUpstream {
   // with 404 and not recorded).
   std::vector<UpstreamRequest> requests();
   int connections() const { return connections_.load(); }
+  // Request bytes read so far, all connections.
+  std::uint64_t bytes_received() const { return bytes_received_.load(); }
 
   // A whole response with a Content-Length.
   static std::string response(int status, const std::string& body,
@@ -54,6 +59,7 @@ class FakeUpstream {
   std::uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> connections_{0};
+  std::atomic<std::uint64_t> bytes_received_{0};
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> threads_;
