@@ -28,18 +28,6 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-30s}
 mkdir -p "$OUT"
 
-start_redis() {
-  redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --dir "$WORK" \
-    --save "" --appendonly no --loglevel warning >"$WORK/redis.out" 2>&1 &
-  PIDS+=($!)
-  REDIS_PID=$!
-  local deadline=$((SECONDS + 10))
-  until redis-cli -s "$WORK/redis.sock" ping >/dev/null 2>&1; do
-    (( SECONDS < deadline )) || { log "redis-server did not start"; cat "$WORK/redis.out" >&2; exit 1; }
-    sleep 0.05
-  done
-}
-
 run_once() {  # mode (on|off) round
   local mode=$1 round=$2 i
   local tag="$mode-$round"
@@ -75,14 +63,7 @@ run_once() {  # mode (on|off) round
   local t0 t1
   t0=$(date +%s.%N)
   # The mocks' running sequences, polled while the load runs.
-  (
-    while :; do
-      for m in "${M[@]}"; do
-        curl -s "http://127.0.0.1:$m/metrics" | awk '/^vllm:num_requests_running/ { print $2 }'
-      done
-      sleep 0.02
-    done
-  ) >"$WORK/running.txt" 2>/dev/null &
+  poll_running >"$WORK/running.txt" 2>/dev/null &
   local poller=$!
   local loads=()
   "$BUILD/sluice-load" --scenario "$ROOT/bench/scenarios/fleet-a.yaml" --quiet \

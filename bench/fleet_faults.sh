@@ -35,18 +35,6 @@ FAULT_AT=${FAULT_AT:-10}  # seconds after the load starts (its warm-up is 5 s)
 DOWN=${DOWN:-3}           # seconds redis-server stays down
 mkdir -p "$OUT"
 
-start_redis() {
-  redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --dir "$WORK" \
-    --save "" --appendonly no --loglevel warning >>"$WORK/redis.out" 2>&1 &
-  PIDS+=($!)
-  REDIS_PID=$!
-  local deadline=$((SECONDS + 10))
-  until redis-cli -s "$WORK/redis.sock" ping >/dev/null 2>&1; do
-    (( SECONDS < deadline )) || { log "redis-server did not start"; cat "$WORK/redis.out" >&2; exit 1; }
-    sleep 0.05
-  done
-}
-
 now() { date +%s.%N; }
 
 free_port() {
@@ -102,16 +90,7 @@ run_once() {  # fault round
   done
   wait_fleet 3 "${aports[@]}"
   start_haproxy "${ports[@]}"
-  (
-    while :; do
-      line=$(now)
-      for m in "${M[@]}"; do
-        line+=" $(curl -s "http://127.0.0.1:$m/metrics" | awk '/^vllm:num_requests_running/ { print $2 }')"
-      done
-      echo "$line"
-      sleep 0.02
-    done
-  ) >"$WORK/running.txt" 2>/dev/null &
+  poll_running stamp >"$WORK/running.txt" 2>/dev/null &
   local poller=$! loads=()
   local start
   start=$(now)

@@ -18,14 +18,7 @@ source "$ROOT/bench/lib.sh"
 FLOWS=${FLOWS:-1000}
 DURATION=${DURATION:-20s}
 
-redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --dir "$WORK" \
-  --save "" --appendonly no --loglevel warning >"$WORK/redis.out" 2>&1 &
-PIDS+=($!)
-deadline=$((SECONDS + 10))
-until redis-cli -s "$WORK/redis.sock" ping >/dev/null 2>&1; do
-  (( SECONDS < deadline )) || { log "redis-server did not start"; exit 1; }
-  sleep 0.05
-done
+start_redis
 start_mocks "$BUILD" --max-running 32 --decode-ms-per-token 10
 ports=() spids=()
 for i in 1 2 3; do

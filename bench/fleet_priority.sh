@@ -31,17 +31,6 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-20s}
 mkdir -p "$OUT"
 
-start_redis() {
-  redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --dir "$WORK" \
-    --save "" --appendonly no --loglevel warning >"$WORK/redis.out" 2>&1 &
-  PIDS+=($!)
-  local deadline=$((SECONDS + 10))
-  until redis-cli -s "$WORK/redis.sock" ping >/dev/null 2>&1; do
-    (( SECONDS < deadline )) || { log "redis-server did not start"; cat "$WORK/redis.out" >&2; exit 1; }
-    sleep 0.05
-  done
-}
-
 load() {  # scenario port json
   "$BUILD/sluice-load" --scenario "$ROOT/bench/scenarios/$1" --quiet \
     --target "http://127.0.0.1:$2" --duration "$DURATION" --json "$3" >/dev/null
@@ -66,14 +55,7 @@ run_once() {  # mode round
     aports+=("$(admin_port "$WORK/r$i.out")")
   done
   [[ $mode == on ]] && wait_fleet 3 "${aports[@]}"
-  (
-    while :; do
-      for m in "${M[@]}"; do
-        curl -s "http://127.0.0.1:$m/metrics" | awk '/^vllm:num_requests_running/ { print $2 }'
-      done
-      sleep 0.02
-    done
-  ) >"$WORK/running.txt" 2>/dev/null &
+  poll_running >"$WORK/running.txt" 2>/dev/null &
   local poller=$! loads=()
   case $mode in
     solo)

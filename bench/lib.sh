@@ -93,3 +93,39 @@ cpu_seconds() {
   done
   python3 -c "print($total / $(getconf CLK_TCK))"
 }
+
+# start_redis: a redis-server on $WORK/redis.sock (no persistence), its pid
+# in REDIS_PID; waits until it answers (fails after 10 s). Appends to
+# $WORK/redis.out, so a restart on the same socket keeps the first log.
+start_redis() {
+  redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --dir "$WORK" \
+    --save "" --appendonly no --loglevel warning >>"$WORK/redis.out" 2>&1 &
+  PIDS+=($!)
+  REDIS_PID=$!
+  local deadline=$((SECONDS + 10))
+  until redis-cli -s "$WORK/redis.sock" ping >/dev/null 2>&1; do
+    (( SECONDS < deadline )) || { log "redis-server did not start"; cat "$WORK/redis.out" >&2; exit 1; }
+    sleep 0.05
+  done
+}
+
+# poll_running [stamp]: until killed, every 20 ms, each mock's (M) running
+# sequences — one number per line, or with "stamp" one line per poll:
+# the time, then the three counts.
+poll_running() {
+  local m line
+  while :; do
+    if [[ ${1:-} == stamp ]]; then
+      line=$(date +%s.%N)
+      for m in "${M[@]}"; do
+        line+=" $(curl -s "http://127.0.0.1:$m/metrics" | awk '/^vllm:num_requests_running/ { print $2 }')"
+      done
+      echo "$line"
+    else
+      for m in "${M[@]}"; do
+        curl -s "http://127.0.0.1:$m/metrics" | awk '/^vllm:num_requests_running/ { print $2 }'
+      done
+    fi
+    sleep 0.02
+  done
+}
