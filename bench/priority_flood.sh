@@ -30,7 +30,12 @@ VARIANTS=(
   "none, 8 into each engine (fcfs engine)|||8|"
   "engine priority (8 into each engine)||    schedulingPolicy: priority|8|--scheduling-policy priority"
   "headroom + over-admission + eviction|  headroom: {protectedPriority: 100, reserve: 1, lendAfterIdle: 5s, overAdmission: 1}\n  enableEviction: true|||"
+  "reserved endpoint (1, lent after 5 s idle)|  headroom: {protectedPriority: 100, reserveEndpoints: 1, lendAfterIdle: 5s}|||"
+  "reserved endpoint + over-admission 1|  headroom: {protectedPriority: 100, reserveEndpoints: 1, lendAfterIdle: 5s, overAdmission: 1}|||"
 )
+# ONLY="0 4 10" runs those variants alone (the first listed is the
+# throughput baseline).
+SELECTED=(${ONLY:-${!VARIANTS[@]}})
 
 run_variant() {  # index name flow_lines endpoint_line max_concurrency mock_args
   local i=$1 name=$2 flow=$3 ep=$4 conc=${5:-4} margs=$6 kind
@@ -68,12 +73,14 @@ PY
   done
 }
 
-for i in "${!VARIANTS[@]}"; do
+ARGS=()
+for i in "${SELECTED[@]}"; do
   IFS='|' read -r name flow ep conc margs <<<"${VARIANTS[$i]}"
   run_variant "$i" "$name" "$flow" "$ep" "$conc" "$margs"
+  ARGS+=("$i|${VARIANTS[$i]}")
 done
 
-python3 - "$OUT" "$(git -C "$ROOT" rev-parse --short HEAD)" "${VARIANTS[@]}" <<'PY'
+python3 - "$OUT" "$(git -C "$ROOT" rev-parse --short HEAD)" "${ARGS[@]}" <<'PY'
 import json, sys
 out, commit, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
 def flow(path, name):
@@ -101,8 +108,8 @@ def queue_ms(path, window):
     return "%.1f / %.1f (%d)" % (pct(waits, 0.5), pct(waits, 0.99), len(waits))
 base_batch = None
 rows = []
-for i, v in enumerate(variants):
-    name = v.split("|")[0]
+for v in variants:
+    i, name = v.split("|")[:2]
     solo = flow(f"{out}/{i}-solo.json", "interactive")
     fl = flow(f"{out}/{i}-flooded.json", "interactive")
     fb = flow(f"{out}/{i}-flooded.json", "batch")
@@ -111,15 +118,15 @@ for i, v in enumerate(variants):
     if base_batch is None: base_batch = tput
     lost = sum(json.load(open(f"{out}/{i}-{k}.json"))["totals"]["lost"] for k in ("solo", "flooded", "batch"))
     n = fl["ttftSeconds"]["count"]
-    rows.append("| %s | %s / %s | %s / %s (%d) | %s | %s / %s | %.2f× | %.0f (%.0f%%) | %s | %d |" % (
+    rows.append("| %s | %s / %s | %s / %s (%d) | %s | %s / %s | %.2f× | %.0f | %.0f (%.0f%%) | %s | %d |" % (
         name, ms(solo["ttftSeconds"]["p50"]), ms(solo["ttftSeconds"]["p99"]),
         ms(fl["ttftSeconds"]["p50"]), ms(fl["ttftSeconds"]["p99"]), n,
         queue_ms(f"{out}/{i}-flooded.access.log", json.load(open(f"{out}/{i}-flooded.json"))["window"]),
         ms(fl["latencySeconds"]["p50"]), ms(fl["latencySeconds"]["p99"]),
         fl["ttftSeconds"]["p99"] / max(solo["ttftSeconds"]["p99"], 1e-9),
-        tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
+        fb["outputTokensPerSecond"], tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
 print(f"priority-flood at {commit} (3 sluice-mock endpoints, 6 sequences each, 20 ms/token; sluice admits 4 per endpoint unless noted)\n")
-print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | of which queued in sluice, p50 / p99 ms (requests) | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch alone, output tokens/s (vs none) | batch outcomes, flooded | requests without an answer |")
-print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
+print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | of which queued in sluice, p50 / p99 ms (requests) | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch output tokens/s, flooded | batch alone, output tokens/s (vs the first row) | batch outcomes, flooded | requests without an answer |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
 print("\n".join(rows))
 PY

@@ -733,6 +733,7 @@ void read_headroom(const Reader& r, HeadroomSpec& h, const YAML::Node& node,
   count("reserve", h.reserve, 100000);
   const YAML::Node tokens = count("reserveTokens", h.reserve_tokens, std::uint64_t{1} << 40);
   count("overAdmission", h.over_admission, 100000);
+  const YAML::Node lane = count("reserveEndpoints", h.reserve_endpoints, 100000);
   if (auto n = f.take("scope")) {
     auto s = r.string(n, f.child("scope"));
     if (s != "endpoint" && s != "pool")
@@ -745,8 +746,12 @@ void read_headroom(const Reader& r, HeadroomSpec& h, const YAML::Node& node,
     if (h.lend_after_idle.count() < 0)
       fail(r.source, n, f.child("lendAfterIdle"), "must not be negative");
   }
-  if (h.reserve == 0 && h.reserve_tokens == 0 && h.over_admission == 0)
-    fail(r.source, node, path, "reserves nothing: set reserve, reserveTokens or overAdmission");
+  if (h.reserve == 0 && h.reserve_tokens == 0 && h.over_admission == 0 && h.reserve_endpoints == 0)
+    fail(r.source, node, path,
+         "reserves nothing: set reserve, reserveTokens, reserveEndpoints or overAdmission");
+  if (h.pool_scope && h.reserve_endpoints > 0)
+    fail(r.source, lane, f.child("reserveEndpoints"),
+         "is per endpoint only (scope: pool reserves requests anywhere in the pool)");
   if (h.pool_scope && h.reserve_tokens > 0)
     fail(r.source, tokens, f.child("reserveTokens"),
          "is per endpoint only (scope: pool reserves requests)");

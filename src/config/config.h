@@ -202,7 +202,10 @@ struct HeadroomSpec {
   int protected_priority = 0;
   std::uint64_t reserve = 0;         // requests
   std::uint64_t reserve_tokens = 0;  // input + max output tokens
-  bool pool_scope = false;           // scope: endpoint (default) | pool
+  // Whole endpoints (the pool's last ones) kept free of lower bands: the
+  // protected request finds an engine with nothing of theirs running.
+  std::uint64_t reserve_endpoints = 0;
+  bool pool_scope = false;  // scope: endpoint (default) | pool
   bool lend = true;
   // Lent only once no protected request has arrived for this long.
   nanoseconds lend_after_idle = std::chrono::seconds(1);

@@ -788,7 +788,7 @@ Controller::Allowance Controller::allowance_for(int priority, TimePoint now) con
     const bool top = !bands.empty() && bands.begin()->first == priority;
     return top && h.over_admission > 0 ? Allowance::kOverAdmit : Allowance::kPlain;
   }
-  if (h.reserve == 0 && h.reserve_tokens == 0) return Allowance::kPlain;
+  if (h.reserve == 0 && h.reserve_tokens == 0 && h.reserve_endpoints == 0) return Allowance::kPlain;
   if (h.lend && (!last_protected_arrival_ || now - *last_protected_arrival_ >= h.lend_after_idle)) {
     // Lent while the protected bands are idle; reclaimed as soon as one of
     // their requests waits (the slots completions free go to it first).
@@ -844,8 +844,21 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
     }
     allowance = Allowance::kPlain;
   }
+  // Held: the pool's last reserve_endpoints endpoints (never every one in
+  // it) take no lower-band request.
+  std::size_t lane = 0;
+  if (allowance == Allowance::kReserveHeld && config_.headroom.reserve_endpoints > 0) {
+    std::size_t in_pool = 0;
+    for (std::size_t i = 0; i < load_.size(); ++i) in_pool += !removed_[i];
+    lane = std::min<std::size_t>(config_.headroom.reserve_endpoints, in_pool - (in_pool > 0));
+  }
   bool any = false;
-  for (std::size_t i = 0; i < load_.size(); ++i) {
+  for (std::size_t i = load_.size(); i-- > 0;) {
+    if (lane > 0 && !removed_[i]) {
+      --lane;
+      room_[i] = false;
+      continue;
+    }
     room_[i] = !removed_[i] && (!gated_ || has_room(i, allowance, now));
     any = any || room_[i];
   }

@@ -34,6 +34,7 @@ namespace sluice::flowcontrol {
 // reserve is lent while the protected bands are idle, and reclaimed as
 // completions free slots once they are back). The top band may go
 // `over_admission` requests past the detector's limit on an endpoint.
+// `reserve_endpoints` keeps whole endpoints for the protected bands.
 struct HeadroomConfig {
   bool enabled = false;
   int protected_priority = 0;
@@ -43,6 +44,11 @@ struct HeadroomConfig {
   bool lend = true;
   Duration lend_after_idle = std::chrono::seconds(1);
   std::uint32_t over_admission = 0;
+  // The last `reserve_endpoints` endpoints in the pool (never all of them)
+  // take no lower-band request while the reserve is held: a protected
+  // request lands on an engine that runs none of the flood's work, so it
+  // does not wait for a step of theirs. Lent and reclaimed like the rest.
+  std::uint32_t reserve_endpoints = 0;
 };
 
 // In-flight eviction (llm-d's enableEviction, with sluice's extensions):

@@ -48,7 +48,8 @@ ControllerConfig controller_config(const config::Config& config) {
                               h.pool_scope,
                               h.lend,
                               h.lend_after_idle,
-                              static_cast<std::uint32_t>(h.over_admission)};
+                              static_cast<std::uint32_t>(h.over_admission),
+                              static_cast<std::uint32_t>(h.reserve_endpoints)};
   const auto& e = fc.eviction;
   c.eviction.enabled = e.enabled;
   c.eviction.priorities = e.priorities;

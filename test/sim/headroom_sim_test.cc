@@ -149,5 +149,53 @@ TEST(Headroom, PoolScopeKeepsTheReserveAcrossThePool) {
   EXPECT_EQ(peak, 27);
 }
 
+// reserveEndpoints: the pool's last endpoint takes no batch request while
+// the interactive band is active, so an interactive request lands on an
+// engine that runs none of the flood (no batch step to wait for in a real
+// engine); batch alone gets it back (lent after the idle time), and the
+// lane never takes the only endpoint left.
+TEST(Headroom, ReservedEndpointsTakeNoLowerBandWhileHeld) {
+  HeadroomConfig h;
+  h.enabled = true;
+  h.protected_priority = 100;
+  h.reserve_endpoints = 1;
+  h.lend_after_idle = 1s;
+  Sim sim(two_bands(h), pool());
+  sim.poisson({"interactive", 100}, 32, T0, T0 + 30s, 21);
+  sim.poisson({"batch", -10}, 3200, T0, T0 + 30s, 22);
+  sim.run_until(T0 + 31s);
+  std::size_t batch_on_lane = 0, batch_elsewhere = 0, interactive_on_lane = 0, interactive = 0;
+  for (const auto& r : sim.records()) {
+    if (r.outcome != QueueOutcome::kDispatched || r.decided < T0 + 1s) continue;
+    if (r.request.priority < 100) {
+      (r.endpoint == 3 ? batch_on_lane : batch_elsewhere) += 1;
+    } else {
+      interactive += 1;
+      interactive_on_lane += r.endpoint == 3;
+    }
+  }
+  const Waits w = waits(sim, "interactive", T0 + 2s);
+  std::printf("lane: batch on it %zu (elsewhere %zu), interactive on it %zu of %zu, wait %.3f ms\n",
+              batch_on_lane, batch_elsewhere, interactive_on_lane, interactive, w.mean_ms);
+  EXPECT_EQ(batch_on_lane, 0u);
+  EXPECT_GT(batch_elsewhere, 1000u);
+  EXPECT_GT(interactive, 800u);
+  EXPECT_GE(interactive_on_lane, interactive * 95 / 100);
+  EXPECT_LE(w.mean_ms, 1.0);
+
+  // Batch alone: the lane is lent (nothing protected ever arrived).
+  const double base = static_cast<double>(batch_alone({}));
+  EXPECT_GE(static_cast<double>(batch_alone(h)) / base, 0.97);
+
+  // One endpoint in the pool: the lane never takes it.
+  PoolModel one = pool();
+  one.endpoints = 1;
+  h.lend = false;
+  Sim single(two_bands(h), one);
+  single.backlog({"batch", -10}, 16, T0, T0 + 2s);
+  single.run_until(T0 + 2s);
+  EXPECT_GT(dispatched(single, "batch"), 100u);
+}
+
 }  // namespace
 }  // namespace sluice::sim

@@ -677,8 +677,10 @@ flowControl:
     lend: true
     lendAfterIdle: 500ms
     overAdmission: 1
+    reserveEndpoints: 1
 )");
   const auto& h = c.flow_control.headroom;
+  EXPECT_EQ(h.reserve_endpoints, 1u);
   EXPECT_TRUE(h.enabled);
   EXPECT_EQ(h.protected_priority, 100);
   EXPECT_EQ(h.reserve, 2u);
@@ -692,18 +694,23 @@ flowControl:
   EXPECT_EQ(error_of(head + "    reserve: 2\n"),
             "test.yaml:3: flowControl.headroom.protectedPriority: is required");
   EXPECT_EQ(error_of(head + "    protectedPriority: 10\n"),
-            "test.yaml:3: flowControl.headroom: reserves nothing: set reserve, reserveTokens or "
-            "overAdmission");
+            "test.yaml:3: flowControl.headroom: reserves nothing: set reserve, reserveTokens, "
+            "reserveEndpoints or overAdmission");
   EXPECT_EQ(
       error_of(head + "    protectedPriority: 10\n    reserve: -1\n"),
       "test.yaml:4: flowControl.headroom.reserve: expected a size like 5000 or 8Mi, got '-1'");
   EXPECT_EQ(error_of(head + "    protectedPriority: 10\n    reserve: 1\n    scope: rack\n"),
             "test.yaml:5: flowControl.headroom.scope: must be endpoint or pool");
   EXPECT_EQ(error_of(head + "    protectedPriority: 10\n    reserve: 1\n    lendAfterIdle: -1s\n"),
-            error_of("flowControl:\n  headroom:\n    protectedPriority: 10\n    reserve: 1\n"
-                     "    lendAfterIdle: -1s\n"));
-  EXPECT_NE(error_of(head + "    protectedPriority: 10\n    reserve: 1\n    lendAfterIdle: -1s\n"),
-            "");
+            "test.yaml:5: flowControl.headroom.lendAfterIdle: expected a duration like 500ms or "
+            "30s, got '-1s'");
+  EXPECT_EQ(
+      error_of(head + "    protectedPriority: 10\n    reserveEndpoints: 1\n    scope: pool\n"),
+      "test.yaml:4: flowControl.headroom.reserveEndpoints: is per endpoint only (scope: pool "
+      "reserves requests anywhere in the pool)");
+  EXPECT_EQ(error_of(head + "    protectedPriority: 10\n    reserveEndpoints: -2\n"),
+            "test.yaml:4: flowControl.headroom.reserveEndpoints: expected a size like 5000 or 8Mi, "
+            "got '-2'");
   EXPECT_EQ(error_of(head + "    protectedPriority: 10\n    reserveTokens: 5\n    scope: pool\n"),
             "test.yaml:4: flowControl.headroom.reserveTokens: is per endpoint only (scope: pool "
             "reserves requests)");
