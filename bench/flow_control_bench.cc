@@ -20,6 +20,7 @@
 
 #include "flowcontrol/controller.h"
 #include "flowcontrol/saturation_detectors.h"
+#include "registry/flow_table.h"
 
 namespace {
 
@@ -36,13 +37,18 @@ struct Harness {
           if (d.outcome == sluice::QueueOutcome::kDispatched) dispatched.push_back(d.ticket);
         });
     controller->set_endpoint_count(1);
-    for (int f = 0; f < flows; ++f) ids.push_back("flow-" + std::to_string(f));
+    for (int f = 0; f < flows; ++f) {
+      ids.push_back("flow-" + std::to_string(f));
+      hashes.push_back(sluice::registry::FlowTable::hash(ids.back()));
+    }
     this->bands = bands;
   }
 
   EnqueueRequest request(int flow) const {
     EnqueueRequest r;
     r.flow_id = ids[static_cast<std::size_t>(flow)];
+    // As the I/O thread does: the id's hash comes with the request.
+    r.flow_hash = hashes[static_cast<std::size_t>(flow)];
     r.priority = flow % bands;
     r.bytes = 1024;
     r.input_tokens = 200;
@@ -52,6 +58,7 @@ struct Harness {
 
   std::unique_ptr<Controller> controller;
   std::vector<std::string> ids;
+  std::vector<std::uint64_t> hashes;
   std::vector<std::uint64_t> dispatched;
   int bands = 1;
   TimePoint now{};

@@ -181,7 +181,8 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   // A new flow id past flowControl.maxFlows takes the place of the longest
   // idle flow, or is refused when every flow has work: the flows already
   // there keep their queues and fairness state.
-  Flow* admitted = registry_.admit_flow(key, now);
+  Flow* admitted = registry_.admit_flow(
+      key, r.flow_hash ? *r.flow_hash : registry::FlowTable::hash(key.id), now);
   if (!admitted) return reject(QueueOutcome::kRejectedCapacity);
   Flow& flow = *admitted;
   switch (registry_.would_exceed(flow, r.bytes)) {
@@ -291,9 +292,9 @@ bool Controller::displace_in_band(Flow& newcomer, std::uint64_t bytes, TimePoint
   auto length = [](const Flow& f) {
     return static_cast<double>(f.queued()) / std::max(f.weight(), 1e-9);
   };
-  for (const auto& [id, f] : band.flows())
-    if (f.get() != &newcomer && f->queued() > 0 && (!longest || length(*f) > length(*longest)))
-      longest = f.get();
+  for (Flow* f : band.flows())
+    if (f != &newcomer && f->queued() > 0 && (!longest || length(*f) > length(*longest)))
+      longest = f;
   if (!longest) return false;
   // Victims from the end of its queue (the last it would serve), each only
   // while it stays longer than the newcomer would be: a walk from the tail
@@ -750,9 +751,8 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
     if (parsed.ec != std::errc() || parsed.ptr != key.data() + space) continue;
     auto band = registry_.bands().find(priority);
     if (band == registry_.bands().end()) continue;
-    auto flow = band->second->flows().find(key.substr(space + 1));
-    if (flow != band->second->flows().end())
-      band->second->fairness().on_fleet_service(*flow->second, service);
+    if (Flow* flow = band->second->flows().find(std::string_view(key).substr(space + 1)))
+      band->second->fairness().on_fleet_service(*flow, service);
   }
   for (auto& [p, band] : registry_.bands()) {
     auto it = fleet_backlog_.find(p);

@@ -86,6 +86,9 @@ struct ControllerConfig {
 struct EnqueueRequest {
   std::uint64_t cookie = 0;  // returned in the Decision
   std::string flow_id = "default-flow";
+  // registry::FlowTable::hash(flow_id), if the caller computed it (the I/O
+  // thread does, so the one writer does not).
+  std::optional<std::uint64_t> flow_hash;
   int priority = 0;
   TimePoint received{};
   std::optional<Duration> ttl;       // the request's own TTL (header / objective)

@@ -91,46 +91,94 @@ double VtcFairness::counter(const FlowView& flow) const {
   return flow.slot() < states_.size() ? states_[flow.slot()].counter : 0;
 }
 
+void VtcFairness::heap_push(std::uint32_t slot) {
+  const State& s = states_[slot];
+  heap_.push_back(Entry{s.counter, s.last_served, slot});
+  states_[slot].heap_pos = static_cast<std::uint32_t>(heap_.size() - 1);
+  sift_up(static_cast<std::uint32_t>(heap_.size() - 1));
+}
+
+void VtcFairness::heap_erase(std::uint32_t pos) {
+  states_[heap_[pos].slot].heap_pos = kNotInHeap;
+  const Entry last = heap_.back();
+  heap_.pop_back();
+  if (pos == heap_.size()) return;
+  place(pos, last);
+  heap_update(pos);
+}
+
+void VtcFairness::heap_update(std::uint32_t pos) {
+  if (pos > 0 && heap_[pos] < heap_[(pos - 1) / 4])
+    sift_up(pos);
+  else
+    sift_down(pos);
+}
+
+void VtcFairness::sift_up(std::uint32_t pos) {
+  const Entry e = heap_[pos];
+  while (pos > 0) {
+    const std::uint32_t parent = (pos - 1) / 4;
+    if (!(e < heap_[parent])) break;
+    place(pos, heap_[parent]);
+    pos = parent;
+  }
+  place(pos, e);
+}
+
+void VtcFairness::sift_down(std::uint32_t pos) {
+  const Entry e = heap_[pos];
+  const std::size_t n = heap_.size();
+  for (;;) {
+    const std::size_t first = std::size_t{pos} * 4 + 1;
+    if (first >= n) break;
+    std::size_t best = first;
+    const std::size_t last = std::min(first + 4, n);
+    for (std::size_t c = first + 1; c < last; ++c)
+      if (heap_[c] < heap_[best]) best = c;
+    if (!(heap_[best] < e)) break;
+    place(pos, heap_[best]);
+    pos = static_cast<std::uint32_t>(best);
+  }
+  place(pos, e);
+}
+
 void VtcFairness::on_backlogged(FlowView& flow) {
   auto& s = state(flow);
-  if (s.active) return;
+  if (s.active()) return;
   // No saving up credit while idle: start no lower than the flows that are
   // competing now (or, with none, than the last one served).
   // In a fleet, the flows competing elsewhere count too.
-  double floor = active_.empty() ? last_counter_ : std::get<0>(*active_.begin());
-  if (fleet_floor_) floor = active_.empty() ? *fleet_floor_ : std::min(floor, *fleet_floor_);
+  double floor = heap_.empty() ? last_counter_ : heap_.front().counter;
+  if (fleet_floor_) floor = heap_.empty() ? *fleet_floor_ : std::min(floor, *fleet_floor_);
   s.counter = std::max(s.counter, floor);
-  active_.emplace(s.counter, s.last_served, flow.slot());
-  s.active = true;
+  heap_push(flow.slot());
 }
 
 void VtcFairness::on_idle(FlowView& flow) {
   auto& s = state(flow);
-  if (!s.active) return;
-  active_.erase(Key{s.counter, s.last_served, flow.slot()});
-  s.active = false;
+  if (s.active()) heap_erase(s.heap_pos);
 }
 
-FlowView* VtcFairness::pick() {
-  if (active_.empty()) return nullptr;
-  return states_[std::get<2>(*active_.begin())].flow;
-}
+FlowView* VtcFairness::pick() { return heap_.empty() ? nullptr : states_[heap_.front().slot].flow; }
 
 void VtcFairness::charge(FlowView& flow, double amount) {
   auto& s = state(flow);
-  if (s.active) active_.erase(Key{s.counter, s.last_served, flow.slot()});
   s.counter += amount / std::max(flow.weight(), 1e-9);
-  if (s.active) active_.emplace(s.counter, s.last_served, flow.slot());
+  if (!s.active()) return;
+  heap_[s.heap_pos].counter = s.counter;
+  heap_update(s.heap_pos);
 }
 
 void VtcFairness::on_dispatched(FlowView& flow, const QueuedRequest& request) {
   auto& s = state(flow);
-  if (s.active) active_.erase(Key{s.counter, s.last_served, flow.slot()});
   s.last_served = ++serve_seq_;
   s.counter +=
       input_price_ * static_cast<double>(request.input_tokens) / std::max(flow.weight(), 1e-9);
-  if (s.active) active_.emplace(s.counter, s.last_served, flow.slot());
   last_counter_ = s.counter;
+  if (!s.active()) return;
+  heap_[s.heap_pos].counter = s.counter;
+  heap_[s.heap_pos].last_served = s.last_served;
+  heap_update(s.heap_pos);
 }
 
 void VtcFairness::on_output_tokens(FlowView& flow, std::uint64_t tokens) {
@@ -142,8 +190,8 @@ void VtcFairness::on_fleet_service(FlowView& flow, double service) {
 }
 
 std::optional<double> VtcFairness::fleet_backlog_min() const {
-  if (active_.empty()) return std::nullopt;
-  return std::get<0>(*active_.begin());
+  if (heap_.empty()) return std::nullopt;
+  return heap_.front().counter;
 }
 
 void VtcFairness::on_removed(FlowView& flow) {

@@ -156,9 +156,12 @@ double FlowRegistry::weight_for(const std::string& id) const {
 }
 
 Flow& FlowRegistry::flow(const FlowKey& key, TimePoint now) {
+  return flow(key, FlowTable::hash(key.id), now);
+}
+
+Flow& FlowRegistry::flow(const FlowKey& key, std::uint64_t hash, TimePoint now) {
   Band& b = band(key.priority);
-  auto it = b.flows_.find(key.id);
-  if (it != b.flows_.end()) return *it->second;
+  if (Flow* f = b.flows_.find(key.id, hash)) return *f;
   std::uint32_t slot;
   if (!free_slots_.empty()) {
     slot = free_slots_.back();
@@ -166,9 +169,9 @@ Flow& FlowRegistry::flow(const FlowKey& key, TimePoint now) {
   } else {
     slot = next_slot_++;
   }
-  auto flow = std::make_unique<Flow>(key, weight_for(key.id), slot, &b, b.ordering_.get());
-  Flow& ref = *flow;
-  b.flows_.emplace(key.id, std::move(flow));
+  auto made = std::make_unique<Flow>(key, weight_for(key.id), slot, &b, b.ordering_.get());
+  made->hash_ = hash;
+  Flow& ref = b.flows_.insert(std::move(made), hash);
   ++flow_count_;
   ref.all_index_ = all_flows_.size();
   all_flows_.push_back(&ref);
@@ -176,11 +179,10 @@ Flow& FlowRegistry::flow(const FlowKey& key, TimePoint now) {
   return ref;
 }
 
-Flow* FlowRegistry::admit_flow(const FlowKey& key, TimePoint now) {
+Flow* FlowRegistry::admit_flow(const FlowKey& key, std::uint64_t hash, TimePoint now) {
   if (config_.max_flows && flow_count_ >= config_.max_flows) {
     Band& b = band(key.priority);
-    auto it = b.flows_.find(key.id);
-    if (it != b.flows_.end()) return it->second.get();
+    if (Flow* f = b.flows_.find(key.id, hash)) return f;
     if (!idle_oldest_) {
       ++flow_limit_rejections_;
       return nullptr;
@@ -188,7 +190,7 @@ Flow* FlowRegistry::admit_flow(const FlowKey& key, TimePoint now) {
     Flow* victim = idle_oldest_;
     remove_flow(*victim->band_, *victim);
   }
-  return &flow(key, now);
+  return &flow(key, hash, now);
 }
 
 void FlowRegistry::touch(Flow& f, TimePoint now) {
@@ -343,7 +345,7 @@ void FlowRegistry::remove_flow(Band& band, Flow& flow) {
   band.fairness_->on_removed(flow);
   free_slots_.push_back(flow.slot_);
   --flow_count_;
-  band.flows_.erase(flow.key_.id);  // destroys `flow`
+  band.flows_.erase(flow.key_.id, flow.hash_);  // destroys `flow`
 }
 
 FlowSummary FlowRegistry::summarize(const Flow& f) {
@@ -399,10 +401,10 @@ void FlowRegistry::move_flow_items(const std::string& id, TimePoint now) {
   // not checked: an operator's change never drops a request.
   std::vector<Item*> moving;
   for (auto& [priority, band] : bands_) {
-    auto it = band->flows_.find(id);
-    if (it == band->flows_.end()) continue;
+    Flow* f = band->flows_.find(id);
+    if (!f) continue;
     const int here = priority;  // clang 14 cannot capture a structured binding
-    it->second->queue_.for_each([&](Item* i) {
+    f->queue_.for_each([&](Item* i) {
       if (resolve(id, i->requested_priority).priority != here) moving.push_back(i);
     });
   }
@@ -416,9 +418,7 @@ void FlowRegistry::set_flow_override(const std::string& id, const FlowOverride& 
   overrides_[id] = o;
   const double w = weight_for(id);
   for (auto& [p, band] : bands_) {
-    auto it = band->flows_.find(id);
-    if (it == band->flows_.end()) continue;
-    it->second->weight_ = w;
+    if (Flow* f = band->flows_.find(id)) f->weight_ = w;
   }
   move_flow_items(id, now);
 }
@@ -437,14 +437,14 @@ void FlowRegistry::apply_band_config(Band& band, const BandConfig& config, bool 
     // The old policy must outlive the queues' comparators until they switch.
     auto old = std::move(band.ordering_);
     band.ordering_ = factory_.ordering(config.ordering);
-    for (auto& [id, flow] : band.flows_) flow->queue_.reorder(band.ordering_.get());
+    for (Flow* flow : band.flows_) flow->queue_.reorder(band.ordering_.get());
   }
   if (new_fairness || new_ordering) {
     // A fresh policy learns the backlogged flows again (VTC counters restart
     // level, which is the fair choice after an operator's change).
     band.fairness_ = factory_.fairness(config.fairness);
     band.fairness_->set_ordering(band.ordering_.get());
-    for (auto& [id, flow] : band.flows_)
+    for (Flow* flow : band.flows_)
       if (!flow->queue_.empty()) band.fairness_->on_backlogged(*flow);
   }
 }
@@ -504,7 +504,7 @@ void FlowRegistry::apply(const RegistryConfig& config,
     if (!bands_.count(priority)) bands_[priority] = make_band(*b, true);
   configured_weights_ = weights;
   for (auto& [p, band] : bands_)
-    for (auto& [id, flow] : band->flows_) flow->weight_ = weight_for(id);
+    for (Flow* flow : band->flows_) flow->weight_ = weight_for(flow->key_.id);
   (void)now;
 }
 

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "registry/flow_table.h"
 #include "sluice/flowcontrol/outcome.h"
 #include "sluice/flowcontrol/policies.h"
 #include "sluice/flowcontrol/types.h"
@@ -163,6 +164,7 @@ class Flow final : public flowcontrol::FlowView {
   std::uint32_t in_flight_ = 0;
   TimePoint last_active_{};
   FlowStats stats_;
+  std::uint64_t hash_ = 0;     // FlowTable::hash of the id
   std::size_t all_index_ = 0;  // position in the registry's list of flows
   // The registry's idle list (empty, nothing in flight), oldest first.
   Flow* idle_prev_ = nullptr;
@@ -200,7 +202,7 @@ class Band {
   bool configured() const { return configured_; }  // false: made from the default template
   flowcontrol::FairnessPolicy& fairness() { return *fairness_; }
   const flowcontrol::OrderingPolicy& ordering() const { return *ordering_; }
-  const std::unordered_map<std::string, std::unique_ptr<Flow>>& flows() const { return flows_; }
+  const FlowTable& flows() const { return flows_; }
   // Newest queued item of the band (arrival order), or null.
   Item* newest() const { return newest_; }
 
@@ -212,7 +214,7 @@ class Band {
   bool configured_ = false;
   std::unique_ptr<flowcontrol::OrderingPolicy> ordering_;
   std::unique_ptr<flowcontrol::FairnessPolicy> fairness_;
-  std::unordered_map<std::string, std::unique_ptr<Flow>> flows_;  // by flow id
+  FlowTable flows_;  // by flow id
   std::uint64_t requests_ = 0;
   std::uint64_t bytes_ = 0;
   std::size_t backlogged_ = 0;
@@ -285,11 +287,18 @@ class FlowRegistry {
   // The flow of `key`, made if missing. Ignores max_flows: for moves an
   // operator asked for, which never drop a request.
   Flow& flow(const FlowKey& key, TimePoint now);
+  // The same, with the id's FlowTable::hash already computed.
+  Flow& flow(const FlowKey& key, std::uint64_t hash, TimePoint now);
   // For a newcomer: the flow of `key`, made if missing. At max_flows the
   // flow idle the longest is dropped to make room; when no flow is idle
   // (every one has work queued or in flight), null: the newcomer is
   // refused and the flows already there keep their fairness state.
-  Flow* admit_flow(const FlowKey& key, TimePoint now);
+  // `hash` is FlowTable::hash(key.id) (computed by the caller, which may
+  // have done it off this thread).
+  Flow* admit_flow(const FlowKey& key, std::uint64_t hash, TimePoint now);
+  Flow* admit_flow(const FlowKey& key, TimePoint now) {
+    return admit_flow(key, FlowTable::hash(key.id), now);
+  }
   // Newcomers refused by admit_flow so far.
   std::uint64_t flow_limit_rejections() const { return flow_limit_rejections_; }
 

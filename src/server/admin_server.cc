@@ -82,10 +82,8 @@ json flows_json(flowcontrol::Controller& c, const std::string& id) {
   const auto now = flowcontrol::Clock::now();
   json out = json::array();
   for (const auto& [p, band] : c.registry().bands()) {
-    auto it = band->flows().find(id);
-    if (it != band->flows().end())
-      out.push_back(
-          flow_json(registry::FlowRegistry::summarize(*it->second), c.fairness_prices(), now));
+    if (const registry::Flow* f = band->flows().find(id))
+      out.push_back(flow_json(registry::FlowRegistry::summarize(*f), c.fairness_prices(), now));
   }
   return out;
 }

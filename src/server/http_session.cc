@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <span>
 
+#include "registry/flow_table.h"
 #include "scheduling/least_in_flight.h"
 #include "scheduling/prefix_hasher.h"
 #include "server/engine_priority.h"
@@ -295,6 +296,7 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
                                "x-gateway-inference-objective) must be 1 to " +
                                    std::to_string(max_id) + " token characters"));
   e.flow_id = request_.fairness_id.empty() ? "default-flow" : request_.fairness_id;
+  e.flow_hash = registry::FlowTable::hash(e.flow_id);
   model_ = parsed.model;
   std::optional<std::chrono::nanoseconds> ttl;
   if (!request_.objective.empty()) {

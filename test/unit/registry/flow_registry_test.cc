@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 #include <set>
+#include <unordered_map>
 
+#include "flowcontrol/fairness_policies.h"
 #include "sluice/extensions.h"
 
 namespace sluice::registry {
@@ -293,7 +296,8 @@ TEST(FlowRegistryCopy, EveryFlowLivingThroughTheCopyIsInItExactlyOnce) {
     for (const auto& s : out) seen[s.id] += 1;
     for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id;
     int survivors = 0;
-    for (const auto& [id, f] : reg.band(0).flows()) {
+    for (const Flow* f : reg.band(0).flows()) {
+      const std::string& id = f->key().id;
       if (made.count(id)) continue;
       ++survivors;
       EXPECT_EQ(seen.count(id), 1u) << id;
@@ -328,6 +332,144 @@ TEST(FlowRegistryTemplates, NegativeBandsUseTheirOwnTemplate) {
   c.default_negative_band.reset();
   reg.apply(c, {}, nullptr, T0);
   EXPECT_EQ(reg.band(-9).config().max_requests, 100u);
+}
+
+// FlowTable against std::unordered_map under random churn. Hashes are
+// chosen by the test: half collide on their low bits at the end of the
+// table (probe runs wrap around), so backward-shift deletion is exercised
+// across the wrap and inside long runs.
+TEST(FlowTableTest, MatchesAMapUnderChurnWithCollidingHashes) {
+  auto fcfs = builtin_extensions().build<flowcontrol::OrderingPolicy>("fcfs-ordering-policy");
+  FlowTable table;
+  std::unordered_map<std::string, std::uint64_t> oracle;  // id -> hash
+  std::mt19937_64 rng(7);
+  auto hash_for = [&](int id) {
+    const std::uint64_t high = static_cast<std::uint64_t>(id) << 32;
+    return id % 2 ? high | 0xfffff : high | (rng() & 0xff);  // 0xfffff: the last slot
+  };
+  std::uint32_t slot = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const int id = static_cast<int>(rng() % 600);
+    const std::string name = "f" + std::to_string(id);
+    auto it = oracle.find(name);
+    if (rng() % 3 != 0) {
+      if (it == oracle.end()) {
+        const std::uint64_t h = hash_for(id);
+        Flow& f = table.insert(
+            std::make_unique<Flow>(FlowKey{name, 0}, 1.0, slot++, nullptr, fcfs.get()), h);
+        EXPECT_EQ(f.key().id, name);
+        oracle[name] = h;
+      }
+    } else if (it != oracle.end()) {
+      EXPECT_TRUE(table.erase(name, it->second));
+      oracle.erase(it);
+    } else {
+      EXPECT_FALSE(table.erase(name, hash_for(id)));
+    }
+    if (step % 500 == 0 || step == 19999) {
+      ASSERT_EQ(table.size(), oracle.size());
+      for (const auto& [n, h] : oracle) {
+        const Flow* f = table.find(n, h);
+        ASSERT_NE(f, nullptr) << n;
+        EXPECT_EQ(f->key().id, n);
+      }
+      std::size_t seen = 0;
+      for (const Flow* f : table) seen += oracle.count(f->key().id);
+      EXPECT_EQ(seen, oracle.size());
+    }
+  }
+  // The default hash: found by id alone.
+  table.insert(std::make_unique<Flow>(FlowKey{"tenant-a", 0}, 1.0, slot++, nullptr, fcfs.get()),
+               FlowTable::hash("tenant-a"));
+  ASSERT_NE(table.find("tenant-a"), nullptr);
+  EXPECT_EQ(table.find("tenant-b"), nullptr);
+}
+
+// vtc-fairness-policy's heap against a brute-force oracle: after every
+// random event (backlogged, idle, dispatched, output tokens, removed), the
+// flow picked is the backlogged one with the smallest (counter, last
+// served, slot), and every counter matches the oracle's.
+TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
+  struct FakeFlow final : flowcontrol::FlowView {
+    FlowKey k;
+    double w = 1;
+    std::uint32_t s = 0;
+    const FlowKey& key() const override { return k; }
+    double weight() const override { return w; }
+    std::size_t queued() const override { return 1; }
+    const flowcontrol::QueuedRequest* head() const override { return nullptr; }
+    std::uint32_t slot() const override { return s; }
+  };
+  struct Model {
+    double counter = 0;
+    std::uint64_t last_served = 0;
+    bool active = false;
+  };
+  constexpr int kFlows = 300;
+  std::vector<FakeFlow> flows(kFlows);
+  std::vector<Model> model(kFlows);
+  for (int i = 0; i < kFlows; ++i) {
+    flows[i].k = FlowKey{"f" + std::to_string(i), 0};
+    flows[i].s = static_cast<std::uint32_t>(i);
+    flows[i].w = 1 + i % 4;
+  }
+  flowcontrol::VtcFairness vtc(1.0, 2.0);
+  std::uint64_t served = 0;
+  double last_counter = 0;
+  std::mt19937 rng(11);
+  for (int step = 0; step < 30000; ++step) {
+    const int i = static_cast<int>(rng() % kFlows);
+    auto& m = model[i];
+    switch (rng() % 5) {
+      case 0: {  // backlogged
+        if (!m.active) {
+          double floor = last_counter;
+          bool any = false;
+          for (const auto& o : model)
+            if (o.active) floor = any ? std::min(floor, o.counter) : o.counter, any = true;
+          m.counter = std::max(m.counter, floor);
+          m.active = true;
+        }
+        vtc.on_backlogged(flows[i]);
+        break;
+      }
+      case 1:  // idle
+        m.active = false;
+        vtc.on_idle(flows[i]);
+        break;
+      case 2: {  // dispatched (tokens 1..64)
+        flowcontrol::QueuedRequest q;
+        q.input_tokens = 1 + rng() % 64;
+        m.last_served = ++served;
+        m.counter += 1.0 * static_cast<double>(q.input_tokens) / flows[i].w;
+        last_counter = m.counter;
+        vtc.on_dispatched(flows[i], q);
+        break;
+      }
+      case 3: {  // output tokens
+        const std::uint64_t t = rng() % 32;
+        m.counter += 2.0 * static_cast<double>(t) / flows[i].w;
+        vtc.on_output_tokens(flows[i], t);
+        break;
+      }
+      case 4:  // removed (collected)
+        if (rng() % 8 == 0) {
+          m = Model{};
+          vtc.on_removed(flows[i]);
+        }
+        break;
+    }
+    int best = -1;
+    for (int j = 0; j < kFlows; ++j) {
+      if (!model[j].active) continue;
+      if (best < 0 || std::tie(model[j].counter, model[j].last_served, j) <
+                          std::tie(model[best].counter, model[best].last_served, best))
+        best = j;
+    }
+    flowcontrol::FlowView* picked = vtc.pick();
+    ASSERT_EQ(picked ? static_cast<int>(picked->slot()) : -1, best) << "step " << step;
+    ASSERT_DOUBLE_EQ(vtc.counter(flows[i]), m.counter) << "step " << step;
+  }
 }
 
 }  // namespace
