@@ -946,8 +946,13 @@ void HttpSession::write_to_client() {
   const auto& body = response_.body;
   if (!body.empty()) {
     if (framing_ == Framing::kChunked) {
-      int n = std::snprintf(chunk_prefix_, sizeof chunk_prefix_, "%zx\r\n", body.size());
-      chunk_prefix_size_ = static_cast<std::size_t>(n);
+      // Once per relayed read: to_chars, not a printf per SSE event.
+      char* end =
+          std::to_chars(chunk_prefix_, chunk_prefix_ + sizeof chunk_prefix_ - 2, body.size(), 16)
+              .ptr;
+      *end++ = '\r';
+      *end++ = '\n';
+      chunk_prefix_size_ = static_cast<std::size_t>(end - chunk_prefix_);
       buffers[count++] = net::buffer(chunk_prefix_, chunk_prefix_size_);
       buffers[count++] = net::buffer(body);
       buffers[count++] = net::buffer("\r\n", 2);

@@ -380,7 +380,10 @@ class Runner {
           c["delta"]["content"].is_string())
         text = c["delta"]["content"];
       if (text.empty()) continue;
-      if (r.first_token < 0) r.first_token = now();
+      const double t = now();
+      if (r.first_token < 0) r.first_token = t;
+      if (r.last_token >= 0) r.token_gaps.push_back(static_cast<float>(t - r.last_token));
+      r.last_token = t;
       r.token_events += 1;
     }
   }

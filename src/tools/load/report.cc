@@ -251,6 +251,8 @@ json json_report(const Scenario& s, const RunStats& st, const std::string& targe
                      {"backloggedFraction", f.backlogged_fraction},
                      {"latencySeconds", latency_json(f.e2e)},
                      {"ttftSeconds", latency_json(f.ttft)},
+                     {"interTokenSeconds", latency_json(f.itl)},
+                     {"tokenEventsPerSecond", f.token_events_per_s},
                      {"tpotSeconds", latency_json(f.tpot)},
                      {"outcomes", f.outcomes},
                      {"endpoints", f.endpoints},

@@ -54,7 +54,8 @@ RunStats compute_stats(const std::vector<RequestRecord>& records,
   run.flows.resize(n);
   const double window = std::max(1e-9, window_end - window_start);
   const std::size_t buckets = static_cast<std::size_t>(std::ceil(std::max(run_end, window_end)));
-  std::vector<std::vector<double>> e2e(n), ttft(n), tpot(n);
+  std::vector<std::vector<double>> e2e(n), ttft(n), tpot(n), itl(n);
+  std::vector<std::uint64_t> window_events(n, 0);
   std::vector<double> in_tokens(n, 0), out_tokens(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     run.flows[i].name = names[i];
@@ -94,6 +95,18 @@ RunStats compute_stats(const std::vector<RequestRecord>& records,
       if (buckets > 0)
         f.tokens_per_s_series[b] += static_cast<double>(r.input_tokens + r.output_tokens);
     }
+    // Token events received in the window, whatever the request's fate:
+    // their gaps, and how many.
+    if (r.first_token >= 0) {
+      double t = r.first_token;
+      window_events[fi] += t >= window_start && t < window_end;
+      for (const float g : r.token_gaps) {
+        t += g;
+        if (t < window_start || t >= window_end) continue;
+        itl[fi].push_back(g);
+        window_events[fi] += 1;
+      }
+    }
     // Rates and latencies: the measured window.
     if (r.sent >= window_start && r.sent < window_end) {
       if (r.status / 100 == 2 && r.done >= 0) {
@@ -127,6 +140,8 @@ RunStats compute_stats(const std::vector<RequestRecord>& records,
     f.token_share = all_tokens > 0 ? (in_tokens[i] + out_tokens[i]) / all_tokens : 0;
     f.e2e = summarize(std::move(e2e[i]));
     f.ttft = summarize(std::move(ttft[i]));
+    f.itl = summarize(std::move(itl[i]));
+    f.token_events_per_s = static_cast<double>(window_events[i]) / window;
     f.tpot = summarize(std::move(tpot[i]));
     // Backlogged: an answer outstanding for >= 90% of the time the flow
     // was active within the window.

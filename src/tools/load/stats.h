@@ -24,6 +24,11 @@ struct RequestRecord {
   std::uint64_t input_tokens = 0;   // usage.prompt_tokens, else what was sent
   std::uint64_t output_tokens = 0;  // usage.completion_tokens, else token events
   std::uint64_t token_events = 0;   // SSE events with content
+  // Streams: the gap before each token event after the first, in seconds
+  // (the events' times are first_token plus the running sum). Events read
+  // in one go have a gap of 0: what the client saw.
+  std::vector<float> token_gaps;
+  double last_token = -1;
 };
 
 // Nearest-rank percentile (p in [0, 100]) of `sorted` (ascending); 0 if empty.
@@ -53,7 +58,11 @@ struct FlowStats {
   double token_share = 0;   // of all flows' (input + output) token throughput
   bool backlogged = false;  // had an answer outstanding >= 90% of its active time
   double backlogged_fraction = 0;
-  LatencySummary e2e, ttft, tpot;                  // seconds (2xx only)
+  LatencySummary e2e, ttft, tpot;  // seconds (2xx only)
+  // Streams: inter-token gaps of events received in the window (seconds),
+  // and token events received in the window per second.
+  LatencySummary itl;
+  double token_events_per_s = 0;
   std::map<std::string, std::uint64_t> outcomes;   // "200", "429 rejected-capacity", "lost: ..."
   std::map<std::string, std::uint64_t> endpoints;  // served-by counts
   std::vector<double> tokens_per_s_series;         // 1 s buckets over the run

@@ -129,6 +129,33 @@ TEST(Stats, ReducesRecordsPerFlow) {
   EXPECT_EQ(st.total_lost, 1u);
 }
 
+// Inter-token gaps: only events received inside the window count (gaps and
+// events/s), whatever the request's outcome; gaps of 0 (events read in one
+// go) are kept.
+TEST(Stats, InterTokenGapsOfEventsInsideTheWindow) {
+  std::vector<RequestRecord> recs;
+  RequestRecord r;
+  r.sent = 0.5;
+  r.first_token = 0.9;                            // outside [1, 3)
+  r.token_gaps = {0.2f, 0.3f, 0.0f, 0.5f, 1.5f};  // events at 1.1, 1.4, 1.4, 1.9, 3.4
+  r.done = 3.5;
+  r.status = 200;
+  recs.push_back(r);
+  RequestRecord cut = r;  // cut mid-stream: its events still count
+  cut.first_token = 1.0;  // events at 1.0, 2.0
+  cut.token_gaps = {1.0f};
+  cut.status = 0;
+  cut.error = "cut mid-response";
+  recs.push_back(cut);
+  auto st = compute_stats(recs, {"a"}, {1}, {""}, {{{0, 4}}}, {0}, 1, 3, 4);
+  const auto& f = st.flows[0];
+  EXPECT_EQ(f.itl.count, 5u);  // 0.2, 0.3, 0.0, 0.5 and cut's 1.0
+  EXPECT_NEAR(f.itl.max, 1.0, 1e-6);
+  EXPECT_NEAR(f.itl.sorted.front(), 0.0, 1e-9);
+  EXPECT_NEAR(f.itl.p50, 0.3, 1e-6);
+  EXPECT_DOUBLE_EQ(f.token_events_per_s, 6.0 / 2.0);  // 4 + cut's 2, over 2 s
+}
+
 TEST(Prompts, SharedPrefixesAreIdenticalAndLengthsHold) {
   Rng r1(1), r2(2);
   const auto a = make_prompt(r1, 100, 3, 40);

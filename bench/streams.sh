@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# Issue 14, thousands of streams: STREAMS concurrent SSE streams (closed
+# loop: each client streams MAX_TOKENS tokens, then asks again) from three
+# sluice-mock endpoints decoding one token every MS_PER_TOKEN ms, relayed by
+# each target in turn, in interleaved rounds:
+#   direct   three drivers, each to its own mock (the mocks' and drivers'
+#            own cost: confirms they are not the bottleneck)
+#   sluice   sluice, 1 I/O thread, flow control and the scheduler on
+#   nginx    1 worker, proxy_buffering off (as for any SSE), upstream keepalive
+#   haproxy  nbthread 1, http-reuse always
+# Each round, for each target: three sluice-load drivers (STREAMS/3 clients
+# each) for DURATION seconds after WARMUP; the proxy's CPU (utime+stime of
+# its processes) over the measured window divided by the token events the
+# drivers received in it; the inter-token gap (time between two token
+# events of a stream at the client) p50/p99/p99.9 against direct's.
+#
+#   bash bench/streams.sh [BUILD_DIR]
+#   env: STREAMS (2000) MS_PER_TOKEN (50) MAX_TOKENS (64) DURATION (20)
+#        WARMUP (5) ROUNDS (3) ST_TARGETS ("direct sluice nginx haproxy")
+#        RESULTS_FILE (bench/results/streams.md)
+set -euo pipefail
+ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:-$ROOT/build/release}
+STREAMS=${STREAMS:-2000}
+MS_PER_TOKEN=${MS_PER_TOKEN:-50}
+MAX_TOKENS=${MAX_TOKENS:-64}
+DURATION=${DURATION:-20}
+WARMUP=${WARMUP:-5}
+ROUNDS=${ROUNDS:-3}
+read -r -a TARGETS <<<"${ST_TARGETS:-direct sluice nginx haproxy}"
+RESULTS_FILE=${RESULTS_FILE:-$ROOT/bench/results/streams.md}
+NGINX=${NGINX:-/usr/sbin/nginx}
+HAPROXY=${HAPROXY:-/usr/sbin/haproxy}
+for tool in "$BUILD/sluice" "$BUILD/sluice-mock" "$BUILD/sluice-load" "$NGINX" "$HAPROXY" python3; do
+  command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 1; }
+done
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+# Each stream holds a client and an upstream connection in the proxy.
+ulimit -n "$(ulimit -Hn)"
+(( $(ulimit -n) >= 2 * STREAMS + 256 )) || { log "open files limit $(ulimit -n) is below 2 x STREAMS"; exit 1; }
+OUT=$WORK/out
+mkdir -p "$OUT" "$(dirname "$RESULTS_FILE")"
+
+start_mocks "$BUILD" --max-running 100000 --decode-ms-per-token "$MS_PER_TOKEN" \
+  --kv-capacity-tokens 1000000000 --prefill-us-per-token 1
+MOCK_PIDS=("${PIDS[@]}")
+PIDS=()  # the mocks live through every round; stop_all stops the proxies
+
+PER_DRIVER=$((STREAMS / 3))
+cat >"$WORK/scenario.yaml" <<EOF
+name: streams
+duration: ${DURATION}s
+warmup: ${WARMUP}s
+drain: 10s
+timeout: 60s
+maxRequests: 10000000
+maxConnections: $((PER_DRIVER + 16))
+flows:
+  - name: stream
+    arrival: {type: closed, clients: $PER_DRIVER}
+    promptTokens: 16
+    maxTokens: $MAX_TOKENS
+    stream: true
+EOF
+
+cat >"$WORK/sluice.yaml" <<EOF
+server:
+  listen: 127.0.0.1:0
+  threads: 1
+  # As many idle upstream connections as nginx's keepalive 1024 below.
+  upstreamMaxIdlePerEndpoint: 342
+endpoints:
+  - address: 127.0.0.1:${M[0]}
+  - address: 127.0.0.1:${M[1]}
+  - address: 127.0.0.1:${M[2]}
+featureGates: [flowControl]
+plugins:
+  - type: concurrency-detector
+    parameters: {maxConcurrency: 1000000}
+saturationDetector: {pluginRef: concurrency-detector}
+flowControl: {}
+EOF
+
+mkdir -p "$WORK/nginx"
+cat >"$WORK/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+master_process on;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log warn;
+worker_rlimit_nofile $(ulimit -n);
+events { worker_connections 16384; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx/client_body;
+    proxy_temp_path       $WORK/nginx/proxy;
+    fastcgi_temp_path     $WORK/nginx/fastcgi;
+    uwsgi_temp_path       $WORK/nginx/uwsgi;
+    scgi_temp_path        $WORK/nginx/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    upstream pool {
+        least_conn;
+        server 127.0.0.1:${M[0]};
+        server 127.0.0.1:${M[1]};
+        server 127.0.0.1:${M[2]};
+        keepalive 1024;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:@PORT@ backlog=4096;
+        location / {
+            proxy_pass http://pool;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 120s;
+        }
+    }
+}
+EOF
+
+cat >"$WORK/haproxy.cfg" <<EOF
+global
+    nbthread 1
+    maxconn $(( ($(ulimit -n) - 200) / 2 ))
+defaults
+    mode http
+    option http-keep-alive
+    # Without it HAProxy sends with MSG_MORE and the kernel holds a lone
+    # event for up to 200 ms (measured: inter-token p99 259 ms): any SSE
+    # deployment sets it.
+    option http-no-delay
+    http-reuse always
+    timeout connect 5s
+    timeout client 120s
+    timeout server 120s
+    timeout http-request 10s
+    timeout http-keep-alive 75s
+frontend fe
+    bind 127.0.0.1:@PORT@
+    default_backend pool
+backend pool
+    balance leastconn
+    server m1 127.0.0.1:${M[0]}
+    server m2 127.0.0.1:${M[1]}
+    server m3 127.0.0.1:${M[2]}
+EOF
+
+# wait_up PID PORT: until PORT answers HTTP, or fail if PID exits or 10 s pass.
+wait_up() {
+  local deadline=$((SECONDS + 10))
+  until curl -s -o /dev/null "http://127.0.0.1:$2/metrics"; do
+    kill -0 "$1" 2>/dev/null || { log "process $1 exited before listening on $2"; exit 1; }
+    (( SECONDS < deadline )) || { log "nothing listening on $2 after 10 s"; exit 1; }
+    sleep 0.05
+  done
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# cpu_of PID...: utime+stime of these processes, in seconds (one awk: the
+# samples are taken at nearly one instant).
+cpu_of() {
+  local files=() p
+  for p in "$@"; do files+=("/proc/$p/stat"); done
+  awk -v hz="$(getconf CLK_TCK)" '{ t += $14 + $15 } END { printf "%.2f\n", t / hz }' "${files[@]}"
+}
+
+run_target() {  # round target
+  local round=$1 t=$2 port proxy_pids=() targets=()
+  case $t in
+    direct) targets=("${M[@]}") ;;
+    sluice)
+      "$BUILD/sluice" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
+      PIDS+=($!)
+      proxy_pids=($!)
+      port=$(wait_listening "$WORK/sluice.out")
+      targets=("$port" "$port" "$port")
+      ;;
+    nginx)
+      port=$(free_port)
+      sed "s/@PORT@/$port/" "$WORK/nginx/nginx.conf" >"$WORK/nginx/run.conf"
+      "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/run.conf" -e "$WORK/nginx/error.log" &
+      PIDS+=($!)
+      proxy_pids=($!)
+      wait_up "${proxy_pids[0]}" "$port"
+      proxy_pids+=($(pgrep -P "${proxy_pids[0]}"))
+      targets=("$port" "$port" "$port")
+      ;;
+    haproxy)
+      port=$(free_port)
+      sed "s/@PORT@/$port/" "$WORK/haproxy.cfg" >"$WORK/haproxy.run.cfg"
+      "$HAPROXY" -db -f "$WORK/haproxy.run.cfg" >"$WORK/haproxy.out" 2>&1 &
+      PIDS+=($!)
+      proxy_pids=($!)
+      wait_up "${proxy_pids[0]}" "$port"
+      targets=("$port" "$port" "$port")
+      ;;
+  esac
+  log "round $round: $t"
+  local drivers=() i
+  for i in 0 1 2; do
+    "$BUILD/sluice-load" --scenario "$WORK/scenario.yaml" --target "http://127.0.0.1:${targets[$i]}" \
+      --quiet --json "$OUT/$round-$t-$i.json" >/dev/null 2>"$OUT/$round-$t-$i.err" &
+    drivers+=($!)
+  done
+  # The measured window, as the drivers count it (their clocks start within
+  # milliseconds of each other and of this one).
+  # CPU is sampled over most of the measured window (ending a second early,
+  # while every driver still runs) and divided by the wall time between the
+  # samples: cores, then per event at the drivers' event rate.
+  sleep "$WARMUP"
+  local s0 s1
+  s0="$(date +%s.%N) $( ((${#proxy_pids[@]})) && cpu_of "${proxy_pids[@]}" || echo 0)"
+  s0+=" $(cpu_of "${MOCK_PIDS[@]}") $(cpu_of "${drivers[@]}")"
+  sleep $((DURATION - WARMUP - 1))
+  s1="$(date +%s.%N) $( ((${#proxy_pids[@]})) && cpu_of "${proxy_pids[@]}" || echo 0)"
+  s1+=" $(cpu_of "${MOCK_PIDS[@]}") $(cpu_of "${drivers[@]}")"
+  for i in "${drivers[@]}"; do wait "$i" || log "driver exited $?"; done
+  echo "$s0 $s1" >"$OUT/$round-$t.cpu"
+  stop_all
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+  for t in "${TARGETS[@]}"; do run_target "$round" "$t"; done
+done
+
+python3 - "$OUT" "$ROUNDS" "$((DURATION - WARMUP))" "$STREAMS" "$MS_PER_TOKEN" \
+  "$(git -C "$ROOT" rev-parse --short HEAD)" "${TARGETS[@]}" <<'PY' | tee "$RESULTS_FILE"
+import json, statistics, sys
+out, rounds, window, streams, ms, commit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+targets = sys.argv[7:]
+rows = {}
+for t in targets:
+    per = []
+    for r in range(1, rounds + 1):
+        flows = [json.load(open(f"{out}/{r}-{t}-{i}.json"))["flows"][0] for i in range(3)]
+        totals = [json.load(open(f"{out}/{r}-{t}-{i}.json"))["totals"] for i in range(3)]
+        ev = sum(f["tokenEventsPerSecond"] for f in flows)
+        w0, c0, m0, d0, w1, c1, m1, d1 = map(float, open(f"{out}/{r}-{t}.cpu").read().split())
+        wall = w1 - w0
+        per.append({
+            "events": ev,
+            "cpu_us": (c1 - c0) / wall / ev * 1e6 if ev else float("nan"),
+            "proxy_cores": (c1 - c0) / wall,
+            "mock_cores": (m1 - m0) / wall,
+            "driver_cores": (d1 - d0) / wall,
+            # The drivers' own percentiles: each driver sees a third of the
+            # streams; the worst of the three is reported.
+            "p50": max(f["interTokenSeconds"]["p50"] for f in flows) * 1e3,
+            "p99": max(f["interTokenSeconds"]["p99"] for f in flows) * 1e3,
+            "max": max(f["interTokenSeconds"]["max"] for f in flows) * 1e3,
+            "lost": sum(x["lost"] + x["errors"] for x in totals),
+            "ok": sum(x["ok"] for x in totals),
+        })
+    rows[t] = {k: statistics.median(p[k] for p in per) for k in per[0]}
+print(f"streams at {commit}: {streams} concurrent SSE streams, 3 sluice-mock endpoints at {ms} ms per token, "
+      f"{rounds} interleaved rounds of {window:.0f} s measured (medians)\n")
+print("| target | token events/s | proxy CPU µs per event | proxy cores | inter-token p50 / p99 / max ms | added p99 vs direct, ms | mocks cores | drivers cores | answers | lost or failed |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+base = rows.get("direct")
+for t in targets:
+    r = rows[t]
+    added = "%.2f" % (r["p99"] - base["p99"]) if base and t != "direct" else "–"
+    cpu = "–" if t == "direct" else "%.2f" % r["cpu_us"]
+    cores = "–" if t == "direct" else "%.3f" % r["proxy_cores"]
+    print("| %s | %.0f | %s | %s | %.1f / %.1f / %.1f | %s | %.2f | %.2f | %.0f | %.0f |" % (
+        t, r["events"], cpu, cores, r["p50"], r["p99"], r["max"], added, r["mock_cores"],
+        r["driver_cores"], r["ok"], r["lost"]))
+if any(rows[t]["lost"] for t in targets) or any(rows[t]["ok"] == 0 for t in targets):
+    sys.exit("a target lost or failed requests, or answered none")
+PY
