@@ -1,8 +1,90 @@
 #include "scheduling/plugins/approx_prefix_cache_producer.h"
 
 #include <algorithm>
+#include <bit>
+#include <random>
 
 namespace sluice::scheduling {
+
+void BlockHolders::Entry::push(Holder h) {
+  if (n < 3)
+    small[n] = h;
+  else
+    more.push_back(h);
+  ++n;
+}
+
+void BlockHolders::Entry::erase(std::uint32_t i) {
+  at(i) = at(n - 1);
+  if (n > 3) more.pop_back();
+  --n;
+}
+
+BlockHolders::BlockHolders() {
+  std::random_device rd;
+  seed_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+BlockHolders::Entry* BlockHolders::find(std::uint64_t hash) {
+  return const_cast<Entry*>(static_cast<const BlockHolders*>(this)->find(hash));
+}
+
+const BlockHolders::Entry* BlockHolders::find(std::uint64_t hash) const {
+  if (size_ == 0) return nullptr;
+  const std::size_t mask = entries_.size() - 1;
+  for (std::size_t i = home(hash);; i = (i + 1) & mask) {
+    const Entry& e = entries_[i];
+    if (!e.used) return nullptr;
+    if (e.hash == hash) return &e;
+  }
+}
+
+BlockHolders::Entry& BlockHolders::get_or_insert(std::uint64_t hash) {
+  if (Entry* e = find(hash)) return *e;
+  if ((size_ + 1) * 2 > entries_.size()) grow();
+  const std::size_t mask = entries_.size() - 1;
+  std::size_t i = home(hash);
+  while (entries_[i].used) i = (i + 1) & mask;
+  entries_[i].hash = hash;
+  entries_[i].used = true;
+  ++size_;
+  return entries_[i];
+}
+
+void BlockHolders::erase(std::uint64_t hash) {
+  if (size_ == 0) return;
+  const std::size_t mask = entries_.size() - 1;
+  std::size_t i = home(hash);
+  for (;; i = (i + 1) & mask) {
+    if (!entries_[i].used) return;
+    if (entries_[i].hash == hash) break;
+  }
+  entries_[i] = Entry{};
+  --size_;
+  // Backward shift: an entry further along the run moves into the hole
+  // unless its home lies cyclically in (hole, its place].
+  for (std::size_t j = (i + 1) & mask; entries_[j].used; j = (j + 1) & mask) {
+    const std::size_t h = home(entries_[j].hash);
+    const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+    if (stays) continue;
+    entries_[i] = std::move(entries_[j]);
+    entries_[j] = Entry{};
+    i = j;
+  }
+}
+
+void BlockHolders::grow() {
+  std::vector<Entry> old = std::move(entries_);
+  entries_.assign(old.empty() ? 64 : old.size() * 2, Entry{});
+  shift_ = 64 - static_cast<unsigned>(std::countr_zero(entries_.size()));
+  const std::size_t mask = entries_.size() - 1;
+  for (Entry& e : old) {
+    if (!e.used) continue;
+    std::size_t i = home(e.hash);
+    while (entries_[i].used) i = (i + 1) & mask;
+    entries_[i] = std::move(e);
+  }
+}
 
 void PrefixIndex::unlink(Lru& l, std::uint32_t n) {
   Node& x = l.nodes[n];
@@ -27,17 +109,15 @@ void PrefixIndex::push_front(Lru& l, std::uint32_t n) {
 }
 
 void PrefixIndex::drop_holder(std::uint64_t hash, std::uint32_t slot) {
-  auto it = holders_.find(hash);
-  if (it == holders_.end()) return;
-  auto& v = it->second;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (v[i].slot == slot) {
-      v[i] = v.back();
-      v.pop_back();
+  BlockHolders::Entry* e = holders_.find(hash);
+  if (!e) return;
+  for (std::uint32_t i = 0; i < e->n; ++i) {
+    if (e->at(i).slot == slot) {
+      e->erase(i);
       break;
     }
   }
-  if (v.empty()) holders_.erase(it);
+  if (e->n == 0) holders_.erase(hash);
 }
 
 void PrefixIndex::match(std::span<const std::uint64_t> hashes, PrefixMatch& out) {
@@ -45,10 +125,11 @@ void PrefixIndex::match(std::span<const std::uint64_t> hashes, PrefixMatch& out)
   out.matched.clear();
   touched_.clear();
   for (std::size_t i = 0; i < hashes.size(); ++i) {
-    auto it = holders_.find(hashes[i]);
-    if (it == holders_.end()) break;
+    const BlockHolders::Entry* e = holders_.find(hashes[i]);
+    if (!e) break;
     bool advanced = false;
-    for (const Holder& h : it->second) {
+    for (std::uint32_t k = 0; k < e->n; ++k) {
+      const Holder& h = e->at(k);
       if (h.slot >= run_.size()) run_.resize(h.slot + 1, 0);
       if (run_[h.slot] != i) continue;  // its run broke earlier
       if (i == 0) touched_.push_back(h.slot);
@@ -71,10 +152,10 @@ void PrefixIndex::insert(std::uint32_t slot, std::span<const std::uint64_t> hash
   // the last to be evicted, as in an engine's own cache.
   for (std::size_t k = hashes.size(); k-- > 0;) {
     const std::uint64_t h = hashes[k];
-    auto& holders = holders_[h];
     std::uint32_t node = kNone;
-    for (const Holder& x : holders)
-      if (x.slot == slot) node = x.node;
+    if (const BlockHolders::Entry* e = holders_.find(h))
+      for (std::uint32_t j = 0; j < e->n; ++j)
+        if (e->at(j).slot == slot) node = e->at(j).node;
     if (node != kNone) {
       unlink(l, node);
       push_front(l, node);
@@ -98,7 +179,7 @@ void PrefixIndex::insert(std::uint32_t slot, std::span<const std::uint64_t> hash
     l.nodes[node].hash = h;
     push_front(l, node);
     ++l.size;
-    holders_[h].push_back(Holder{slot, node});  // re-find: drop_holder may have rehashed
+    holders_.get_or_insert(h).push(Holder{slot, node});  // after drop_holder: entries moved
   }
 }
 

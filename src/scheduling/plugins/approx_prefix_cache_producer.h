@@ -37,6 +37,51 @@ struct PrefixMatch {
   }
 };
 
+// Block hash -> the endpoints holding it, as one flat array: open
+// addressing with linear probing and backward-shift deletion, up to three
+// holders inline in the entry (one cache line; a block is rarely on more
+// endpoints), more in a vector. Prompts come from clients and the block
+// hashes are not secret: the slot is taken from the hash mixed with a
+// per-process secret, so no one can make blocks that pile into one run.
+class BlockHolders {
+ public:
+  struct Holder {
+    std::uint32_t slot, node;
+  };
+  struct Entry {
+    std::uint64_t hash = 0;
+    std::uint32_t n = 0;  // holders
+    bool used = false;    // false: an empty slot
+    Holder small[3]{};
+    std::vector<Holder> more;  // holders past the third
+    Holder& at(std::uint32_t i) { return i < 3 ? small[i] : more[i - 3]; }
+    const Holder& at(std::uint32_t i) const { return i < 3 ? small[i] : more[i - 3]; }
+    void push(Holder h);
+    void erase(std::uint32_t i);  // the last one takes its place
+  };
+
+  BlockHolders();
+  // The entry of `hash` (it has at least one holder), or null.
+  Entry* find(std::uint64_t hash);
+  const Entry* find(std::uint64_t hash) const;
+  // The entry of `hash`, made (with no holder yet) if missing. Valid until
+  // the next insert or erase.
+  Entry& get_or_insert(std::uint64_t hash);
+  // Removes the entry of `hash` (call when its last holder is gone).
+  void erase(std::uint64_t hash);
+  std::size_t size() const { return size_; }
+
+ private:
+  std::size_t home(std::uint64_t hash) const {
+    return static_cast<std::size_t>(((hash ^ seed_) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  void grow();
+  std::vector<Entry> entries_;  // a power of two, at most half full
+  std::size_t size_ = 0;
+  unsigned shift_ = 64;
+  std::uint64_t seed_;
+};
+
 class PrefixIndex {
  public:
   explicit PrefixIndex(std::uint32_t capacity_per_endpoint) : capacity_(capacity_per_endpoint) {}
@@ -66,9 +111,7 @@ class PrefixIndex {
     std::uint32_t head = kNone, tail = kNone;  // MRU, LRU
     std::size_t size = 0;
   };
-  struct Holder {
-    std::uint32_t slot, node;
-  };
+  using Holder = BlockHolders::Holder;
   void unlink(Lru& l, std::uint32_t n);
   void push_front(Lru& l, std::uint32_t n);
   void drop_holder(std::uint64_t hash, std::uint32_t slot);
@@ -76,7 +119,7 @@ class PrefixIndex {
   std::uint32_t capacity_;
   std::vector<Lru> lrus_;  // by endpoint slot
   // Block hash -> the endpoints holding it (usually a handful).
-  std::unordered_map<std::uint64_t, std::vector<Holder>> holders_;
+  BlockHolders holders_;
   std::vector<std::uint32_t> run_;  // scratch: match length per slot
   std::vector<std::uint32_t> touched_;
 };

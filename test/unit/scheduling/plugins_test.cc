@@ -1,7 +1,11 @@
 // Each in-tree scheduling plugin alone, with its edge cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <list>
 #include <map>
+#include <random>
+#include <set>
 
 #include "flowcontrol/saturation_detectors.h"
 #include "scheduling/plugins/approx_prefix_cache_producer.h"
@@ -162,6 +166,53 @@ TEST(PrefixIndex, EvictsLeastRecentlyUsedBlocksPerEndpoint) {
   EXPECT_EQ(m.blocks_on(0), 0u);
   EXPECT_EQ(m.blocks_on(1), 1u);
   EXPECT_EQ(idx.distinct_blocks(), 1u);
+}
+
+// The index (its flat block table with backward-shift deletion, inline and
+// overflow holders) against a naive model: per endpoint an LRU list of at
+// most `capacity` blocks; a match is the leading run present in each list.
+// A small alphabet of block hashes makes blocks shared by many endpoints
+// (past the three inline holders) and evictions frequent.
+TEST(PrefixIndex, MatchesANaiveModelUnderRandomInsertsEvictionsAndForgets) {
+  constexpr std::uint32_t kCapacity = 6, kSlots = 7;
+  PrefixIndex idx(kCapacity);
+  std::vector<std::list<std::uint64_t>> model(kSlots);
+  std::mt19937 rng(5);
+  for (int step = 0; step < 20000; ++step) {
+    const std::uint32_t slot = rng() % kSlots;
+    std::vector<std::uint64_t> blocks(1 + rng() % 5);
+    for (auto& b : blocks) b = 1 + rng() % 40;
+    if (rng() % 50 == 0) {
+      idx.forget(slot);
+      model[slot].clear();
+    } else {
+      idx.insert(slot, blocks);
+      auto& l = model[slot];
+      for (std::size_t k = blocks.size(); k-- > 0;) {
+        auto it = std::find(l.begin(), l.end(), blocks[k]);
+        if (it != l.end()) {
+          l.splice(l.begin(), l, it);
+          continue;
+        }
+        if (l.size() >= kCapacity) l.pop_back();
+        l.push_front(blocks[k]);
+      }
+    }
+    std::vector<std::uint64_t> probe(1 + rng() % 6);
+    for (auto& b : probe) b = 1 + rng() % 40;
+    PrefixMatch m;
+    idx.match(probe, m);
+    std::set<std::uint64_t> all;
+    for (std::uint32_t s = 0; s < kSlots; ++s) {
+      const auto& l = model[s];
+      all.insert(l.begin(), l.end());
+      std::uint32_t run = 0;
+      while (run < probe.size() && std::find(l.begin(), l.end(), probe[run]) != l.end()) ++run;
+      ASSERT_EQ(m.blocks_on(s), run) << "step " << step << " slot " << s;
+      ASSERT_EQ(idx.blocks_on(s), l.size()) << "step " << step;
+    }
+    ASSERT_EQ(idx.distinct_blocks(), all.size()) << "step " << step;
+  }
 }
 
 TEST(PrefixCacheScorer, ScoresTheCachedShareAndRecordsAfterDispatch) {
