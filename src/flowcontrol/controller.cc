@@ -863,6 +863,11 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
     any = any || room_[i];
   }
   if (!any && allowance == Allowance::kReserveHeld) ++headroom_holds_;
+  if (allowance == Allowance::kReserveHeld) {
+    d.held_reserve = config_.headroom.reserve;
+    d.held_reserve_tokens = config_.headroom.reserve_tokens;
+    d.held_endpoints = config_.headroom.reserve_endpoints;
+  }
   if (!any) return gated_ ? kWait : kUnroutable;
   if (fleet_.enabled && gated_ && (!fleet_ready_ || fleet_hold(item, now))) return kFleetHold;
   // The I/O thread checks the chosen endpoint's room again: with the same

@@ -116,6 +116,13 @@ struct Decision {
   // Dispatched past the detector's limit by headroom.overAdmission: the
   // allowance the I/O thread's room check applies too.
   std::uint32_t over_admission = 0;
+  // Dispatched while the headroom's reserve is held against this request's
+  // band (per endpoint): the I/O thread's check of a fallback endpoint
+  // keeps the same room free and stays off the reserved endpoints (the
+  // pool's last `held_endpoints` in it).
+  std::uint32_t held_reserve = 0;
+  std::uint64_t held_reserve_tokens = 0;
+  std::uint32_t held_endpoints = 0;
 };
 
 // A scrape's result: the scheduler's Metrics (update_time is set by the

@@ -384,6 +384,9 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
     retried_ = false;
     fallbacks_ = d.fallbacks;
     over_admission_ = d.over_admission;
+    held_reserve_ = d.held_reserve;
+    held_reserve_tokens_ = d.held_reserve_tokens;
+    held_endpoints_ = d.held_endpoints;
     scheduler_request_headers_ = d.request_headers;
     scheduler_response_headers_ = d.response_headers;
     if (d.endpoint < 0 || static_cast<std::size_t>(d.endpoint) >= ctx_.endpoints.size())
@@ -585,10 +588,23 @@ void HttpSession::dispatch_to(int endpoint) {
 bool HttpSession::reserve(int endpoint, std::chrono::steady_clock::time_point now) {
   auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(endpoint));
   if (!ep.usable(now)) return false;
+  const auto* detector = worker_.policy->room_detector.get();
+  const bool gated = ctx_.gated && ticket_ && detector;
+  if (gated && held_endpoints_ > 0) {
+    // The reserved endpoints, as the dispatcher counts them: the pool's
+    // last held_endpoints_ not removed, never all of it.
+    std::size_t in_pool = 0, after = 0;
+    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+      if (ctx_.endpoints.at(i).removed.load(std::memory_order_relaxed)) continue;
+      ++in_pool;
+      after += i > static_cast<std::size_t>(endpoint);
+    }
+    const std::size_t lane = std::min<std::size_t>(held_endpoints_, in_pool - (in_pool > 0));
+    if (after < lane) return false;
+  }
   int before = 0;
   permit_ = datalayer::InFlightPermit(&ep, before);
-  const auto* detector = worker_.policy->room_detector.get();
-  if (!ctx_.gated || !ticket_ || !detector) return true;
+  if (!gated) return true;
   flowcontrol::EndpointLoad load;
   const auto at = ep.metrics_ns.load(std::memory_order_acquire);
   load.has_metrics = at != 0;
@@ -598,6 +614,8 @@ bool HttpSession::reserve(int endpoint, std::chrono::steady_clock::time_point no
   load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
   load.in_flight = static_cast<std::uint32_t>(std::max(0, before));
   if (over_admission_ > 0) flowcontrol::over_admit(load, over_admission_);
+  load.in_flight += held_reserve_;
+  load.in_flight_tokens += held_reserve_tokens_;
   if (detector->has_room(load, now)) return true;
   permit_.release();
   return false;

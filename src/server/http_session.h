@@ -223,6 +223,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // The scheduler's answer: fallbacks after the primary, header lines.
   std::array<std::int32_t, 3> fallbacks_{-1, -1, -1};
   std::uint32_t over_admission_ = 0;  // the decision's allowance past the detector
+  // The decision's held headroom (flowcontrol::Decision::held_*).
+  std::uint32_t held_reserve_ = 0;
+  std::uint64_t held_reserve_tokens_ = 0;
+  std::uint32_t held_endpoints_ = 0;
   std::string scheduler_request_headers_;
   std::string scheduler_response_headers_;
   std::string prompt_text_;  // scratch for prefix hashing (keeps capacity)

@@ -317,6 +317,35 @@ TEST(FlowControl, OverAdmissionServesTheTopBandPastAFullPool) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+// The headroom holds on the I/O thread's fallback too. Endpoint 0 refuses
+// connections; endpoint 1, the pool's last, is reserved for the protected
+// band (reserveEndpoints: 1, never lent). A best-effort request goes to
+// endpoint 0 (the dispatcher keeps it off the reserved one), is refused,
+// and must not fall back onto the reserved endpoint: a typed 503, the
+// endpoint untouched. An interactive request refused the same way falls
+// back there and is served.
+TEST(FlowControl, HeldHeadroomAppliesToTheFallbackAfterARefusedConnection) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  const std::string dead = "127.0.0.1:" + std::to_string(closed_port());
+  TempFile cfg(fc_config(dead + "\n  - address: " + mock->address(), 4,
+                         "round-robin-fairness-policy",
+                         "  headroom: {protectedPriority: 100, reserveEndpoints: 1, lend: false}\n"
+                         "  priorityBands:\n    - {priority: 100}\n    - {priority: -10}\n"));
+  auto sluice = start_sluice(cfg);
+  HttpClient c(kHost, sluice->port());
+  auto batch = c.post_json("/v1/completions", completion_body(2), flow("batch", "best-effort"));
+  EXPECT_EQ(batch.status, 503) << batch.body;
+  EXPECT_EQ(batch.header("x-gateway-inference-dropped-reason"), "rejected-no-endpoints");
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 0);
+  HttpClient c2(kHost, sluice->port());
+  auto chat = c2.post_json("/v1/completions", completion_body(2), flow("chat", "interactive"));
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(chat.header("x-gateway-destination-endpoint-served"), mock->address());
+  EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 1);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
 // In-flight eviction on the wire (flowControl.enableEviction, llm-d's
 // switch): two best-effort requests hold both slots, one answered with a
 // body (no response head yet) and one streaming. Each interactive request
