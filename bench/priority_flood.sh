@@ -32,6 +32,7 @@ VARIANTS=(
   "headroom + over-admission + eviction|  headroom: {protectedPriority: 100, reserve: 1, lendAfterIdle: 5s, overAdmission: 1}\n  enableEviction: true|||"
   "reserved endpoint (1, lent after 5 s idle)|  headroom: {protectedPriority: 100, reserveEndpoints: 1, lendAfterIdle: 5s}|||"
   "reserved endpoint + over-admission 1|  headroom: {protectedPriority: 100, reserveEndpoints: 1, lendAfterIdle: 5s, overAdmission: 1}|||"
+  "engine priority + over-admission 1 (8 into each engine)|  headroom: {protectedPriority: 100, overAdmission: 1}|    schedulingPolicy: priority|8|--scheduling-policy priority"
 )
 # ONLY="0 4 10" runs those variants alone (the first listed is the
 # throughput baseline).
