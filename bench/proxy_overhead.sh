@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proxy overhead benchmark: sluice vs nginx vs HAProxy in front of one static
-# nginx "LLM" backend, all single-threaded, loopback only.
+# nginx "LLM" backend, single-threaded unless THREADS says otherwise, loopback only.
 #
 # Usage:   bench/proxy_overhead.sh
 # Env:     SLUICE_BIN  sluice binary (default: <repo>/build/release/sluice)
@@ -11,6 +11,10 @@
 #          PROMPT_BYTES the prompt's length in the body (default 900: ~1 KB)
 #          PO_TARGETS  the targets to measure (default: all below)
 #          RESULTS_FILE where the report goes (default bench/results/proxy_overhead.md)
+#          THREADS     I/O threads of every proxy: sluice --threads, nginx
+#                      worker_processes, HAProxy nbthread (default 1; with 2,
+#                      run PIN=0: the servers cannot share one pinned core)
+#          WRK_THREADS wrk threads (default 1)
 #
 # Targets, measured in this order in every round (interleaving spreads slow
 # drifts such as thermal throttling or background load over all targets):
@@ -45,6 +49,8 @@ DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-64}
 PIN=${PIN:-auto}
+THREADS=${THREADS:-1}
+WRK_THREADS=${WRK_THREADS:-1}
 SLUICE_BIN=${SLUICE_BIN:-$REPO_ROOT/build/release/sluice}
 NGINX=${NGINX:-/usr/sbin/nginx}
 HAPROXY=${HAPROXY:-/usr/sbin/haproxy}
@@ -238,11 +244,11 @@ HAPROXY_VERSION=$("$HAPROXY" -v 2>&1 | awk 'NR==1 {print $3}')
 WRK_VERSION=$({ "$WRK" -v 2>&1 || true; } | awk 'NR==1 {print $2}')
 
 LABEL[direct]="direct (nginx $NGINX_VERSION backend)"
-LABEL[sluice]="sluice (1 I/O thread)"
-LABEL[sluice_fc]="sluice + flow control (1 I/O thread)"
+LABEL[sluice]="sluice ($THREADS I/O thread(s))"
+LABEL[sluice_fc]="sluice + flow control ($THREADS I/O thread(s))"
 LABEL[sluice_fc_thread]="sluice + flow control, dispatcher thread (before)"
-LABEL[nginx]="nginx $NGINX_VERSION proxy (1 worker)"
-LABEL[haproxy]="haproxy $HAPROXY_VERSION (nbthread 1)"
+LABEL[nginx]="nginx $NGINX_VERSION proxy ($THREADS worker(s))"
+LABEL[haproxy]="haproxy $HAPROXY_VERSION (nbthread $THREADS)"
 
 log "work dir $WORKDIR; pinning: $PIN_DESC"
 
@@ -284,7 +290,7 @@ start_sluice() {
   # redirected stdout would otherwise be block-buffered and the line would
   # never show up.
   start_bg "$dir/stdout.log" "$dir/stderr.log" \
-    stdbuf -oL "$SLUICE_BIN" --config "$dir/sluice.yaml" --threads 1 --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+    stdbuf -oL "$SLUICE_BIN" --config "$dir/sluice.yaml" --threads "$THREADS" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
   pid=$LAST_PID
   deadline=$((SECONDS + READY_TIMEOUT))
   while (( SECONDS < deadline )) && alive "$pid"; do
@@ -325,7 +331,7 @@ start_sluice sluice_fc_thread sluice-flowcontrol-thread.yaml.in
 # nginx reverse proxy.
 render "$SUPPORT_DIR/proxy.nginx.conf.in" "$WORKDIR/nginx-proxy/nginx.conf" \
   "WORKDIR=$WORKDIR" "BACKEND_PORT=$BACKEND_PORT" "PROXY_PORT=$NGINX_PORT" \
-  "USER_DIRECTIVE=$USER_DIRECTIVE"
+  "USER_DIRECTIVE=$USER_DIRECTIVE" "WORKERS=$THREADS"
 start_bg "$WORKDIR/nginx-proxy/stdout.log" "$WORKDIR/nginx-proxy/stderr.log" \
   "$NGINX" -p "$WORKDIR/nginx-proxy" -e "$WORKDIR/nginx-proxy/error.log" \
   -c "$WORKDIR/nginx-proxy/nginx.conf"
@@ -344,7 +350,7 @@ fi
 
 # HAProxy (-db: stay in the foreground, no daemon, no master-worker).
 render "$SUPPORT_DIR/haproxy.cfg.in" "$WORKDIR/haproxy/haproxy.cfg" \
-  "BACKEND_PORT=$BACKEND_PORT" "PROXY_PORT=$HAPROXY_PORT"
+  "BACKEND_PORT=$BACKEND_PORT" "PROXY_PORT=$HAPROXY_PORT" "WORKERS=$THREADS"
 start_bg "$WORKDIR/haproxy/stdout.log" "$WORKDIR/haproxy/stderr.log" \
   "$HAPROXY" -db -f "$WORKDIR/haproxy/haproxy.cfg"
 HAPROXY_PID=$LAST_PID
@@ -365,7 +371,7 @@ fi
 # background and waited for so that ^C/TERM interrupt it immediately.
 wrk_run() {
   local secs=$1 url=$2 out=$3 pid rc=0
-  timeout -k 2 $((secs + 15)) "${WRK_PIN[@]}" "$WRK" -t1 -c"$CONNECTIONS" \
+  timeout -k 2 $((secs + 15)) "${WRK_PIN[@]}" "$WRK" -t"$WRK_THREADS" -c"$CONNECTIONS" \
     -d"${secs}s" --timeout 5s --latency -s "$LUA_SCRIPT" "$url" >"$out" 2>&1 </dev/null &
   pid=$!
   LIVE[$pid]=1
@@ -498,9 +504,9 @@ report() {
 - host: nproc=$(nproc), load average before run: $LOADAVG
 - nginx $NGINX_VERSION, HAProxy $HAPROXY_VERSION, wrk $WRK_VERSION
 - sluice: $SLUICE_BIN (${STATUS[sluice]}); repo commit: $(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo none)
-- load: wrk -t1 -c$CONNECTIONS, POST /v1/chat/completions with a $BODY_BYTES-byte JSON body; ${WARMUP}s warm-up + ${DURATION}s per target, $ROUNDS interleaved round(s), median reported; errors summed over rounds
+- load: wrk -t$WRK_THREADS -c$CONNECTIONS, POST /v1/chat/completions with a $BODY_BYTES-byte JSON body; ${WARMUP}s warm-up + ${DURATION}s per target, $ROUNDS interleaved round(s), median reported; errors summed over rounds
 - pinning: $PIN_DESC
-- all proxies single-threaded, keep-alive to the client and pooled keep-alive to the backend (nginx 1 worker, static \`return 200\`, ${BACKEND_BYTES}-byte body)
+- proxies with $THREADS I/O thread(s) each (sluice --threads, nginx worker_processes, HAProxy nbthread), keep-alive to the client and pooled keep-alive to the backend (nginx 1 worker, static \`return 200\`, ${BACKEND_BYTES}-byte body)
 
 $(table)
 
