@@ -6,6 +6,8 @@
 
 namespace sluice::server {
 
+static_assert(kJsonParserPadding >= simdjson::SIMDJSON_PADDING);
+
 bool is_json_content_type(std::string_view v) {
   if (v.empty()) return true;
   auto semi = v.find(';');

@@ -37,6 +37,10 @@ struct ParseResult {
   bool ok() const { return error_code.empty(); }
 };
 
+// Bytes the JSON parser reads past a body's end (simdjson's padding): a body
+// buffer reserved with this much more is parsed without being copied.
+inline constexpr std::size_t kJsonParserPadding = 64;
+
 // Parses `body` (a JSON object). The string's capacity may be grown to give
 // the JSON reader its required padding; its contents are not changed.
 // If `prompt_text` is given, every piece of prompt text is appended to it,

@@ -1,5 +1,7 @@
 #include "server/proxy_parsers.h"
 
+#include "server/openai_request.h"
+
 namespace sluice::server {
 
 namespace http = boost::beast::http;
@@ -188,7 +190,10 @@ void ProxyRequestParser::on_field_impl(http::field name, string_view name_string
 
 void ProxyRequestParser::on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
                                            error_code&) {
-  if (content_length) head_.body.reserve(static_cast<std::size_t>(*content_length));
+  // With room for the JSON parser's padding: reserving it later would copy
+  // the whole body once more.
+  if (content_length)
+    head_.body.reserve(static_cast<std::size_t>(*content_length) + kJsonParserPadding);
 }
 
 std::size_t ProxyRequestParser::on_body_impl(string_view body, error_code&) {
