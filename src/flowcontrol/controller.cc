@@ -928,8 +928,15 @@ std::size_t Controller::dispatch(TimePoint now) {
       continue;
     }
     d.endpoint = ep;
-    record_queue_time(flow->key().id, flow->key().priority, QueueOutcome::kDispatched,
-                      now - item->request.enqueued);
+    // The series is looked up once per flow (two string-keyed lookups and a
+    // key built per dispatch before), not per dispatch.
+    auto& series = flow->dispatched_series();
+    if (series.epoch != series_epoch_) {
+      series.index = static_cast<std::uint32_t>(
+          series_index(flow->key().id, flow->key().priority, QueueOutcome::kDispatched));
+      series.epoch = series_epoch_;
+    }
+    queue_durations_[series.index].histogram.record(now - item->request.enqueued);
     registry_.dequeue(item, now);
     if (item->deadline_index != SIZE_MAX) heap_remove(item);
     registry_.mark_in_flight(item, ep);
@@ -987,8 +994,7 @@ scheduling::Scheduler* Controller::scheduler_for(const Item* item) {
   return nullptr;
 }
 
-void Controller::record_queue_time(const std::string& id, int priority, QueueOutcome outcome,
-                                   Duration waited) {
+std::size_t Controller::series_index(const std::string& id, int priority, QueueOutcome outcome) {
   const std::string* label = &id;
   static const std::string kOther = "other";
   auto f = metric_flows_.find(id);
@@ -1014,7 +1020,12 @@ void Controller::record_queue_time(const std::string& id, int priority, QueueOut
   } else {
     index = it->second;
   }
-  queue_durations_[index].histogram.record(waited);
+  return index;
+}
+
+void Controller::record_queue_time(const std::string& id, int priority, QueueOutcome outcome,
+                                   Duration waited) {
+  queue_durations_[series_index(id, priority, outcome)].histogram.record(waited);
 }
 
 void Controller::apply(ControllerReload r, TimePoint now) {

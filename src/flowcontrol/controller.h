@@ -208,7 +208,10 @@ class Controller {
   void apply(ControllerReload reload, TimePoint now);
 
   // Queue-duration series; ids beyond `max_flows` distinct ones fold into "other".
-  void set_metrics_max_flows(std::size_t n) { max_metric_flows_ = n; }
+  void set_metrics_max_flows(std::size_t n) {
+    if (n != max_metric_flows_) ++series_epoch_;  // flows' cached series are looked up again
+    max_metric_flows_ = n;
+  }
   const std::vector<QueueDurationSeries>& queue_durations() const { return queue_durations_; }
 
   // Replaces the displacement policy (a plugin; null: none).
@@ -260,6 +263,9 @@ class Controller {
 
  private:
   void finalize(registry::Item* item, QueueOutcome outcome, TimePoint now, std::string detail = {});
+  // The queue-duration series of (id, priority, outcome): its own while
+  // fewer than max_metric_flows_ ids have one, else "other"'s.
+  std::size_t series_index(const std::string& id, int priority, QueueOutcome outcome);
   void record_queue_time(const std::string& id, int priority, QueueOutcome outcome,
                          Duration waited);
   scheduling::Scheduler* scheduler_for(const registry::Item* item);
@@ -388,6 +394,7 @@ class Controller {
   std::unordered_map<std::string, std::size_t> queue_duration_index_;  // "id\0priority\0outcome"
   std::unordered_map<std::string, bool> metric_flows_;                 // ids with their own series
   std::size_t max_metric_flows_ = 100;
+  std::uint32_t series_epoch_ = 1;  // Flow::SeriesCache entries of another epoch are stale
   std::string key_scratch_;
 };
 

@@ -152,6 +152,13 @@ class Flow final : public flowcontrol::FlowView {
   TimePoint last_active() const { return last_active_; }
   FlowStats& stats() { return stats_; }
   const FlowStats& stats() const { return stats_; }
+  // The controller's cache of this flow's queue-duration series for its
+  // dispatches (an index into its series, valid while `epoch` matches).
+  struct SeriesCache {
+    std::uint32_t index = UINT32_MAX;
+    std::uint32_t epoch = 0;
+  };
+  SeriesCache& dispatched_series() { return dispatched_series_; }
 
  private:
   friend class FlowRegistry;
@@ -164,6 +171,7 @@ class Flow final : public flowcontrol::FlowView {
   std::uint32_t in_flight_ = 0;
   TimePoint last_active_{};
   FlowStats stats_;
+  SeriesCache dispatched_series_;
   std::uint64_t hash_ = 0;     // FlowTable::hash of the id
   std::size_t all_index_ = 0;  // position in the registry's list of flows
   // The registry's idle list (empty, nothing in flight), oldest first.
