@@ -37,6 +37,15 @@ VARIANTS=(
 # ONLY="0 4 10" runs those variants alone (the first listed is the
 # throughput baseline).
 SELECTED=(${ONLY:-${!VARIANTS[@]}})
+# PIN_SLUICE=0 PIN_OTHERS=1: sluice alone on the first CPU list, the mocks
+# and the load driver (this script's children) on the second — to tell the
+# gateway's share of the flooded TTFT from CPU contention with them.
+SLUICE_PIN=()
+if [[ -n ${PIN_SLUICE:-} ]]; then
+  [[ -n ${PIN_OTHERS:-} ]] || { echo "PIN_SLUICE needs PIN_OTHERS" >&2; exit 1; }
+  taskset -pc "$PIN_OTHERS" $$ >/dev/null
+  SLUICE_PIN=(taskset -c "$PIN_SLUICE")
+fi
 
 run_variant() {  # index name flow_lines endpoint_line max_concurrency mock_args
   local i=$1 name=$2 flow=$3 ep=$4 conc=${5:-4} margs=$6 kind
@@ -62,7 +71,9 @@ if flow:
 open(out, "w").write(text)
 PY
     sluice_config "$WORK/template.yaml" "$WORK/sluice.yaml"
-    "$BUILD/sluice" --config "$WORK/sluice.yaml" --access-log "$OUT/$i-$kind.access.log" \
+    # sluice appends to an access log: a previous run's lines would count.
+    rm -f "$OUT/$i-$kind.access.log"
+    "${SLUICE_PIN[@]}" "$BUILD/sluice" --config "$WORK/sluice.yaml" --access-log "$OUT/$i-$kind.access.log" \
       >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
     PIDS+=($!)
     local port
@@ -82,7 +93,7 @@ for i in "${SELECTED[@]}"; do
 done
 
 python3 - "$OUT" "$(git -C "$ROOT" rev-parse --short HEAD)" "${ARGS[@]}" <<'PY'
-import json, sys
+import json, os, sys
 out, commit, variants = sys.argv[1], sys.argv[2], sys.argv[3:]
 def flow(path, name):
     for f in json.load(open(path))["flows"]:
@@ -126,6 +137,8 @@ for v in variants:
         ms(fl["latencySeconds"]["p50"]), ms(fl["latencySeconds"]["p99"]),
         fl["ttftSeconds"]["p99"] / max(solo["ttftSeconds"]["p99"], 1e-9),
         fb["outputTokensPerSecond"], tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
+pin = os.environ.get("PIN_SLUICE")
+if pin: print(f"pinned: sluice on CPU {pin}, mocks and driver on CPU {os.environ.get('PIN_OTHERS')}")
 print(f"priority-flood at {commit} (3 sluice-mock endpoints, 6 sequences each, 20 ms/token; sluice admits 4 per endpoint unless noted)\n")
 print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | of which queued in sluice, p50 / p99 ms (requests) | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch output tokens/s, flooded | batch alone, output tokens/s (vs the first row) | batch outcomes, flooded | requests without an answer |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
