@@ -46,6 +46,9 @@ start_mocks "$BUILD" --max-running 100000 --decode-ms-per-token "$MS_PER_TOKEN" 
   --kv-capacity-tokens 1000000000 --prefill-us-per-token 1
 MOCK_PIDS=("${PIDS[@]}")
 PIDS=()  # the mocks live through every round; stop_all stops the proxies
+# ... and they are stopped on exit too (they once outlived every run, and
+# with them any descriptor they inherited, such as a caller's lock).
+trap 'PIDS+=("${MOCK_PIDS[@]}"); cleanup' EXIT
 
 PER_DRIVER=$((STREAMS / 3))
 cat >"$WORK/scenario.yaml" <<EOF
@@ -228,6 +231,9 @@ run_target() {  # round target
 for round in $(seq 1 "$ROUNDS"); do
   for t in "${TARGETS[@]}"; do run_target "$round" "$t"; done
 done
+PIDS=("${MOCK_PIDS[@]}")
+MOCK_PIDS=()
+stop_all
 
 python3 - "$OUT" "$ROUNDS" "$((DURATION - WARMUP))" "$STREAMS" "$MS_PER_TOKEN" \
   "$(git -C "$ROOT" rev-parse --short HEAD)" "${TARGETS[@]}" <<'PY' | tee "$RESULTS_FILE"
