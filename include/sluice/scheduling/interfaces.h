@@ -53,6 +53,9 @@ class Picker {
   // the primary, the rest fallbacks). May reorder `scored`.
   virtual void pick(CycleState& cycle, const Request& request, std::span<ScoredEndpoint> scored,
                     std::vector<const Endpoint*>& targets) = 0;
+  // False if this picker never writes to `scored`: the scheduler then hands
+  // it the profile's result list itself instead of a copy.
+  virtual bool reorders_scored() const { return true; }
 };
 
 struct WeightedScorer {

@@ -18,6 +18,8 @@ class MaxScorePicker final : public Plugin, public Picker {
   std::string_view type() const override { return kType; }
   void pick(CycleState& cycle, const Request& request, std::span<ScoredEndpoint> scored,
             std::vector<const Endpoint*>& targets) override;
+  // One target: a single pass that only reads. More: shuffled and sorted.
+  bool reorders_scored() const override { return max_ > 1; }
 
  private:
   std::uint32_t max_;
