@@ -55,6 +55,7 @@ std::string prompt_for(int family, std::size_t chars) {
 void report(benchmark::State& state, std::vector<double>& ns) {
   std::sort(ns.begin(), ns.end());
   state.counters["p50_ns"] = ns[ns.size() / 2];
+  state.counters["p90_ns"] = ns[ns.size() * 90 / 100];
   state.counters["p99_ns"] = ns[ns.size() * 99 / 100];
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }

@@ -102,6 +102,7 @@ void Scheduler::run_profile(const Profile& profile, CycleState& cycle, const Req
   // (no copy of the list: at 512 endpoints the copies were a quarter of the
   // cycle).
   std::span<const Endpoint* const> candidates(all_);
+  const CandidateColumns* columns = &all_columns_;
   if (!profile.filters.empty()) {
     candidates_.assign(all_.begin(), all_.end());
     for (std::size_t i = 0; i < profile.filters.size(); ++i) {
@@ -116,6 +117,8 @@ void Scheduler::run_profile(const Profile& profile, CycleState& cycle, const Req
       }
     }
     candidates = candidates_;
+    candidate_columns_.assign(candidates);
+    columns = &candidate_columns_;
   }
   const std::size_t n = candidates.size();
   const std::size_t ns = profile.scorers.size();
@@ -128,31 +131,29 @@ void Scheduler::run_profile(const Profile& profile, CycleState& cycle, const Req
     for (std::size_t s = 0; s < ns; ++s) {
       std::span<double> row(scores_.data() + s * n, n);
       std::fill(row.begin(), row.end(), 0.0);
-      profile.scorers[s].scorer->score(cycle, request, candidates, row);
+      profile.scorers[s].scorer->score_columns(cycle, request, candidates, *columns, row);
       const auto now = SteadyClock::now();
       timing.scorers[s]->record(now - lap);
       lap = now;
       weight_sum += profile.scorers[s].weight;
     }
   }
-  totals_.assign(n, 0.0);
-  for (std::size_t s = 0; s < ns; ++s) {
-    const double w = profile.scorers[s].weight;
+  // Weights normalized up front, so the sum needs no dividing pass; the
+  // first row is assigned, the others added (no zeroing pass either).
+  totals_.resize(n);
+  if (ns == 0 || !(weight_sum > 0)) std::fill(totals_.begin(), totals_.end(), 0.0);
+  for (std::size_t s = 0; s < ns && weight_sum > 0; ++s) {
+    const double w = profile.scorers[s].weight / weight_sum;
     const double* row = scores_.data() + s * n;
+    double* total = totals_.data();
+    const bool first = s == 0;
     for (std::size_t i = 0; i < n; ++i) {
       // Into [0, 1], NaN to 0; in the select form x86's max/min take, so
       // the loop vectorizes (no branch per endpoint).
       double v = row[i] > 0 ? row[i] : 0.0;
       v = v < 1 ? v : 1.0;
-      totals_[i] += w * v;
+      total[i] = (first ? 0.0 : total[i]) + w * v;
     }
-  }
-  // Divided in place (contiguous: vectorized), then paired with endpoints
-  // into storage kept from the last cycle (no zeroing first).
-  if (weight_sum > 0) {
-    for (std::size_t i = 0; i < n; ++i) totals_[i] /= weight_sum;
-  } else {
-    std::fill(totals_.begin(), totals_.end(), 0.0);
   }
   out.scored.resize(n);
   for (std::size_t i = 0; i < n; ++i) out.scored[i] = ScoredEndpoint{candidates[i], totals_[i]};
@@ -185,9 +186,34 @@ void Scheduler::schedule(CycleState& cycle, const Request& request,
   result.response_headers.clear();
   result.serving.clear();
 
-  all_.clear();
-  for (const auto& e : endpoints)
-    if (!options_.require_room || e.has_room) all_.push_back(&e);
+  // One pass over the endpoint records: those with room, and their hot
+  // fields as columns for the scorers.
+  all_.resize(endpoints.size());
+  all_columns_.resize(endpoints.size());
+  std::size_t with_room = 0;
+  {
+    // Through locals: stores into the columns could alias the vectors'
+    // own pointers, which the compiler would otherwise reload per endpoint.
+    const Endpoint** all = all_.data();
+    std::uint32_t* slot = all_columns_.slot.data();
+    double* queue = all_columns_.queue.data();
+    double* running = all_columns_.running.data();
+    double* kv = all_columns_.kv_usage.data();
+    double* in_flight = all_columns_.in_flight.data();
+    const bool require_room = options_.require_room;
+    for (const auto& e : endpoints) {
+      if (require_room && !e.has_room) continue;
+      all[with_room] = &e;
+      slot[with_room] = e.index;
+      queue[with_room] = CandidateColumns::queue_of(e);
+      running[with_room] = e.metrics.running_requests_size;
+      kv[with_room] = e.metrics.kv_cache_usage;
+      in_flight[with_room] = static_cast<double>(e.in_flight);
+      ++with_room;
+    }
+  }
+  all_.resize(with_room);
+  all_columns_.resize(with_room);
   if (all_.empty()) {
     result.error = endpoints.empty() ? "no endpoints" : "no endpoint has room";
     return;

@@ -100,6 +100,8 @@ class Scheduler {
   // Scratch, reused between cycles.
   std::vector<const Endpoint*> all_;
   std::vector<const Endpoint*> candidates_;
+  CandidateColumns all_columns_;        // aligned with all_
+  CandidateColumns candidate_columns_;  // aligned with candidates_ (after filters)
   std::vector<double> scores_;
   std::vector<double> totals_;
   std::vector<ScoredEndpoint> pick_scratch_;

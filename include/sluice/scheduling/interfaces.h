@@ -32,6 +32,45 @@ class Filter {
                       std::vector<const Endpoint*>& candidates) = 0;
 };
 
+// The candidates' fields the load scorers read, as contiguous columns
+// index-aligned with the candidates of a call. The scheduler builds them in
+// the one pass that picks the endpoints with room, so a scorer reads a few
+// KB in a row instead of one cache line of every endpoint record (at 512
+// endpoints each such pass cost a microsecond and a half from L2).
+struct CandidateColumns {
+  std::vector<std::uint32_t> slot;  // Endpoint::index
+  std::vector<double> queue;        // metrics.waiting_queue_size + dispatched_since_scrape
+  std::vector<double> running;      // metrics.running_requests_size
+  std::vector<double> kv_usage;     // metrics.kv_cache_usage
+  std::vector<double> in_flight;    // in_flight
+
+  // What queue-scorer ranks: waiting on the server plus sent since its scrape.
+  static double queue_of(const Endpoint& e) {
+    return e.metrics.waiting_queue_size + static_cast<double>(e.dispatched_since_scrape);
+  }
+  std::size_t size() const { return slot.size(); }
+  // Sized for `n` candidates (storage kept from the last cycle), then
+  // filled with set().
+  void resize(std::size_t n) {
+    slot.resize(n);
+    queue.resize(n);
+    running.resize(n);
+    kv_usage.resize(n);
+    in_flight.resize(n);
+  }
+  void set(std::size_t i, const Endpoint& e) {
+    slot[i] = e.index;
+    queue[i] = queue_of(e);
+    running[i] = e.metrics.running_requests_size;
+    kv_usage[i] = e.metrics.kv_cache_usage;
+    in_flight[i] = static_cast<double>(e.in_flight);
+  }
+  void assign(std::span<const Endpoint* const> candidates) {
+    resize(candidates.size());
+    for (std::size_t i = 0; i < candidates.size(); ++i) set(i, *candidates[i]);
+  }
+};
+
 class Scorer {
  public:
   virtual ~Scorer() = default;
@@ -39,6 +78,31 @@ class Scorer {
   // 1 = best. `scores` is preallocated: no allocation per endpoint.
   virtual void score(CycleState& cycle, const Request& request,
                      std::span<const Endpoint* const> candidates, std::span<double> scores) = 0;
+  // The same, with the candidates' columns at hand (what the scheduler
+  // calls). A scorer that reads only those fields overrides this one;
+  // the default ignores them.
+  virtual void score_columns(CycleState& cycle, const Request& request,
+                             std::span<const Endpoint* const> candidates,
+                             const CandidateColumns& columns, std::span<double> scores) {
+    score(cycle, request, candidates, scores);
+  }
+};
+
+// A scorer written against the columns: called alone (tests, other
+// plugins), it builds them from the candidates first.
+class ColumnScorer : public Scorer {
+ public:
+  void score(CycleState& cycle, const Request& request, std::span<const Endpoint* const> candidates,
+             std::span<double> scores) final {
+    own_.assign(candidates);
+    score_columns(cycle, request, candidates, own_, scores);
+  }
+  void score_columns(CycleState& cycle, const Request& request,
+                     std::span<const Endpoint* const> candidates, const CandidateColumns& columns,
+                     std::span<double> scores) override = 0;
+
+ private:
+  CandidateColumns own_;
 };
 
 struct ScoredEndpoint {

@@ -6,6 +6,11 @@
 
 namespace sluice::scheduling {
 
+namespace {
+// How many blocks ahead match and insert start loading the table's lines.
+constexpr std::size_t kPrefetchAhead = 8;
+}  // namespace
+
 void BlockHolders::Entry::push(Holder h) {
   if (n < 3)
     small[n] = h;
@@ -124,7 +129,10 @@ void PrefixIndex::match(std::span<const std::uint64_t> hashes, PrefixMatch& out)
   out.total_blocks = hashes.size();
   out.matched.clear();
   touched_.clear();
+  const std::size_t ahead = std::min(hashes.size(), kPrefetchAhead);
+  for (std::size_t i = 0; i < ahead; ++i) holders_.prefetch(hashes[i]);
   for (std::size_t i = 0; i < hashes.size(); ++i) {
+    if (i + kPrefetchAhead < hashes.size()) holders_.prefetch(hashes[i + kPrefetchAhead]);
     const BlockHolders::Entry* e = holders_.find(hashes[i]);
     if (!e) break;
     bool advanced = false;
@@ -150,7 +158,10 @@ void PrefixIndex::insert(std::uint32_t slot, std::span<const std::uint64_t> hash
   Lru& l = lrus_[slot];
   // Oldest first, so the first block ends most recent: a prefix's head is
   // the last to be evicted, as in an engine's own cache.
+  const std::size_t ahead = std::min(hashes.size(), kPrefetchAhead);
+  for (std::size_t k = 0; k < ahead; ++k) holders_.prefetch(hashes[hashes.size() - 1 - k]);
   for (std::size_t k = hashes.size(); k-- > 0;) {
+    if (k >= kPrefetchAhead) holders_.prefetch(hashes[k - kPrefetchAhead]);
     const std::uint64_t h = hashes[k];
     std::uint32_t node = kNone;
     if (const BlockHolders::Entry* e = holders_.find(h))

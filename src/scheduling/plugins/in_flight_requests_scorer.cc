@@ -4,11 +4,11 @@
 
 namespace sluice::scheduling {
 
-void InFlightRequestsScorer::score(CycleState&, const Request&,
-                                   std::span<const Endpoint* const> candidates,
-                                   std::span<double> scores) {
-  score_lower_is_better(candidates, scores,
-                        [](const Endpoint& e) { return static_cast<double>(e.in_flight); });
+void InFlightRequestsScorer::score_columns(CycleState&, const Request&,
+                                           std::span<const Endpoint* const>,
+                                           const CandidateColumns& columns,
+                                           std::span<double> scores) {
+  score_lower_is_better(columns.in_flight, scores);
 }
 
 }  // namespace sluice::scheduling

@@ -10,12 +10,13 @@
 
 namespace sluice::scheduling {
 
-class InFlightRequestsScorer final : public Plugin, public Scorer {
+class InFlightRequestsScorer final : public Plugin, public ColumnScorer {
  public:
   static constexpr std::string_view kType = "in-flight-requests-scorer";
   std::string_view type() const override { return kType; }
-  void score(CycleState& cycle, const Request& request, std::span<const Endpoint* const> candidates,
-             std::span<double> scores) override;
+  void score_columns(CycleState& cycle, const Request& request,
+                     std::span<const Endpoint* const> candidates, const CandidateColumns& columns,
+                     std::span<double> scores) override;
 };
 
 }  // namespace sluice::scheduling

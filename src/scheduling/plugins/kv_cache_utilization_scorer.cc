@@ -2,11 +2,11 @@
 
 namespace sluice::scheduling {
 
-void KvCacheUtilizationScorer::score(CycleState&, const Request&,
-                                     std::span<const Endpoint* const> candidates,
-                                     std::span<double> scores) {
-  for (std::size_t i = 0; i < candidates.size(); ++i)
-    scores[i] = 1.0 - candidates[i]->metrics.kv_cache_usage;
+void KvCacheUtilizationScorer::score_columns(CycleState&, const Request&,
+                                             std::span<const Endpoint* const>,
+                                             const CandidateColumns& columns,
+                                             std::span<double> scores) {
+  for (std::size_t i = 0; i < columns.size(); ++i) scores[i] = 1.0 - columns.kv_usage[i];
 }
 
 }  // namespace sluice::scheduling

@@ -9,13 +9,14 @@
 
 namespace sluice::scheduling {
 
-class PrefixCacheScorer final : public Plugin, public Scorer {
+class PrefixCacheScorer final : public Plugin, public ColumnScorer {
  public:
   static constexpr std::string_view kType = "prefix-cache-scorer";
   explicit PrefixCacheScorer(ApproxPrefixCacheProducer* producer) : producer_(producer) {}
   std::string_view type() const override { return kType; }
-  void score(CycleState& cycle, const Request& request, std::span<const Endpoint* const> candidates,
-             std::span<double> scores) override;
+  void score_columns(CycleState& cycle, const Request& request,
+                     std::span<const Endpoint* const> candidates, const CandidateColumns& columns,
+                     std::span<double> scores) override;
   ApproxPrefixCacheProducer* producer() const { return producer_; }
 
  private:

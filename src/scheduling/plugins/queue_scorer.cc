@@ -5,11 +5,9 @@
 
 namespace sluice::scheduling {
 
-void QueueScorer::score(CycleState&, const Request&, std::span<const Endpoint* const> candidates,
-                        std::span<double> scores) {
-  score_lower_is_better(candidates, scores, [](const Endpoint& e) {
-    return e.metrics.waiting_queue_size + static_cast<double>(e.dispatched_since_scrape);
-  });
+void QueueScorer::score_columns(CycleState&, const Request&, std::span<const Endpoint* const>,
+                                const CandidateColumns& columns, std::span<double> scores) {
+  score_lower_is_better(columns.queue, scores);
 }
 
 }  // namespace sluice::scheduling

@@ -4,11 +4,11 @@
 
 namespace sluice::scheduling {
 
-void RunningRequestsSizeScorer::score(CycleState&, const Request&,
-                                      std::span<const Endpoint* const> candidates,
-                                      std::span<double> scores) {
-  score_lower_is_better(candidates, scores,
-                        [](const Endpoint& e) { return e.metrics.running_requests_size; });
+void RunningRequestsSizeScorer::score_columns(CycleState&, const Request&,
+                                              std::span<const Endpoint* const>,
+                                              const CandidateColumns& columns,
+                                              std::span<double> scores) {
+  score_lower_is_better(columns.running, scores);
 }
 
 }  // namespace sluice::scheduling

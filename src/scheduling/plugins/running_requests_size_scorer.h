@@ -8,12 +8,13 @@
 
 namespace sluice::scheduling {
 
-class RunningRequestsSizeScorer final : public Plugin, public Scorer {
+class RunningRequestsSizeScorer final : public Plugin, public ColumnScorer {
  public:
   static constexpr std::string_view kType = "running-requests-size-scorer";
   std::string_view type() const override { return kType; }
-  void score(CycleState& cycle, const Request& request, std::span<const Endpoint* const> candidates,
-             std::span<double> scores) override;
+  void score_columns(CycleState& cycle, const Request& request,
+                     std::span<const Endpoint* const> candidates, const CandidateColumns& columns,
+                     std::span<double> scores) override;
 };
 
 }  // namespace sluice::scheduling
