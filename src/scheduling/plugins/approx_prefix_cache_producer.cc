@@ -129,26 +129,64 @@ void PrefixIndex::match(std::span<const std::uint64_t> hashes, PrefixMatch& out)
   out.total_blocks = hashes.size();
   out.matched.clear();
   touched_.clear();
-  const std::size_t ahead = std::min(hashes.size(), kPrefetchAhead);
-  for (std::size_t i = 0; i < ahead; ++i) holders_.prefetch(hashes[i]);
-  for (std::size_t i = 0; i < hashes.size(); ++i) {
-    if (i + kPrefetchAhead < hashes.size()) holders_.prefetch(hashes[i + kPrefetchAhead]);
-    const BlockHolders::Entry* e = holders_.find(hashes[i]);
-    if (!e) break;
-    bool advanced = false;
-    for (std::uint32_t k = 0; k < e->n; ++k) {
-      const Holder& h = e->at(k);
-      if (h.slot >= run_.size()) run_.resize(h.slot + 1, 0);
-      if (run_[h.slot] != i) continue;  // its run broke earlier
-      if (i == 0) touched_.push_back(h.slot);
-      run_[h.slot] = static_cast<std::uint32_t>(i + 1);
-      advanced = true;
+  if (hashes.empty()) return;
+  const BlockHolders::Entry* e = holders_.find(hashes[0]);
+  if (!e) return;
+  for (std::uint32_t k = 0; k < e->n; ++k) {
+    const std::uint32_t slot = e->at(k).slot;
+    if (slot >= run_.size()) {
+      run_.resize(slot + 1, 0);
+      marked_.resize(slot + 1, 0);
     }
-    if (!advanced) break;
+    touched_.push_back(slot);
   }
+  resolve(hashes, 0, hashes.size() - 1, 0, touched_.size());
   for (std::uint32_t slot : touched_) {
     out.matched.emplace_back(slot, run_[slot]);
     run_[slot] = 0;
+  }
+}
+
+std::size_t PrefixIndex::partition_held(const BlockHolders::Entry* e, std::size_t first,
+                                        std::size_t last) {
+  if (!e) return first;
+  for (std::uint32_t k = 0; k < e->n; ++k) {
+    const std::uint32_t slot = e->at(k).slot;
+    if (slot < marked_.size()) marked_[slot] = 1;
+  }
+  const auto mid = std::partition(touched_.begin() + static_cast<std::ptrdiff_t>(first),
+                                  touched_.begin() + static_cast<std::ptrdiff_t>(last),
+                                  [&](std::uint32_t slot) { return marked_[slot] != 0; });
+  for (std::uint32_t k = 0; k < e->n; ++k) {
+    const std::uint32_t slot = e->at(k).slot;
+    if (slot < marked_.size()) marked_[slot] = 0;
+  }
+  return static_cast<std::size_t>(mid - touched_.begin());
+}
+
+void PrefixIndex::resolve(std::span<const std::uint64_t> hashes, std::size_t a, std::size_t b,
+                          std::size_t first, std::size_t last) {
+  // Iterative on the upper half, recursive on the lower: depth at most
+  // log2(blocks) (256 blocks: 8).
+  while (first < last) {
+    if (a == b) {
+      for (std::size_t i = first; i < last; ++i)
+        run_[touched_[i]] = static_cast<std::uint32_t>(a + 1);
+      return;
+    }
+    // Those holding block b hold [a, b] whole.
+    const std::size_t held = partition_held(holders_.find(hashes[b]), first, last);
+    for (std::size_t i = first; i < held; ++i)
+      run_[touched_[i]] = static_cast<std::uint32_t>(b + 1);
+    first = held;
+    if (first == last) return;
+    --b;  // the rest end in [a, b - 1]
+    if (a == b) continue;
+    const std::size_t mid = a + (b - a + 1) / 2;  // a < mid <= b
+    const std::size_t upper = partition_held(holders_.find(hashes[mid]), first, last);
+    resolve(hashes, a, mid - 1, upper, last);  // not holding mid: end in [a, mid - 1]
+    last = upper;                              // holding mid: end in [mid, b]
+    a = mid;
   }
 }
 

@@ -93,7 +93,14 @@ class PrefixIndex {
   explicit PrefixIndex(std::uint32_t capacity_per_endpoint) : capacity_(capacity_per_endpoint) {}
 
   // Longest cached leading run of `hashes` per endpoint; `out` is filled
-  // (slots with a match of at least one block).
+  // (slots with a match of at least one block). `hashes` is a chain (each
+  // block's hash covers every block before it, prefix_hasher.h), so what an
+  // endpoint holds of it is a leading run: whenever block k was recorded so
+  // was every block before it, and later (more recently used), so its LRU
+  // evicts a chain from the tail. The match therefore bisects: the slots
+  // holding the last block hold all of it, and only where the holders of
+  // two blocks differ is the interval between them looked into — two
+  // lookups for a prompt one endpoint holds whole, not one per block.
   void match(std::span<const std::uint64_t> hashes, PrefixMatch& out);
   // Records `hashes` as cached on endpoint `slot` (most recent use).
   void insert(std::uint32_t slot, std::span<const std::uint64_t> hashes);
@@ -126,8 +133,16 @@ class PrefixIndex {
   std::vector<Lru> lrus_;  // by endpoint slot
   // Block hash -> the endpoints holding it (usually a handful).
   BlockHolders holders_;
-  std::vector<std::uint32_t> run_;  // scratch: match length per slot
-  std::vector<std::uint32_t> touched_;
+  // The slots in [first, last) hold block `a` of `hashes`; sets each
+  // one's run, its last held block being in [a, b].
+  void resolve(std::span<const std::uint64_t> hashes, std::size_t a, std::size_t b,
+               std::size_t first, std::size_t last);
+  // Moves the slots in [first, last) that `e` holds to the front; returns
+  // the end of those.
+  std::size_t partition_held(const BlockHolders::Entry* e, std::size_t first, std::size_t last);
+  std::vector<std::uint32_t> run_;      // scratch: match length per slot
+  std::vector<std::uint8_t> marked_;    // scratch: slots of one entry
+  std::vector<std::uint32_t> touched_;  // scratch: the slots being resolved
 };
 
 class ApproxPrefixCacheProducer final : public Plugin, public RequestLifecycle {

@@ -169,19 +169,31 @@ TEST(PrefixIndex, EvictsLeastRecentlyUsedBlocksPerEndpoint) {
 }
 
 // The index (its flat block table with backward-shift deletion, inline and
-// overflow holders) against a naive model: per endpoint an LRU list of at
-// most `capacity` blocks; a match is the leading run present in each list.
-// A small alphabet of block hashes makes blocks shared by many endpoints
-// (past the three inline holders) and evictions frequent.
+// overflow holders, the bisecting match) against a naive model: per
+// endpoint an LRU list of at most `capacity` blocks; a match is the leading
+// run present in each list, found block by block. Block hashes are chains,
+// as prefix_hasher.h makes them: a prompt of tokens from a three-letter
+// alphabet, each block's hash covering the blocks before it, so prompts
+// share prefixes of every length, blocks are held by many endpoints (past
+// the three inline holders) and evictions are frequent.
 TEST(PrefixIndex, MatchesANaiveModelUnderRandomInsertsEvictionsAndForgets) {
   constexpr std::uint32_t kCapacity = 6, kSlots = 7;
   PrefixIndex idx(kCapacity);
   std::vector<std::list<std::uint64_t>> model(kSlots);
   std::mt19937 rng(5);
+  const auto chain = [&](std::size_t n) {
+    std::vector<std::uint64_t> out(n);
+    std::uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (auto& b : out) {
+      h = (h ^ (1 + rng() % 3)) * 0xff51afd7ed558ccdull;
+      h ^= h >> 29;
+      b = h;
+    }
+    return out;
+  };
   for (int step = 0; step < 20000; ++step) {
     const std::uint32_t slot = rng() % kSlots;
-    std::vector<std::uint64_t> blocks(1 + rng() % 5);
-    for (auto& b : blocks) b = 1 + rng() % 40;
+    std::vector<std::uint64_t> blocks = chain(1 + rng() % 8);
     if (rng() % 50 == 0) {
       idx.forget(slot);
       model[slot].clear();
@@ -198,8 +210,7 @@ TEST(PrefixIndex, MatchesANaiveModelUnderRandomInsertsEvictionsAndForgets) {
         l.push_front(blocks[k]);
       }
     }
-    std::vector<std::uint64_t> probe(1 + rng() % 6);
-    for (auto& b : probe) b = 1 + rng() % 40;
+    const std::vector<std::uint64_t> probe = chain(1 + rng() % 10);
     PrefixMatch m;
     idx.match(probe, m);
     std::set<std::uint64_t> all;
