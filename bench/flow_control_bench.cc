@@ -6,6 +6,14 @@
 //                              backlogged flows across B bands, and the
 //                              fairness + ordering policies release one.
 //                              Reports decisions/s and p99 ns per decision.
+//   BM_DispatchScheduled/E     one decision with the default scheduling
+//                              profile over E endpoints that all have room
+//                              (concurrency detector, 1000 slots each): a
+//                              request enqueued into one of 1000 flows,
+//                              released, routed (room per endpoint, the
+//                              endpoint view, the scheduling cycle) and
+//                              completed. What the dispatcher pays per
+//                              request at that pool size.
 //   BM_MoodycamelCeiling       raw enqueue + dequeue of the event queue, the
 //                              ceiling for the dispatcher's intake.
 //   BM_QueuedRequestMemory     heap bytes per queued request beyond its body.
@@ -14,13 +22,16 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "flowcontrol/controller.h"
 #include "flowcontrol/saturation_detectors.h"
 #include "registry/flow_table.h"
+#include "scheduling/from_config.h"
 
 namespace {
 
@@ -81,6 +92,42 @@ void BM_Dispatch(benchmark::State& state, const std::string& fairness) {
     h.controller->complete(h.dispatched.back(), 100, h.now);
     h.controller->enqueue(h.request(pick(rng)), h.now);
     h.controller->dispatch(h.now);
+    auto t1 = std::chrono::steady_clock::now();
+    if (ns.size() < ns.capacity())
+      ns.push_back(static_cast<std::uint32_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (!ns.empty()) {
+    std::sort(ns.begin(), ns.end());
+    state.counters["p50_ns"] = ns[ns.size() / 2];
+    state.counters["p99_ns"] = ns[ns.size() * 99 / 100];
+  }
+}
+
+void BM_DispatchScheduled(benchmark::State& state) {
+  const int endpoints = static_cast<int>(state.range(0));
+  Harness h("vtc-fairness-policy", 1000, 1, 1000);
+  h.controller->set_endpoint_count(static_cast<std::size_t>(endpoints));
+  h.controller->set_scheduler(
+      sluice::scheduling::build_scheduler(sluice::config::load_config_string("{}\n", "bench")));
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int e = 0; e < endpoints; ++e) {
+    EndpointMetrics m;
+    m.waiting_queue_size = std::floor(u(rng) * 8);
+    m.running_requests_size = std::floor(u(rng) * 32);
+    m.kv_cache_usage = u(rng);
+    h.controller->update_metrics(static_cast<std::size_t>(e), m, h.now);
+  }
+  std::uniform_int_distribution<int> pick(0, 999);
+  std::vector<std::uint32_t> ns;
+  ns.reserve(1 << 22);
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    h.controller->enqueue(h.request(pick(rng)), h.now);
+    h.controller->dispatch(h.now);
+    h.controller->complete(h.dispatched.back(), 100, h.now);
     auto t1 = std::chrono::steady_clock::now();
     if (ns.size() < ns.capacity())
       ns.push_back(static_cast<std::uint32_t>(
@@ -171,6 +218,7 @@ BENCHMARK_CAPTURE(BM_Dispatch, round_robin, std::string("round-robin-fairness-po
 BENCHMARK_CAPTURE(BM_Dispatch, global_strict, std::string("global-strict-fairness-policy"))
     ->ArgsProduct({{10, 1000, 50000}, {1, 8}})
     ->ArgNames({"flows", "bands"});
+BENCHMARK(BM_DispatchScheduled)->Arg(8)->Arg(64)->Arg(512)->ArgName("endpoints");
 BENCHMARK(BM_MoodycamelCeiling);
 BENCHMARK(BM_QueuedRequestMemory)->Arg(100000)->Iterations(3);
 BENCHMARK(BM_IdleFlowMemory)->Arg(50000)->Iterations(3);

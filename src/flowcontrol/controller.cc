@@ -32,7 +32,7 @@ registry::PolicyFactory make_factory(const FairnessParams& params) {
   return f;
 }
 
-int least_in_flight(const std::vector<EndpointLoad>& load, const std::vector<bool>& room,
+int least_in_flight(const std::vector<EndpointLoad>& load, const std::vector<std::uint8_t>& room,
                     std::uint32_t& rotation) {
   const std::size_t n = load.size();
   if (n == 0) return -1;
@@ -93,7 +93,7 @@ Controller::~Controller() = default;
 void Controller::set_endpoint_count(std::size_t n) {
   load_.resize(n);
   room_.resize(n);
-  removed_.resize(n, false);
+  removed_.resize(n, 0);
   const std::size_t old = view_.size();
   view_.resize(n);
   for (std::size_t i = old; i < n; ++i) view_[i].index = static_cast<std::uint32_t>(i);
@@ -852,15 +852,21 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
     for (std::size_t i = 0; i < load_.size(); ++i) in_pool += !removed_[i];
     lane = std::min<std::size_t>(config_.headroom.reserve_endpoints, in_pool - (in_pool > 0));
   }
+  // The plain case, every decision's, asks the detector for the whole pool
+  // at once; the headroom allowances adjust each endpoint's load first.
+  const bool each = gated_ && allowance == Allowance::kPlain;
+  if (each) detector_->has_room_each(load_, now, room_);
   bool any = false;
   for (std::size_t i = load_.size(); i-- > 0;) {
+    bool room;
     if (lane > 0 && !removed_[i]) {
       --lane;
-      room_[i] = false;
-      continue;
+      room = false;
+    } else {
+      room = !removed_[i] && (!gated_ || (each ? room_[i] != 0 : has_room(i, allowance, now)));
     }
-    room_[i] = !removed_[i] && (!gated_ || has_room(i, allowance, now));
-    any = any || room_[i];
+    room_[i] = room ? 1 : 0;
+    any = any || room;
   }
   if (!any && allowance == Allowance::kReserveHeld) ++headroom_holds_;
   if (allowance == Allowance::kReserveHeld) {

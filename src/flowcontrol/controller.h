@@ -313,8 +313,8 @@ class Controller {
   Sink sink_;
   std::unique_ptr<scheduling::Scheduler> scheduler_;
   std::vector<scheduling::Endpoint> view_;  // the scheduler's view, slot = index
-  std::vector<bool> removed_;
-  scheduling::SchedulingResult result_;  // reused
+  std::vector<std::uint8_t> removed_;       // per endpoint slot, 1: gone from the pool
+  scheduling::SchedulingResult result_;     // reused
   bool gated_ = true;
   bool pool_empty_ = false;  // every endpoint removed (noEndpointRequestTTL's regime)
   Duration staleness_ = std::chrono::milliseconds(200);
@@ -346,7 +346,7 @@ class Controller {
   // `head`, of `band`, found no room: evict for it if allowed now.
   void maybe_evict(registry::Band& band, registry::Item* head, TimePoint now);
   std::vector<EndpointLoad> load_;  // with a fleet: the other replicas' work included
-  std::vector<bool> room_;
+  std::vector<std::uint8_t> room_;  // per endpoint, 1: has room for this decision
   // Fleet: the other replicas' work by slot (folded into load_), their
   // smallest backlogged standing by band, this replica's service since the
   // last exchange by flow key, and the hold of a band whose flow is ahead.

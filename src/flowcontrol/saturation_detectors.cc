@@ -32,6 +32,19 @@ bool ConcurrencyDetector::has_room(const EndpointLoad& e, TimePoint) const {
          static_cast<double>(p_.max_concurrency) * (1.0 + p_.headroom);
 }
 
+void ConcurrencyDetector::has_room_each(std::span<const EndpointLoad> pool, TimePoint,
+                                        std::span<std::uint8_t> room) const {
+  if (p_.tokens_mode) {
+    const double limit = static_cast<double>(p_.max_token_concurrency) * (1.0 + p_.headroom);
+    for (std::size_t i = 0; i < pool.size(); ++i)
+      room[i] = static_cast<double>(pool[i].in_flight_tokens) < limit ? 1 : 0;
+    return;
+  }
+  const double limit = static_cast<double>(p_.max_concurrency) * (1.0 + p_.headroom);
+  for (std::size_t i = 0; i < pool.size(); ++i)
+    room[i] = static_cast<double>(pool[i].in_flight) < limit ? 1 : 0;
+}
+
 double ConcurrencyDetector::saturation(const std::vector<EndpointLoad>& pool, TimePoint) const {
   if (pool.empty()) return 1.0;
   double used = 0, capacity = 0;

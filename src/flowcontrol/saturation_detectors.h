@@ -51,6 +51,8 @@ class ConcurrencyDetector final : public SaturationDetector {
   explicit ConcurrencyDetector(ConcurrencyParams p = {}) : p_(p) {}
   std::string_view type() const override { return "concurrency-detector"; }
   bool has_room(const EndpointLoad& e, TimePoint now) const override;
+  void has_room_each(std::span<const EndpointLoad> pool, TimePoint now,
+                     std::span<std::uint8_t> room) const override;
   double saturation(const std::vector<EndpointLoad>& pool, TimePoint now) const override;
 
  private:

@@ -145,6 +145,15 @@ class SaturationDetector {
   virtual std::string_view type() const = 0;
   // True when endpoint `e` can take one more request at `now`.
   virtual bool has_room(const EndpointLoad& e, TimePoint now) const = 0;
+  // has_room() of every endpoint of `pool` into `room` (the same size), as
+  // 1 or 0: what the dispatcher asks before each decision. One virtual call
+  // for the pool; a detector overrides it with a loop the compiler can see
+  // through (at 512 endpoints the call per endpoint was a fifth of a
+  // decision).
+  virtual void has_room_each(std::span<const EndpointLoad> pool, TimePoint now,
+                             std::span<std::uint8_t> room) const {
+    for (std::size_t i = 0; i < pool.size(); ++i) room[i] = has_room(pool[i], now) ? 1 : 0;
+  }
   // Pool saturation in [0, 1+] for metrics: 1 means no endpoint has room.
   virtual double saturation(const std::vector<EndpointLoad>& pool, TimePoint now) const = 0;
 };
