@@ -75,23 +75,15 @@ struct Harness {
   TimePoint now{};
 };
 
-void BM_Dispatch(benchmark::State& state, const std::string& fairness) {
-  const int flows = static_cast<int>(state.range(0));
-  const int bands = static_cast<int>(state.range(1));
-  Harness h(fairness, flows, bands, 1);
-  // Every flow backlogged with two requests; one slot, held by one request.
-  for (int round = 0; round < 2; ++round)
-    for (int f = 0; f < flows; ++f) h.controller->enqueue(h.request(f), h.now);
-  h.controller->dispatch(h.now);
-  std::mt19937 rng(42);
-  std::uniform_int_distribution<int> pick(0, flows - 1);
+// Runs `decision` once per iteration, timing each; reports decisions/s and
+// p50/p99 ns per decision.
+template <class Decision>
+void time_each(benchmark::State& state, Decision&& decision) {
   std::vector<std::uint32_t> ns;
   ns.reserve(1 << 22);
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
-    h.controller->complete(h.dispatched.back(), 100, h.now);
-    h.controller->enqueue(h.request(pick(rng)), h.now);
-    h.controller->dispatch(h.now);
+    decision();
     auto t1 = std::chrono::steady_clock::now();
     if (ns.size() < ns.capacity())
       ns.push_back(static_cast<std::uint32_t>(
@@ -103,6 +95,23 @@ void BM_Dispatch(benchmark::State& state, const std::string& fairness) {
     state.counters["p50_ns"] = ns[ns.size() / 2];
     state.counters["p99_ns"] = ns[ns.size() * 99 / 100];
   }
+}
+
+void BM_Dispatch(benchmark::State& state, const std::string& fairness) {
+  const int flows = static_cast<int>(state.range(0));
+  const int bands = static_cast<int>(state.range(1));
+  Harness h(fairness, flows, bands, 1);
+  // Every flow backlogged with two requests; one slot, held by one request.
+  for (int round = 0; round < 2; ++round)
+    for (int f = 0; f < flows; ++f) h.controller->enqueue(h.request(f), h.now);
+  h.controller->dispatch(h.now);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> pick(0, flows - 1);
+  time_each(state, [&] {
+    h.controller->complete(h.dispatched.back(), 100, h.now);
+    h.controller->enqueue(h.request(pick(rng)), h.now);
+    h.controller->dispatch(h.now);
+  });
 }
 
 void BM_DispatchScheduled(benchmark::State& state) {
@@ -121,24 +130,11 @@ void BM_DispatchScheduled(benchmark::State& state) {
     h.controller->update_metrics(static_cast<std::size_t>(e), m, h.now);
   }
   std::uniform_int_distribution<int> pick(0, 999);
-  std::vector<std::uint32_t> ns;
-  ns.reserve(1 << 22);
-  for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
+  time_each(state, [&] {
     h.controller->enqueue(h.request(pick(rng)), h.now);
     h.controller->dispatch(h.now);
     h.controller->complete(h.dispatched.back(), 100, h.now);
-    auto t1 = std::chrono::steady_clock::now();
-    if (ns.size() < ns.capacity())
-      ns.push_back(static_cast<std::uint32_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
-  }
-  state.SetItemsProcessed(state.iterations());
-  if (!ns.empty()) {
-    std::sort(ns.begin(), ns.end());
-    state.counters["p50_ns"] = ns[ns.size() / 2];
-    state.counters["p99_ns"] = ns[ns.size() * 99 / 100];
-  }
+  });
 }
 
 void BM_MoodycamelCeiling(benchmark::State& state) {

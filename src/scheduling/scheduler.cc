@@ -192,23 +192,13 @@ void Scheduler::schedule(CycleState& cycle, const Request& request,
   all_columns_.resize(endpoints.size());
   std::size_t with_room = 0;
   {
-    // Through locals: stores into the columns could alias the vectors'
-    // own pointers, which the compiler would otherwise reload per endpoint.
-    const Endpoint** all = all_.data();
-    std::uint32_t* slot = all_columns_.slot.data();
-    double* queue = all_columns_.queue.data();
-    double* running = all_columns_.running.data();
-    double* kv = all_columns_.kv_usage.data();
-    double* in_flight = all_columns_.in_flight.data();
+    const Endpoint** all = all_.data();  // a local, as the writer's pointers
+    const CandidateColumns::Writer write = all_columns_.writer();
     const bool require_room = options_.require_room;
     for (const auto& e : endpoints) {
       if (require_room && !e.has_room) continue;
       all[with_room] = &e;
-      slot[with_room] = e.index;
-      queue[with_room] = CandidateColumns::queue_of(e);
-      running[with_room] = e.metrics.running_requests_size;
-      kv[with_room] = e.metrics.kv_cache_usage;
-      in_flight[with_room] = static_cast<double>(e.in_flight);
+      write(with_room, e);
       ++with_room;
     }
   }

@@ -245,41 +245,30 @@ TEST(Scheduler, RequireRoomSkipsFullEndpoints) {
 // endpoint, the picked endpoint is the argmax of the weighted min-max
 // scores computed from the records themselves.
 TEST(Scheduler, ColumnsStayAlignedWithCandidatesThroughRoomAndFilters) {
-  auto s = build(R"(
-plugins:
-- type: by-label
-  parameters: {label: pool, validValues: [a]}
-- type: queue-scorer
+  // The same four weighted scorers, with the filter in front or without.
+  const auto profile = [](bool filtered) {
+    std::string y = "plugins:\n";
+    if (filtered) y += "- type: by-label\n  parameters: {label: pool, validValues: [a]}\n";
+    y += R"(- type: queue-scorer
 - type: kv-cache-utilization-scorer
 - type: running-requests-size-scorer
 - type: in-flight-requests-scorer
 - type: max-score-picker
 schedulingProfiles:
-- name: filtered
+- name: p
   plugins:
-  - {pluginRef: by-label}
-  - {pluginRef: queue-scorer, weight: 2}
+)";
+    if (filtered) y += "  - {pluginRef: by-label}\n";
+    y += R"(  - {pluginRef: queue-scorer, weight: 2}
   - {pluginRef: kv-cache-utilization-scorer, weight: 3}
   - {pluginRef: running-requests-size-scorer, weight: 1}
   - {pluginRef: in-flight-requests-scorer, weight: 5}
   - {pluginRef: max-score-picker}
-)");
-  auto plain = build(R"(
-plugins:
-- type: queue-scorer
-- type: kv-cache-utilization-scorer
-- type: running-requests-size-scorer
-- type: in-flight-requests-scorer
-- type: max-score-picker
-schedulingProfiles:
-- name: plain
-  plugins:
-  - {pluginRef: queue-scorer, weight: 2}
-  - {pluginRef: kv-cache-utilization-scorer, weight: 3}
-  - {pluginRef: running-requests-size-scorer, weight: 1}
-  - {pluginRef: in-flight-requests-scorer, weight: 5}
-  - {pluginRef: max-score-picker}
-)");
+)";
+    return y;
+  };
+  auto s = build(profile(true));
+  auto plain = build(profile(false));
   s->set_require_room(true);
   plain->set_require_room(true);
   std::mt19937_64 rng(1234);
