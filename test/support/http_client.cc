@@ -225,18 +225,29 @@ std::string RawConnection::read_until_close(std::chrono::milliseconds timeout, b
   }
 }
 
-double scrape_metric(const std::string& host, std::uint16_t port, const std::string& name) {
+std::vector<double> scrape_metrics(const std::string& host, std::uint16_t port,
+                                   const std::vector<std::string>& names) {
+  std::vector<double> values(names.size(), -1);
+  std::vector<char> found(names.size(), 0);
   HttpClient client(host, port);
   auto res = client.request("GET", "/metrics");
   std::istringstream in(res.body);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind(name, 0) == 0 && line.size() > name.size() &&
-        (line[name.size()] == ' ' || line[name.size()] == '{')) {
-      return std::stod(line.substr(line.rfind(' ') + 1));
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string& name = names[i];
+      if (!found[i] && line.rfind(name, 0) == 0 && line.size() > name.size() &&
+          (line[name.size()] == ' ' || line[name.size()] == '{')) {
+        values[i] = std::stod(line.substr(line.rfind(' ') + 1));
+        found[i] = 1;
+      }
     }
   }
-  return -1;
+  return values;
+}
+
+double scrape_metric(const std::string& host, std::uint16_t port, const std::string& name) {
+  return scrape_metrics(host, port, {name})[0];
 }
 
 }  // namespace sluice::test

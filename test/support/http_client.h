@@ -92,4 +92,10 @@ class RawConnection {
 // whose line starts with `name` (name may include labels), or -1.
 double scrape_metric(const std::string& host, std::uint16_t port, const std::string& name);
 
+// The values of several samples read from ONE /metrics page, so that they
+// describe the same instant (two scrapes can each see a request that moved
+// from one gauge to the other in between). -1 for a sample not found.
+std::vector<double> scrape_metrics(const std::string& host, std::uint16_t port,
+                                   const std::vector<std::string>& names);
+
 }  // namespace sluice::test
