@@ -114,6 +114,35 @@ void BM_Dispatch(benchmark::State& state, const std::string& fairness) {
   });
 }
 
+// As the dispatcher runs under load: a pass drains a batch of events (the
+// completions of the K requests in flight, K newcomers into random flows)
+// and then releases K. Items are decisions; p50/p99 are per pass.
+void BM_DispatchBatch(benchmark::State& state, const std::string& fairness) {
+  const int flows = static_cast<int>(state.range(0));
+  const int k = static_cast<int>(state.range(1));
+  Harness h(fairness, flows, 1, static_cast<std::uint64_t>(k));
+  for (int round = 0; round < 2; ++round)
+    for (int f = 0; f < flows; ++f) h.controller->enqueue(h.request(f), h.now);
+  h.controller->dispatch(h.now);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> pick(0, flows - 1);
+  std::vector<std::uint64_t> done;
+  std::vector<EnqueueRequest> newcomers;
+  time_each(state, [&] {
+    done.swap(h.dispatched);
+    h.dispatched.clear();
+    for (auto t : done) h.controller->complete(t, 100, h.now);
+    newcomers.clear();
+    for (int i = 0; i < k; ++i) newcomers.push_back(h.request(pick(rng)));
+    // As ControllerShell::run_pass hands the pass's events to the controller.
+    h.controller->for_each_prefetched(
+        newcomers.size(), [&](std::size_t j) { return &newcomers[j]; },
+        [&](std::size_t i) { h.controller->enqueue(newcomers[i], h.now); });
+    h.controller->dispatch(h.now);
+  });
+  state.SetItemsProcessed(state.iterations() * k);
+}
+
 void BM_DispatchScheduled(benchmark::State& state) {
   const int endpoints = static_cast<int>(state.range(0));
   Harness h("vtc-fairness-policy", 1000, 1, 1000);
@@ -214,6 +243,12 @@ BENCHMARK_CAPTURE(BM_Dispatch, round_robin, std::string("round-robin-fairness-po
 BENCHMARK_CAPTURE(BM_Dispatch, global_strict, std::string("global-strict-fairness-policy"))
     ->ArgsProduct({{10, 1000, 50000}, {1, 8}})
     ->ArgNames({"flows", "bands"});
+BENCHMARK_CAPTURE(BM_DispatchBatch, vtc, std::string("vtc-fairness-policy"))
+    ->ArgsProduct({{1000, 10000, 50000}, {32}})
+    ->ArgNames({"flows", "batch"});
+BENCHMARK_CAPTURE(BM_DispatchBatch, round_robin, std::string("round-robin-fairness-policy"))
+    ->ArgsProduct({{1000, 10000, 50000}, {32}})
+    ->ArgNames({"flows", "batch"});
 BENCHMARK(BM_DispatchScheduled)->Arg(8)->Arg(64)->Arg(512)->ArgName("endpoints");
 BENCHMARK(BM_MoodycamelCeiling);
 BENCHMARK(BM_QueuedRequestMemory)->Arg(100000)->Iterations(3);

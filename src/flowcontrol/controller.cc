@@ -233,6 +233,11 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   return q.id;
 }
 
+void Controller::prefetch_enqueue(const EnqueueRequest& r, int stage) const {
+  if (!r.flow_hash) return;
+  registry_.prefetch_flow(r.priority, *r.flow_hash, stage);
+}
+
 namespace {
 
 // The registry's bands below a priority, lowest first, newest first.

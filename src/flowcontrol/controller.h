@@ -168,6 +168,39 @@ class Controller {
   // Queues a request, or decides it at once (rejection). Returns its ticket
   // (0 if it was decided at once).
   std::uint64_t enqueue(const EnqueueRequest& request, TimePoint now);
+
+  // Runs handle(i) for i in [0, n) -- a pass over a batch of events --
+  // having first started loading what the enqueues among the next few will
+  // read: with tens of thousands of flows, an enqueue's flow-table slot, its
+  // flow and the flow's tail are cache misses, each waiting on the one
+  // before; started a few events ahead, those of several enqueues overlap.
+  // `request_at(j)` is event j's EnqueueRequest, or null for another kind.
+  // Only loads: a guess that turns out wrong (a pinned id, a new flow)
+  // costs the load and nothing else.
+  // Below kPrefetchFlows flows everything is in cache and the hints would
+  // only cost (measured: 9-14% fewer decisions/s at 1,000 flows).
+  static constexpr std::size_t kPrefetchFlows = 4096;
+  template <class RequestAt, class Handle>
+  void for_each_prefetched(std::size_t n, RequestAt&& request_at, Handle&& handle) {
+    if (registry_.flow_count() < kPrefetchFlows) {
+      for (std::size_t i = 0; i < n; ++i) handle(i);
+      return;
+    }
+    constexpr std::size_t kAhead[] = {8, 4, 2};  // slot, flow, tail
+    auto hint = [&](std::size_t j, int stage) {
+      if (j < n)
+        if (const EnqueueRequest* r = request_at(j)) prefetch_enqueue(*r, stage);
+    };
+    for (int stage = 0; stage < 3; ++stage)
+      for (std::size_t j = 0; j < kAhead[stage]; ++j) hint(j, stage);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int stage = 0; stage < 3; ++stage) hint(i + kAhead[stage], stage);
+      handle(i);
+    }
+  }
+  // One stage of the above: 0 the flow-table slot, 1 the flow found there,
+  // 2 the flow's tail item.
+  void prefetch_enqueue(const EnqueueRequest& request, int stage) const;
   // The client went away: a queued request ends EvictedContextCancelled. A
   // dispatched one is left to complete().
   void cancel(std::uint64_t ticket, TimePoint now);

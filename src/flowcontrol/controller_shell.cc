@@ -213,10 +213,15 @@ TimePoint ControllerShell::run_pass() {
   std::size_t n;
   while (running_ && (n = queue_.try_dequeue_bulk(batch_.begin(), kBatch)) > 0) {
     events_.fetch_add(n, std::memory_order_relaxed);
-    for (std::size_t i = 0; i < n; ++i) {
-      handle(batch_[i], now);
-      batch_[i] = Event{};  // drop waiters and strings now, not at the next overwrite
-    }
+    controller_->for_each_prefetched(
+        n,
+        [&](std::size_t j) -> const EnqueueRequest* {
+          return batch_[j].kind == Event::Kind::kEnqueue ? &batch_[j].request : nullptr;
+        },
+        [&](std::size_t i) {
+          handle(batch_[i], now);
+          batch_[i] = Event{};  // drop waiters and strings now, not at the next overwrite
+        });
   }
   // With nothing due, a pass at least once a second to collect idle flows.
   TimePoint next = now + std::chrono::seconds(1);

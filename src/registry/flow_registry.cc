@@ -12,13 +12,15 @@ namespace sluice::registry {
 FlowQueue::FlowQueue(const flowcontrol::OrderingPolicy* ordering)
     : fifo_(ordering->is_fifo()), ordered_(ItemOrder{ordering}) {}
 
-void FlowQueue::push(Item* item) {
+void FlowQueue::push(Item* item, bool newest) {
   ++size_;
   if (fifo_) {
-    // Arrival order. A new request is the newest (O(1)); a request moved in
-    // from another band may be older than some already here.
+    // Arrival order. A new request is the newest (O(1), without reading
+    // the tail's request); a request moved in from another band may be
+    // older than some already here.
     Item* after = last_;
-    while (after && after->request.sequence > item->request.sequence) after = after->prev;
+    while (!newest && after && after->request.sequence > item->request.sequence)
+      after = after->prev;
     item->prev = after;
     item->next = after ? after->next : first_;
     if (item->next)
@@ -193,6 +195,28 @@ Flow* FlowRegistry::admit_flow(const FlowKey& key, std::uint64_t hash, TimePoint
   return &flow(key, hash, now);
 }
 
+void FlowRegistry::prefetch_flow(int priority, std::uint64_t hash, int stage) const {
+  auto b = bands_.find(priority);
+  if (b == bands_.end()) return;
+  const FlowTable& table = b->second->flows_;
+  if (stage == 0) {
+    table.prefetch(hash);
+    return;
+  }
+  const Flow* f = table.guess(hash);
+  if (!f) return;
+  if (stage == 1) {
+    // The lines an enqueue reads or writes: the key and band; the queue;
+    // the counts (Flow's layout).
+    const char* p = reinterpret_cast<const char*>(f);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    __builtin_prefetch(p + 128, 1);
+    return;
+  }
+  if (const Item* tail = f->queue_.list_tail()) __builtin_prefetch(tail, 1);
+}
+
 void FlowRegistry::touch(Flow& f, TimePoint now) {
   f.last_active_ = now;
   if (f.idle_linked_) unlink_idle(f);
@@ -237,10 +261,11 @@ Limit FlowRegistry::would_exceed(const Flow& flow, std::uint64_t bytes) const {
   return Limit::kNone;
 }
 
-void FlowRegistry::link_band(Band& band, Item* item) {
+void FlowRegistry::link_band(Band& band, Item* item, bool newest) {
   // Arrival order, as in FlowQueue::push: O(1) for a new request.
   Item* after = band.newest_;
-  while (after && after->request.sequence > item->request.sequence) after = after->band_prev;
+  while (!newest && after && after->request.sequence > item->request.sequence)
+    after = after->band_prev;
   item->band_prev = after;
   item->band_next = after ? after->band_next : band.oldest_;
   if (item->band_next)
@@ -271,8 +296,12 @@ void FlowRegistry::enqueue(Item* item, Flow& flow, TimePoint now) {
   item->flow = &flow;
   item->request.flow = &flow.key_;
   item->state = Item::State::kQueued;
-  flow.queue_.push(item);
-  link_band(b, item);
+  // Newer than every request queued so far (the common case: a newcomer,
+  // not one moved between bands) goes last without reading its neighbours.
+  const bool newest = item->request.sequence > newest_sequence_;
+  if (newest) newest_sequence_ = item->request.sequence;
+  flow.queue_.push(item, newest);
+  link_band(b, item, newest);
   const auto bytes = item->request.byte_size;
   flow.bytes_ += bytes;
   b.requests_ += 1;

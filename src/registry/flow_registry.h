@@ -36,35 +36,41 @@ using flowcontrol::TimePoint;
 class Flow;
 class Band;
 
-struct Item {
+// Laid out for the dispatcher's cache misses: with thousands of flows each
+// queue operation touches random items (a newcomer is linked after its
+// flow's tail and the band's newest; a release unlinks the head from its
+// neighbours), so the links and what identifies an item share its first
+// line, and the request follows.
+struct alignas(64) Item {
   enum class State : std::uint8_t { kFree, kQueued, kInFlight };
 
-  QueuedRequest request;
-  std::uint64_t cookie = 0;  // the caller's handle for whoever waits on it
-  Flow* flow = nullptr;
-  State state = State::kFree;
-  std::uint32_t generation = 0;
-  std::uint32_t index = 0;                // slot in the pool
-  int requested_priority = 0;             // as classified; a pin may place it elsewhere
-  int endpoint = -1;                      // while in flight
-  std::uint32_t scheduler_epoch = 0;      // which scheduler placed it (reloads replace it)
-  std::uint64_t output_charged = 0;       // output tokens already charged to fairness
-  std::size_t deadline_index = SIZE_MAX;  // position in the controller's deadline heap
-  // The scheduling cycle's state: lives from dispatch to completion; its
-  // storage is reused by the slot's next request.
-  scheduling::CycleState cycle;
   // FIFO flow queue links.
   Item* prev = nullptr;
   Item* next = nullptr;
   // Band arrival list (oldest .. newest), for displacement.
   Item* band_prev = nullptr;
   Item* band_next = nullptr;
+  Flow* flow = nullptr;
+  std::uint32_t generation = 0;
+  std::uint32_t index = 0;  // slot in the pool
+  State state = State::kFree;
+  bool evictable = false;
+  bool evicting = false;
+  int requested_priority = 0;  // as classified; a pin may place it elsewhere
+  int endpoint = -1;           // while in flight
+
+  QueuedRequest request;
+  std::uint64_t cookie = 0;               // the caller's handle for whoever waits on it
+  std::uint32_t scheduler_epoch = 0;      // which scheduler placed it (reloads replace it)
+  std::uint64_t output_charged = 0;       // output tokens already charged to fairness
+  std::size_t deadline_index = SIZE_MAX;  // position in the controller's deadline heap
+  // The scheduling cycle's state: lives from dispatch to completion; its
+  // storage is reused by the slot's next request.
+  scheduling::CycleState cycle;
   // In flight in an evictable band: the controller's list of them (oldest
   // dispatch .. newest), and whether an eviction was sent.
   Item* evict_prev = nullptr;
   Item* evict_next = nullptr;
-  bool evictable = false;
-  bool evicting = false;
   int evict_band = 0;  // the list it is on
 };
 
@@ -85,10 +91,15 @@ class FlowQueue {
  public:
   explicit FlowQueue(const flowcontrol::OrderingPolicy* ordering);
 
-  void push(Item* item);
+  // `newest`: the item is known to go last (arrival order), as a
+  // newcomer does.
+  void push(Item* item, bool newest = false);
   void remove(Item* item);
   Item* head() const;
   Item* tail() const;  // the one that would go last
+  // The tail when the queue is a list, without a load beyond the queue
+  // itself (for prefetching); null otherwise.
+  Item* list_tail() const { return fifo_ ? last_ : nullptr; }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Switches ordering, keeping every item.
@@ -115,10 +126,10 @@ class FlowQueue {
 
  private:
   bool fifo_;
+  std::size_t size_ = 0;
   Item* first_ = nullptr;
   Item* last_ = nullptr;
   std::set<Item*, ItemOrder> ordered_;
-  std::size_t size_ = 0;
 };
 
 struct FlowStats {
@@ -133,7 +144,7 @@ class Flow final : public flowcontrol::FlowView {
  public:
   Flow(FlowKey key, double weight, std::uint32_t slot, Band* band,
        const flowcontrol::OrderingPolicy* ordering)
-      : key_(std::move(key)), weight_(weight), slot_(slot), band_(band), queue_(ordering) {}
+      : key_(std::move(key)), band_(band), queue_(ordering), weight_(weight), slot_(slot) {}
 
   const FlowKey& key() const override { return key_; }
   double weight() const override { return weight_; }
@@ -162,22 +173,24 @@ class Flow final : public flowcontrol::FlowView {
 
  private:
   friend class FlowRegistry;
+  // What a lookup and every queue operation read first, then the counts a
+  // decision updates (see Item for why).
   FlowKey key_;
-  double weight_;
-  std::uint32_t slot_;
+  std::uint64_t hash_ = 0;  // FlowTable::hash of the id
   Band* band_;
   FlowQueue queue_;
   std::uint64_t bytes_ = 0;
-  std::uint32_t in_flight_ = 0;
   TimePoint last_active_{};
+  double weight_;
+  std::uint32_t slot_;
+  std::uint32_t in_flight_ = 0;
+  bool idle_linked_ = false;
   FlowStats stats_;
   SeriesCache dispatched_series_;
-  std::uint64_t hash_ = 0;     // FlowTable::hash of the id
   std::size_t all_index_ = 0;  // position in the registry's list of flows
   // The registry's idle list (empty, nothing in flight), oldest first.
   Flow* idle_prev_ = nullptr;
   Flow* idle_next_ = nullptr;
-  bool idle_linked_ = false;
 };
 
 // A band's settings (GIE flowControl.priorityBands[] plus sluice additions).
@@ -307,6 +320,11 @@ class FlowRegistry {
   Flow* admit_flow(const FlowKey& key, TimePoint now) {
     return admit_flow(key, FlowTable::hash(key.id), now);
   }
+  // Starts loading what an enqueue into the flow (`priority`, `hash`)
+  // reads, one stage at a time, each needing the one before in cache: 0 the
+  // flow-table slot, 1 the flow, 2 its queue's tail. Only loads (see
+  // Controller::for_each_prefetched).
+  void prefetch_flow(int priority, std::uint64_t hash, int stage) const;
   // Newcomers refused by admit_flow so far.
   std::uint64_t flow_limit_rejections() const { return flow_limit_rejections_; }
 
@@ -376,7 +394,7 @@ class FlowRegistry {
   std::unique_ptr<Band> make_band(const BandConfig& config, bool configured);
   void apply_band_config(Band& band, const BandConfig& config, bool rebuild_fairness = false);
   void move_flow_items(const std::string& id, TimePoint now);
-  void link_band(Band& band, Item* item);
+  void link_band(Band& band, Item* item, bool newest);
   void unlink_band(Band& band, Item* item);
   double weight_for(const std::string& id) const;
   void remove_flow(Band& band, Flow& flow);
@@ -398,6 +416,7 @@ class FlowRegistry {
   std::size_t copy_cursor_ = 0;    // all_flows_[0, cursor) copied
   std::size_t copy_end_ = 0;       // ... up to here
   std::uint64_t flow_limit_rejections_ = 0;
+  std::uint64_t newest_sequence_ = 0;  // the largest request sequence enqueued
   Flow* idle_oldest_ = nullptr;
   Flow* idle_newest_ = nullptr;
   // Item pool: stable addresses in chunks; free slots on a stack.

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -31,6 +32,19 @@ Flow* FlowTable::find(std::string_view id, std::uint64_t h) const {
     if (!s.flow) return nullptr;
     if (s.hash == h && s.flow->key().id == id) return s.flow;
   }
+}
+
+const Flow* FlowTable::guess(std::uint64_t h) const {
+  if (size_ == 0) return nullptr;
+  constexpr std::size_t kPerLine = 64 / sizeof(Slot);
+  const std::size_t i = h & mask();
+  const std::size_t line_end = std::min((i | (kPerLine - 1)) + 1, slots_.size());
+  for (std::size_t j = i; j < line_end; ++j) {
+    const Slot& s = slots_[j];
+    if (!s.flow) return nullptr;
+    if (s.hash == h) return s.flow;
+  }
+  return nullptr;
 }
 
 Flow& FlowTable::insert(std::unique_ptr<Flow> flow, std::uint64_t h) {

@@ -36,6 +36,14 @@ class FlowTable {
   Flow* find(std::string_view id, std::uint64_t h) const;
   Flow* find(std::string_view id) const { return find(id, hash(id)); }
   std::size_t count(std::string_view id) const { return find(id) ? 1 : 0; }
+  // For prefetching: starts loading the slot a lookup of `h` reads first.
+  void prefetch(std::uint64_t h) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask()]);
+  }
+  // For prefetching: the flow in the first slot of `h`'s probe run whose
+  // hash is `h`, looking no further than that slot's cache line and
+  // comparing no id, or null. A guess, right almost always.
+  const Flow* guess(std::uint64_t h) const;
   // Takes ownership; `flow`'s id must not be in the table.
   Flow& insert(std::unique_ptr<Flow> flow, std::uint64_t h);
   // Destroys the flow of `id`, if any.
