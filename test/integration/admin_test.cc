@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -23,7 +24,8 @@ std::string admin_config(const std::string& endpoint) {
 
 TEST(Admin, HealthReadinessAndEndpoints) {
   auto mock = start_mock();
-  const std::string dead = "127.0.0.1:" + std::to_string(closed_port());
+  ClosedPort refusing;  // held until the test ends
+  const std::string dead = refusing.address();
   TempFile cfg(admin_config(mock->address()));
   auto sluice = start_sluice(cfg);
   ASSERT_NE(sluice->admin_port(), 0);
@@ -300,7 +302,11 @@ TEST(Admin, PinnedFlowOvertakesWhatWasQueuedBeforeIt) {
   auto sluice = start_sluice(cfg);
   HttpClient admin(kHost, sluice->admin_port());
   std::mutex mu;
-  std::vector<std::string> order;  // flow of each completed request, in completion order
+  // Each request's flow by the mock's response number ("cmpl-N", numbered
+  // as requests arrive there). With one request at a time the next is
+  // dispatched only after the previous one's response: that is dispatch
+  // order, whatever order the client threads see their responses in.
+  std::map<long, std::string> order;
   std::vector<std::thread> clients;
   struct Joiner {  // also when an assertion leaves early
     std::vector<std::thread>& threads;
@@ -323,8 +329,12 @@ TEST(Admin, PinnedFlowOvertakesWhatWasQueuedBeforeIt) {
         HttpClient c(kHost, sluice->port(), 30000ms);
         auto r = c.post_json("/v1/completions", completion_body(1), flow(id));
         EXPECT_EQ(r.status, 200) << r.body;
+        const auto body = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+        const std::string response_id = body.is_object() ? body.value("id", "") : "";
+        EXPECT_EQ(response_id.rfind("cmpl-", 0), 0u) << r.body;
+        if (response_id.rfind("cmpl-", 0) != 0) return;
         std::lock_guard lock(mu);
-        order.push_back(id);
+        order.emplace(std::strtol(response_id.c_str() + 5, nullptr, 10), id);
       });
     };
     for (int i = 0; i < 3; ++i) send("early");
@@ -346,8 +356,10 @@ TEST(Admin, PinnedFlowOvertakesWhatWasQueuedBeforeIt) {
   for (auto& t : clients) t.join();
   std::lock_guard lock(mu);
   ASSERT_EQ(order.size(), 6u);
-  EXPECT_EQ(std::vector<std::string>(order.begin(), order.begin() + 3),
-            (std::vector<std::string>{"pinned", "pinned", "pinned"}));
+  std::vector<std::string> flows;
+  for (const auto& [n, id] : order) flows.push_back(id);
+  EXPECT_EQ(flows,
+            (std::vector<std::string>{"pinned", "pinned", "pinned", "early", "early", "early"}));
 }
 
 }  // namespace

@@ -137,7 +137,9 @@ TEST_F(FleetSyncTest, ReplicasSeeEachOthersWorkBacklogAndServiceOnce) {
 TEST_F(FleetSyncTest, AReplicaThatStopsSyncingIsDroppedWhenItsLeaseRunsOut) {
   RedisServer redis(dir_.path);
   ASSERT_TRUE(redis.start());
-  Replica a("a", redis.socket(), 100ms), b("b", redis.socket(), 100ms);
+  // A lease of a second: no pause between the syncs below outlasts it;
+  // the wait for it to run out is until()'s.
+  Replica a("a", redis.socket(), 1s), b("b", redis.socket(), 1s);
   a.next.endpoints.push_back({"10.0.0.1:8000", 4, 0, 0});
   a.sync->sync_once();
   b.sync->sync_once();
@@ -167,7 +169,9 @@ TEST_F(FleetSyncTest, AReplicaThatStopsLeavesAtOnce) {
 TEST_F(FleetSyncTest, RedisKilledFallsBackToLocalThenReconvergesWithoutDoubleCharging) {
   RedisServer redis(dir_.path);
   ASSERT_TRUE(redis.start());
-  Replica a("a", redis.socket(), 200ms), b("b", redis.socket(), 200ms);
+  // A lease of a second: no pause between the syncs below outlasts it;
+  // the wait for it to run out is until()'s.
+  Replica a("a", redis.socket(), 1s), b("b", redis.socket(), 1s);
   a.next.endpoints.push_back({"10.0.0.1:8000", 4, 0, 0});
   a.next.service.push_back({"0 t", 10});
   a.sync->sync_once();

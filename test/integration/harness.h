@@ -91,18 +91,39 @@ inline int run_shell(const std::string& cmd) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// A loopback port with nothing listening on it (connections are refused).
-inline std::uint16_t closed_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+// A loopback port with nothing listening on it: connections to it are
+// refused. The socket stays bound (never listening) while the object lives,
+// so no other bind (a mock, sluice, an ephemeral client port) can take the
+// port and bring the "dead" address to life; keep it alive as long as the
+// address is in use.
+class ClosedPort {
+ public:
+  ClosedPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_GE(fd_, 0) << "socket: " << errno;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << "bind: " << errno;
+    socklen_t len = sizeof a;
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+    EXPECT_NE(port_, 0);
+  }
+  ~ClosedPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ClosedPort(const ClosedPort&) = delete;
+  ClosedPort& operator=(const ClosedPort&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  // "127.0.0.1:PORT"
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
 
 inline std::string completion_body(int max_tokens, bool stream = false,
                                    const std::string& prompt = "Say something about fairness.") {

@@ -502,6 +502,20 @@ double connections_open(std::uint16_t admin_port, const char* listener) {
                        std::string("sluice_connections{listener=\"") + listener + "\"}");
 }
 
+// A sample from /metrics read on `admin`, whose one kept-alive connection
+// holds one admin permit throughout (a fresh connection per scrape could
+// still hold its permit for a moment after it closed), or -1.
+double admin_metric(HttpClient& admin, const std::string& name) {
+  std::istringstream in(admin.request("GET", "/metrics").body);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  return -1;
+}
+
+double connections_open(HttpClient& admin, const char* listener) {
+  return admin_metric(admin, std::string("sluice_connections{listener=\"") + listener + "\"}");
+}
+
 // Connections are a bounded resource: past server.maxConnections (and
 // adminMaxConnections) a new one gets a typed 503 and is closed, and the
 // permits come back as connections close.
@@ -511,12 +525,15 @@ TEST(Hostile, ConnectionsPastTheLimitGetA503AndTheRestKeepServing) {
                            "  maxConnections: 40\n  adminMaxConnections: 3\n"
                            "  headerReadTimeout: 60s\n"));
   auto sluice = start_sluice(cfg);
+  // Every scrape on this one connection: the only admin connection opened
+  // before the admin plane's own limit is tried below.
+  HttpClient scraper(kHost, sluice->admin_port());
   std::vector<std::unique_ptr<RawConnection>> idle;
   for (int i = 0; i < 39; ++i)
     idle.push_back(std::make_unique<RawConnection>(kHost, sluice->port()));
   HttpClient client(kHost, sluice->port());  // the 40th, kept alive
   ASSERT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
-  ASSERT_TRUE(eventually([&] { return connections_open(sluice->admin_port(), "data") == 40; }));
+  ASSERT_TRUE(eventually([&] { return connections_open(scraper, "data") == 40; }));
 
   RawConnection over(kHost, sluice->port());
   bool closed = false;
@@ -530,34 +547,37 @@ TEST(Hostile, ConnectionsPastTheLimitGetA503AndTheRestKeepServing) {
   EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
   // One closes: its permit comes back and a new connection is served.
   idle.pop_back();
-  ASSERT_TRUE(eventually([&] { return connections_open(sluice->admin_port(), "data") == 39; }));
+  ASSERT_TRUE(eventually([&] { return connections_open(scraper, "data") == 39; }));
   HttpClient fresh(kHost, sluice->port());
   EXPECT_EQ(fresh.post_json("/v1/completions", completion_body(1)).status, 200);
-  EXPECT_GE(scrape_metric(kHost, sluice->admin_port(),
-                          "sluice_connections_refused_total{listener=\"data\"}"),
-            1);
+  EXPECT_GE(admin_metric(scraper, "sluice_connections_refused_total{listener=\"data\"}"), 1);
 
-  // The admin plane (limit 3): connections are opened one by one until one
-  // is refused. Each admitted one stays silent (nothing sent, nothing
-  // answered); the scrapes' own last connection may still hold a permit for
-  // a moment, so two or three are admitted before the 503.
+  // The admin plane (limit 3): the scraper's connection holds one permit
+  // and no other admin connection was ever opened, so two more are
+  // admitted and stay silent (nothing sent, nothing answered) and the
+  // third is answered 503 at once and closed. Accepted in order, each
+  // refusal written before the next accept.
+  ASSERT_EQ(scraper.connections_opened(), 1);
   std::vector<std::unique_ptr<RawConnection>> admin_idle;
-  std::string refused;
-  while (refused.empty() && admin_idle.size() < 4) {
+  for (int i = 0; i < 2; ++i)
     admin_idle.push_back(std::make_unique<RawConnection>(kHost, sluice->admin_port()));
-    refused = admin_idle.back()->read_until_close(300ms, &closed);
-  }
-  EXPECT_GE(admin_idle.size(), 3u);  // two or three admitted, then the refused one
-  EXPECT_LE(admin_idle.size(), 4u);
+  RawConnection admin_over(kHost, sluice->admin_port());
+  std::string refused = admin_over.read_until_close(5000ms, &closed);
   EXPECT_EQ(refused.rfind("HTTP/1.1 503 ", 0), 0u) << refused;
   EXPECT_NE(refused.find("too-many-connections"), std::string::npos) << refused;
+  EXPECT_TRUE(closed);
+  for (auto& admitted : admin_idle) {
+    bool admitted_closed = false;
+    EXPECT_EQ(admitted->read_until_close(50ms, &admitted_closed), "");
+    EXPECT_FALSE(admitted_closed) << "an admin connection within the limit was refused";
+  }
   admin_idle.clear();
   EXPECT_TRUE(eventually([&] {
     HttpClient admin(kHost, sluice->admin_port());
     return admin.request("GET", "/healthz").status == 200;
   }));
   idle.clear();
-  EXPECT_TRUE(eventually([&] { return connections_open(sluice->admin_port(), "data") <= 2; }));
+  EXPECT_TRUE(eventually([&] { return connections_open(scraper, "data") <= 2; }));
   EXPECT_TRUE(sluice->running());
 }
 

@@ -40,8 +40,10 @@ TEST(Mock, BatchIsBoundedAndTheRestWaits) {
   const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
   const std::string waiting = "vllm:num_requests_waiting{model_name=\"mock-model\"}";
   Response first, second;
+  // The first runs ~2 s (200 tokens at 10 ms): the second waits behind it
+  // for all of that, however late it arrives or is looked at.
   std::thread t1([&] {
-    first = HttpClient(kHost, mock->port()).post_json("/v1/completions", completion_body(40));
+    first = HttpClient(kHost, mock->port()).post_json("/v1/completions", completion_body(200));
   });
   ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 1; }));
   std::thread t2([&] {

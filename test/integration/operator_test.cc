@@ -228,11 +228,14 @@ TEST(Operator, DrainFinishesEverythingQueuedAndInFlight) {
   constexpr int kRequests = 10;
   std::vector<int> statuses(kRequests, 0);
   std::vector<std::thread> clients;
+  // Each request takes ~1 s (100 tokens at 10 ms): "all in" holds from the
+  // last arrival until the first completion, long enough to be seen and
+  // drained however slowly the client threads start.
   for (int i = 0; i < kRequests; ++i)
     clients.emplace_back([&, i] {
       HttpClient c(kHost, sluice->port(), 30000ms);
       statuses[static_cast<std::size_t>(i)] =
-          c.post_json("/v1/completions", completion_body(10), flow("t" + std::to_string(i % 3)))
+          c.post_json("/v1/completions", completion_body(100), flow("t" + std::to_string(i % 3)))
               .status;
     });
   // All in: two in flight, the rest queued.
@@ -436,7 +439,8 @@ TEST(Operator, SluiceCtlDrivesTheAdminPlane) {
   EXPECT_NE(r.err.find("--weight needs a value"), std::string::npos) << r.err;
   r = ctl(admin + " frobnicate");
   EXPECT_EQ(r.rc, 2);
-  r = ctl("--admin 127.0.0.1:" + std::to_string(closed_port()) + " flows");
+  ClosedPort unreachable;
+  r = ctl("--admin " + unreachable.address() + " flows");
   EXPECT_EQ(r.rc, 3);
   EXPECT_NE(r.err.find("cannot reach the admin plane"), std::string::npos) << r.err;
 

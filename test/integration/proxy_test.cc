@@ -354,7 +354,8 @@ TEST(Proxy, LegacyAdmissionShedsSheddableRequestsWhileSaturated) {
 
 TEST(Proxy, RefusingEndpointIsSkipped) {
   auto mock = start_mock({"--decode-ms-per-token", "1"});
-  std::string dead = "127.0.0.1:" + std::to_string(closed_port());
+  ClosedPort refusing;  // held until the test ends
+  std::string dead = refusing.address();
   TempFile cfg(make_config({dead, mock->address()}));
   auto sluice = start_sluice(cfg);
   HttpClient client(kHost, sluice->port());
@@ -368,7 +369,8 @@ TEST(Proxy, RefusingEndpointIsSkipped) {
 }
 
 TEST(Proxy, NoUsableEndpointIs503WithReason) {
-  std::string dead = "127.0.0.1:" + std::to_string(closed_port());
+  ClosedPort refusing;  // held until the test ends
+  std::string dead = refusing.address();
   TempFile cfg(make_config({dead}));
   auto sluice = start_sluice(cfg);
   HttpClient client(kHost, sluice->port());
