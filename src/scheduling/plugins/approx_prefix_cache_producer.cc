@@ -7,7 +7,7 @@
 namespace sluice::scheduling {
 
 namespace {
-// How many blocks ahead match and insert start loading the table's lines.
+// How many blocks ahead match starts loading the table's lines.
 constexpr std::size_t kPrefetchAhead = 8;
 }  // namespace
 
@@ -195,21 +195,28 @@ void PrefixIndex::insert(std::uint32_t slot, std::span<const std::uint64_t> hash
   if (slot >= lrus_.size()) lrus_.resize(slot + 1);
   Lru& l = lrus_[slot];
   // Oldest first, so the first block ends most recent: a prefix's head is
-  // the last to be evicted, as in an engine's own cache.
-  const std::size_t ahead = std::min(hashes.size(), kPrefetchAhead);
-  for (std::size_t k = 0; k < ahead; ++k) holders_.prefetch(hashes[hashes.size() - 1 - k]);
+  // the last to be evicted, as in an engine's own cache. That leaves a
+  // prompt's blocks side by side in its endpoint's list, in order, so the
+  // block before one found here is usually the node just before it: the
+  // shared table is probed only where that chain is broken (the first
+  // block, a block new here, a shared head another prompt moved).
+  std::uint32_t before = kNone;  // the node in front of the last one found
   for (std::size_t k = hashes.size(); k-- > 0;) {
-    if (k >= kPrefetchAhead) holders_.prefetch(hashes[k - kPrefetchAhead]);
     const std::uint64_t h = hashes[k];
     std::uint32_t node = kNone;
-    if (const BlockHolders::Entry* e = holders_.find(h))
+    if (before != kNone && l.nodes[before].hash == h) {
+      node = before;  // a node of this list: the one holding h here
+    } else if (const BlockHolders::Entry* e = holders_.find(h)) {
       for (std::uint32_t j = 0; j < e->n; ++j)
         if (e->at(j).slot == slot) node = e->at(j).node;
+    }
     if (node != kNone) {
+      before = l.nodes[node].prev;
       unlink(l, node);
       push_front(l, node);
       continue;
     }
+    before = kNone;
     if (l.size >= capacity_) {
       const std::uint32_t victim = l.tail;
       const std::uint64_t old = l.nodes[victim].hash;
