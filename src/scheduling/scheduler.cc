@@ -19,6 +19,38 @@ class Timed {
   SteadyClock::time_point start_;
 };
 
+// total[i] = (first ? 0 : total[i]) + w * row[i] clamped into [0, 1] (NaN
+// to 0), in the select form x86's max/min take, so the loop vectorizes (no
+// branch per endpoint).
+inline void add_weighted_loop(const double* row, double w, bool first, double* total,
+                              std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    double v = row[i] > 0 ? row[i] : 0.0;
+    v = v < 1 ? v : 1.0;
+    total[i] = (first ? 0.0 : total[i]) + w * v;
+  }
+}
+
+// The same loop compiled for AVX2 (four doubles a step instead of two),
+// taken when the CPU has it. No FMA: a fused multiply-add rounds once,
+// and the totals (and so the picks and their tie-breaks) must not depend
+// on the machine.
+__attribute__((target("avx2"))) void add_weighted_avx2(const double* row, double w, bool first,
+                                                       double* total, std::size_t n) {
+  add_weighted_loop(row, w, first, total, n);
+}
+
+void add_weighted_generic(const double* row, double w, bool first, double* total, std::size_t n) {
+  add_weighted_loop(row, w, first, total, n);
+}
+
+void add_weighted(const double* row, double w, bool first, double* total, std::size_t n) {
+  if (detail::cpu_has_avx2())
+    add_weighted_avx2(row, w, first, total, n);
+  else
+    add_weighted_generic(row, w, first, total, n);
+}
+
 std::string type_of(const std::vector<std::unique_ptr<Plugin>>& plugins, const std::string& name) {
   for (const auto& p : plugins)
     if (p->name() == name) return std::string(p->type());
@@ -26,6 +58,20 @@ std::string type_of(const std::vector<std::unique_ptr<Plugin>>& plugins, const s
 }
 
 }  // namespace
+
+namespace detail {
+bool cpu_has_avx2() {
+  static const bool avx2 = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+  return avx2;
+}
+void add_weighted_for_test(bool avx2, const double* row, double w, bool first, double* total,
+                           std::size_t n) {
+  if (avx2)
+    add_weighted_avx2(row, w, first, total, n);
+  else
+    add_weighted_generic(row, w, first, total, n);
+}
+}  // namespace detail
 
 void Timing::record(std::chrono::nanoseconds d) {
   // One writer (the dispatcher): plain stores, no locked read-modify-write;
@@ -142,19 +188,9 @@ void Scheduler::run_profile(const Profile& profile, CycleState& cycle, const Req
   // first row is assigned, the others added (no zeroing pass either).
   totals_.resize(n);
   if (ns == 0 || !(weight_sum > 0)) std::fill(totals_.begin(), totals_.end(), 0.0);
-  for (std::size_t s = 0; s < ns && weight_sum > 0; ++s) {
-    const double w = profile.scorers[s].weight / weight_sum;
-    const double* row = scores_.data() + s * n;
-    double* total = totals_.data();
-    const bool first = s == 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      // Into [0, 1], NaN to 0; in the select form x86's max/min take, so
-      // the loop vectorizes (no branch per endpoint).
-      double v = row[i] > 0 ? row[i] : 0.0;
-      v = v < 1 ? v : 1.0;
-      total[i] = (first ? 0.0 : total[i]) + w * v;
-    }
-  }
+  for (std::size_t s = 0; s < ns && weight_sum > 0; ++s)
+    add_weighted(scores_.data() + s * n, profile.scorers[s].weight / weight_sum, s == 0,
+                 totals_.data(), n);
   out.scored.resize(n);
   for (std::size_t i = 0; i < n; ++i) out.scored[i] = ScoredEndpoint{candidates[i], totals_[i]};
   // A picker that may reorder its view picks from a copy, so `scored` stays

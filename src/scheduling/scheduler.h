@@ -38,6 +38,17 @@ struct Timing {
   void record(std::chrono::nanoseconds d);
 };
 
+namespace detail {
+// Whether the CPU runs the AVX2 build of the cycle's sum loop.
+bool cpu_has_avx2();
+// The cycle's sum loop (total[i] = (first ? 0 : total[i]) + w * row[i]
+// clamped into [0, 1], NaN to 0), in its AVX2 or its generic build; for
+// the test that the two agree to the bit. Call the AVX2 one only where
+// cpu_has_avx2().
+void add_weighted_for_test(bool avx2, const double* row, double w, bool first, double* total,
+                           std::size_t n);
+}  // namespace detail
+
 // What the I/O thread computes for the scheduler before admission.
 struct RequestPreparation {
   bool prefix_hashes = false;  // a prefix-aware plugin is configured

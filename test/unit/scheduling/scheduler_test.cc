@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <random>
 
 #include "config/config.h"
@@ -473,3 +475,35 @@ TEST(DisaggProfileHandler, NoDecodeEndpointIsAnError) {
 
 }  // namespace
 }  // namespace sluice::scheduling
+
+// The cycle's weighted sum runs an AVX2 build where the CPU has it: both
+// builds must give the same totals to the bit (the picks and their
+// tie-breaks must not depend on the machine), including for scores out of
+// [0, 1], NaN, infinities and subnormals, and for lengths that leave a tail.
+TEST(SchedulerSum, AvxAndGenericBuildsAgreeToTheBit) {
+  if (!sluice::scheduling::detail::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937_64 rng(3);
+  const double specials[] = {
+      std::nan(""), INFINITY,           -INFINITY,         -0.0, 0.0, 1.0, 1e-310,
+      -1e-310,      1.0000000000000002, 0.9999999999999999};
+  for (std::size_t n : {0u, 1u, 3u, 4u, 5u, 7u, 64u, 513u}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<double> row(n), a(n), b(n), ref(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        row[i] = rng() % 4 == 0 ? specials[rng() % std::size(specials)]
+                                : std::uniform_real_distribution<double>(-0.5, 1.5)(rng);
+        a[i] = b[i] = ref[i] = std::uniform_real_distribution<double>(0, 3)(rng);
+      }
+      const double w = std::uniform_real_distribution<double>(0, 1)(rng);
+      const bool first = trial % 2 == 0;
+      sluice::scheduling::detail::add_weighted_for_test(true, row.data(), w, first, a.data(), n);
+      sluice::scheduling::detail::add_weighted_for_test(false, row.data(), w, first, b.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double v = std::isnan(row[i]) ? 0.0 : std::min(1.0, std::max(0.0, row[i]));
+        ref[i] = (first ? 0.0 : ref[i]) + w * v;
+        ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0) << n << " " << i << " " << row[i];
+        ASSERT_EQ(std::memcmp(&a[i], &ref[i], sizeof(double)), 0) << n << " " << i << " " << row[i];
+      }
+    }
+  }
+}
