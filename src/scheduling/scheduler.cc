@@ -31,6 +31,7 @@ inline void add_weighted_loop(const double* row, double w, bool first, double* t
   }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 // The same loop compiled for AVX2 (four doubles a step instead of two),
 // taken when the CPU has it. No FMA: a fused multiply-add rounds once,
 // and the totals (and so the picks and their tie-breaks) must not depend
@@ -39,16 +40,18 @@ __attribute__((target("avx2"))) void add_weighted_avx2(const double* row, double
                                                        double* total, std::size_t n) {
   add_weighted_loop(row, w, first, total, n);
 }
+#define SLUICE_HAVE_AVX2_BUILD 1
+#endif
 
 void add_weighted_generic(const double* row, double w, bool first, double* total, std::size_t n) {
   add_weighted_loop(row, w, first, total, n);
 }
 
 void add_weighted(const double* row, double w, bool first, double* total, std::size_t n) {
-  if (detail::cpu_has_avx2())
-    add_weighted_avx2(row, w, first, total, n);
-  else
-    add_weighted_generic(row, w, first, total, n);
+#ifdef SLUICE_HAVE_AVX2_BUILD
+  if (detail::cpu_has_avx2()) return add_weighted_avx2(row, w, first, total, n);
+#endif
+  add_weighted_generic(row, w, first, total, n);
 }
 
 std::string type_of(const std::vector<std::unique_ptr<Plugin>>& plugins, const std::string& name) {
@@ -61,15 +64,19 @@ std::string type_of(const std::vector<std::unique_ptr<Plugin>>& plugins, const s
 
 namespace detail {
 bool cpu_has_avx2() {
+#ifdef SLUICE_HAVE_AVX2_BUILD
   static const bool avx2 = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
   return avx2;
+#else
+  return false;
+#endif
 }
 void add_weighted_for_test(bool avx2, const double* row, double w, bool first, double* total,
                            std::size_t n) {
-  if (avx2)
-    add_weighted_avx2(row, w, first, total, n);
-  else
-    add_weighted_generic(row, w, first, total, n);
+#ifdef SLUICE_HAVE_AVX2_BUILD
+  if (avx2) return add_weighted_avx2(row, w, first, total, n);
+#endif
+  add_weighted_generic(row, w, first, total, n);
 }
 }  // namespace detail
 
