@@ -94,14 +94,15 @@ inline Response post_until_queued(std::uint16_t port, const Headers& headers) {
   return r;
 }
 
-// Occupies the pool's only slot with a long request until `release` is set,
-// then lets it finish. Returns when the request is in flight at the mock.
+// Occupies the pool's only slot with a long request (`tokens` of the mock's
+// decode time: 1.5 s at 10 ms each by default). Returns when the request is
+// in flight at the mock.
 class Occupier {
  public:
-  Occupier(std::uint16_t sluice_port, Process& mock) {
-    thread_ = std::thread([this, sluice_port] {
+  Occupier(std::uint16_t sluice_port, Process& mock, int tokens = 150) {
+    thread_ = std::thread([this, sluice_port, tokens] {
       HttpClient c(kHost, sluice_port, 30000ms);
-      result_ = c.post_json("/v1/completions", completion_body(150), flow("occupier"));
+      result_ = c.post_json("/v1/completions", completion_body(tokens), flow("occupier"));
     });
     const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
     EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock.port(), running) == 1; }));

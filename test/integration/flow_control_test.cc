@@ -74,11 +74,15 @@ TEST(FlowControl, ClientsLeavingBehindPipelinedBytesNeverReachTheEndpoint) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+// A queued request ends at its TTL, by its own deadline: not when a slot
+// frees. The occupier holds the only slot for 3 s from before the request
+// is sent, so an expiry that waited for the next dispatch pass would answer
+// after ~3 s; the upper bound lies half way, far above the 200 ms.
 TEST(FlowControl, TtlExpiryIs503WithReason) {
   auto mock = start_mock({"--decode-ms-per-token", "10"});
   TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy"));
   auto sluice = start_sluice(cfg);
-  Occupier busy(sluice->port(), *mock);
+  Occupier busy(sluice->port(), *mock, 300);
   HttpClient c(kHost, sluice->port());
   Headers h = flow("a");
   h.emplace_back("x-gateway-inference-ttl-ms", "200");
@@ -87,7 +91,7 @@ TEST(FlowControl, TtlExpiryIs503WithReason) {
   auto waited = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   expect_outcome(r, 503, "evicted-ttl", true);
   EXPECT_GE(waited, 190);
-  EXPECT_LT(waited, 1000);
+  EXPECT_LT(waited, 1500);
   // A TTL that is not a number is a client error; nothing is queued.
   Headers bad = flow("a");
   bad.emplace_back("x-gateway-inference-ttl-ms", "abc");
@@ -239,15 +243,23 @@ TEST(FlowControl, HoldbackCeilingKeepsRoomForTheTopBand) {
   auto sluice = start_sluice(cfg);
   std::vector<std::thread> batch;
   std::atomic<int> batch_ok{0};
-  for (int i = 0; i < 6; ++i)
-    batch.emplace_back([&] {
+  auto send_batch = [&](int tokens) {
+    batch.emplace_back([&, tokens] {
       HttpClient c(kHost, sluice->port(), 30000ms);
-      batch_ok += c.post_json("/v1/completions", completion_body(150), flow("batch", "best-effort"))
-                      .status == 200;
+      batch_ok +=
+          c.post_json("/v1/completions", completion_body(tokens), flow("batch", "best-effort"))
+              .status == 200;
     });
+  };
   const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
   const std::string queued =
       "inference_extension_flow_control_queue_size{fairness_id=\"batch\",priority=\"-10\"}";
+  // The band's two slots go to long requests (3 s at 10 ms a token): they
+  // hold them while the test looks, however slowly the rest arrives. The
+  // four that wait are short (they run after, two at a time).
+  for (int i = 0; i < 2; ++i) send_batch(300);
+  EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 2; }));
+  for (int i = 0; i < 4; ++i) send_batch(10);
   EXPECT_TRUE(eventually([&] {
     return scrape_metric(kHost, sluice->admin_port(), queued) == 4 &&
            scrape_metric(kHost, mock->port(), running) == 2;
@@ -297,12 +309,19 @@ TEST(FlowControl, OverAdmissionServesTheTopBandPastAFullPool) {
       "inference_extension_flow_control_queue_size{fairness_id=\"batch\",priority=\"-10\"}";
   std::vector<std::thread> batch;
   std::atomic<int> batch_ok{0};
-  for (int i = 0; i < 3; ++i)
-    batch.emplace_back([&] {
+  auto send_batch = [&](int tokens) {
+    batch.emplace_back([&, tokens] {
       HttpClient c(kHost, sluice->port(), 30000ms);
-      batch_ok += c.post_json("/v1/completions", completion_body(150), flow("batch", "best-effort"))
-                      .status == 200;
+      batch_ok +=
+          c.post_json("/v1/completions", completion_body(tokens), flow("batch", "best-effort"))
+              .status == 200;
     });
+  };
+  // Both slots go to long requests (3 s at 10 ms a token): they hold them
+  // while the test looks. The third, which waits, is short.
+  for (int i = 0; i < 2; ++i) send_batch(300);
+  EXPECT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 2; }));
+  send_batch(10);
   ASSERT_TRUE(eventually([&] {
     return scrape_metric(kHost, mock->port(), running) == 2 &&
            scrape_metric(kHost, sluice->admin_port(), queued) == 1;

@@ -51,8 +51,17 @@ TEST(StreamingTiming, EventsArriveAsTheyAreProduced) {
   // Tokens are produced 20 ms apart: events batched by the proxy would show a
   // spread far below 19 steps x 20 ms.
   EXPECT_GT(spread, 0.8 * (kTokens - 1) * 20);
+  // The per-event delay bounds are milliseconds of sluice's own CPU time
+  // (ASan: median ~1.5 ms, p90 ~4 ms). Not under TSan, whose instrumentation
+  // of every memory access in sluice and in this client costs a multiple of
+  // that: the bounds would measure the sanitizer (as the RSS bounds of
+  // Proxy.SlowClientBackpressuresInsteadOfBuffering, skipped there alike).
+  // The spread above still catches batching there; the bounds are checked
+  // in the ASan build, which make test runs too.
+#if !defined(__SANITIZE_THREAD__)
   EXPECT_LT(median, 5.0);
   EXPECT_LT(p90, 15.0);
+#endif
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
 }
