@@ -111,7 +111,10 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Plugin>> plugins, std::vector<P
   for (const auto& prof : profiles_) {
     ProfileTimings t;
     for (const auto& f : prof.filters) t.filters.push_back(timing_for("Filter", f.second));
-    for (const auto& s : prof.scorers) t.scorers.push_back(timing_for("Scorer", s.name));
+    for (const auto& s : prof.scorers) {
+      t.scorers.push_back(timing_for("Scorer", s.name));
+      columns_read_ |= s.scorer->columns_read();
+    }
     t.picker = timing_for("Picker", prof.picker_name);
     profile_timings_.push_back(std::move(t));
   }
@@ -170,7 +173,7 @@ void Scheduler::run_profile(const Profile& profile, CycleState& cycle, const Req
       }
     }
     candidates = candidates_;
-    candidate_columns_.assign(candidates);
+    candidate_columns_.assign(candidates, columns_read_);
     columns = &candidate_columns_;
   }
   const std::size_t n = candidates.size();
@@ -236,7 +239,7 @@ void Scheduler::schedule(CycleState& cycle, const Request& request,
   std::size_t with_room = 0;
   {
     const Endpoint** all = all_.data();  // a local, as the writer's pointers
-    const CandidateColumns::Writer write = all_columns_.writer();
+    const CandidateColumns::Writer write = all_columns_.writer(columns_read_);
     const bool require_room = options_.require_room;
     for (const auto& e : endpoints) {
       if (require_room && !e.has_room) continue;

@@ -70,6 +70,10 @@ class Scheduler {
             Options options);
   ~Scheduler();
 
+  // The candidate columns each cycle builds: those some scorer of the
+  // profiles reads (Scorer::columns_read).
+  std::uint32_t columns_built() const { return columns_read_; }
+
   // One scheduling cycle. `result` is overwritten (its storage reused).
   void schedule(CycleState& cycle, const Request& request, std::span<const Endpoint> endpoints,
                 SchedulingResult& result);
@@ -111,6 +115,7 @@ class Scheduler {
   // Scratch, reused between cycles.
   std::vector<const Endpoint*> all_;
   std::vector<const Endpoint*> candidates_;
+  std::uint32_t columns_read_ = 0;      // the columns some scorer reads (only those are built)
   CandidateColumns all_columns_;        // aligned with all_
   CandidateColumns candidate_columns_;  // aligned with candidates_ (after filters)
   std::vector<double> scores_;

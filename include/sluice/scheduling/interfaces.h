@@ -38,6 +38,15 @@ class Filter {
 // KB in a row instead of one cache line of every endpoint record (at 512
 // endpoints each such pass cost a microsecond and a half from L2).
 struct CandidateColumns {
+  // The columns, a bit each (Scorer::columns_read).
+  enum : std::uint32_t {
+    kSlot = 1u << 0,
+    kQueue = 1u << 1,
+    kRunning = 1u << 2,
+    kKvUsage = 1u << 3,
+    kInFlight = 1u << 4,
+    kAll = (1u << 5) - 1,
+  };
   std::vector<std::uint32_t> slot;  // Endpoint::index
   std::vector<double> queue;        // metrics.waiting_queue_size + dispatched_since_scrape
   std::vector<double> running;      // metrics.running_requests_size
@@ -58,28 +67,32 @@ struct CandidateColumns {
   // derived. It holds the columns' data pointers (valid until the next
   // resize), so a loop that writes rows keeps them in registers — through
   // the vectors the compiler reloads them per row, for fear a store aliases
-  // them (8% of a 512-endpoint cycle).
+  // them (8% of a 512-endpoint cycle). Only the columns in `which` are
+  // written (the rest keep whatever they held): the scheduler asks for
+  // those its scorers read, as the stores were most of that pass.
   struct Writer {
     std::uint32_t* slot;
     double* queue;
     double* running;
     double* kv_usage;
     double* in_flight;
+    std::uint32_t which;
     void operator()(std::size_t i, const Endpoint& e) const {
-      slot[i] = e.index;
+      if (which & kSlot) slot[i] = e.index;
       // What queue-scorer ranks: waiting on the server plus sent since its scrape.
-      queue[i] = e.metrics.waiting_queue_size + static_cast<double>(e.dispatched_since_scrape);
-      running[i] = e.metrics.running_requests_size;
-      kv_usage[i] = e.metrics.kv_cache_usage;
-      in_flight[i] = static_cast<double>(e.in_flight);
+      if (which & kQueue)
+        queue[i] = e.metrics.waiting_queue_size + static_cast<double>(e.dispatched_since_scrape);
+      if (which & kRunning) running[i] = e.metrics.running_requests_size;
+      if (which & kKvUsage) kv_usage[i] = e.metrics.kv_cache_usage;
+      if (which & kInFlight) in_flight[i] = static_cast<double>(e.in_flight);
     }
   };
-  Writer writer() {
-    return {slot.data(), queue.data(), running.data(), kv_usage.data(), in_flight.data()};
+  Writer writer(std::uint32_t which = kAll) {
+    return {slot.data(), queue.data(), running.data(), kv_usage.data(), in_flight.data(), which};
   }
-  void assign(std::span<const Endpoint* const> candidates) {
+  void assign(std::span<const Endpoint* const> candidates, std::uint32_t which = kAll) {
     resize(candidates.size());
-    const Writer write = writer();
+    const Writer write = writer(which);
     for (std::size_t i = 0; i < candidates.size(); ++i) write(i, *candidates[i]);
   }
 };
@@ -91,9 +104,13 @@ class Scorer {
   // 1 = best. `scores` is preallocated: no allocation per endpoint.
   virtual void score(CycleState& cycle, const Request& request,
                      std::span<const Endpoint* const> candidates, std::span<double> scores) = 0;
+  // The columns score_columns reads (CandidateColumns::kSlot | ...): the
+  // scheduler fills only those some scorer of its profiles reads. The
+  // default, every column, is right for any scorer.
+  virtual std::uint32_t columns_read() const { return CandidateColumns::kAll; }
   // The same, with the candidates' columns at hand (what the scheduler
-  // calls). A scorer that reads only those fields overrides this one;
-  // the default ignores them.
+  // calls). A scorer that reads only those fields overrides this one (and
+  // says which in columns_read); the default ignores them.
   virtual void score_columns(CycleState& cycle, const Request& request,
                              std::span<const Endpoint* const> candidates,
                              const CandidateColumns& columns, std::span<double> scores) {

@@ -14,6 +14,7 @@ class PrefixCacheScorer final : public Plugin, public ColumnScorer {
   static constexpr std::string_view kType = "prefix-cache-scorer";
   explicit PrefixCacheScorer(ApproxPrefixCacheProducer* producer) : producer_(producer) {}
   std::string_view type() const override { return kType; }
+  std::uint32_t columns_read() const override { return CandidateColumns::kSlot; }
   void score_columns(CycleState& cycle, const Request& request,
                      std::span<const Endpoint* const> candidates, const CandidateColumns& columns,
                      std::span<double> scores) override;

@@ -18,6 +18,7 @@ class QueueScorer final : public Plugin, public ColumnScorer {
  public:
   static constexpr std::string_view kType = "queue-scorer";
   std::string_view type() const override { return kType; }
+  std::uint32_t columns_read() const override { return CandidateColumns::kQueue; }
   void score_columns(CycleState& cycle, const Request& request,
                      std::span<const Endpoint* const> candidates, const CandidateColumns& columns,
                      std::span<double> scores) override;

@@ -12,6 +12,7 @@ class RunningRequestsSizeScorer final : public Plugin, public ColumnScorer {
  public:
   static constexpr std::string_view kType = "running-requests-size-scorer";
   std::string_view type() const override { return kType; }
+  std::uint32_t columns_read() const override { return CandidateColumns::kRunning; }
   void score_columns(CycleState& cycle, const Request& request,
                      std::span<const Endpoint* const> candidates, const CandidateColumns& columns,
                      std::span<double> scores) override;

@@ -12,6 +12,9 @@
 #include "config/config.h"
 #include "scheduling/from_config.h"
 #include "scheduling/plugins/disagg_profile_handler.h"
+#include "scheduling/plugins/max_score_picker.h"
+#include "scheduling/plugins/queue_scorer.h"
+#include "scheduling/plugins/single_profile_handler.h"
 #include "scheduling/prefix_hasher.h"
 #include "scheduling_test_util.h"
 
@@ -513,3 +516,86 @@ TEST(SchedulerSum, AvxAndGenericBuildsAgreeToTheBit) {
     }
   }
 }
+
+namespace sluice::scheduling {
+namespace {
+
+using testing::Pool;
+
+// A scorer from outside sluice that keeps the default columns_read (every
+// column) and checks each column it is given against the records.
+class ColumnChecker final : public Plugin, public ColumnScorer {
+ public:
+  std::string_view type() const override { return "column-checker"; }
+  void score_columns(CycleState&, const Request&, std::span<const Endpoint* const> candidates,
+                     const CandidateColumns& c, std::span<double> scores) override {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      const Endpoint& e = *candidates[i];
+      mismatches += c.slot[i] != e.index;
+      mismatches += c.queue[i] != e.metrics.waiting_queue_size + e.dispatched_since_scrape;
+      mismatches += c.running[i] != e.metrics.running_requests_size;
+      mismatches += c.kv_usage[i] != e.metrics.kv_cache_usage;
+      mismatches += c.in_flight[i] != static_cast<double>(e.in_flight);
+      scores[i] = 0;
+      ++rows;
+    }
+  }
+  int mismatches = 0, rows = 0;
+};
+
+// A cycle builds only the columns its scorers read (the stores were most
+// of the pass that builds them): one scorer's column for a profile of it,
+// every column once a scorer keeps the default, and those are then right.
+TEST(Scheduler, BuildsTheColumnsItsScorersReadAndAllForAScorerThatDoesNotSay) {
+  EXPECT_EQ(build("plugins:\n- type: queue-scorer\n- type: max-score-picker\n"
+                  "schedulingProfiles:\n- name: p\n  plugins:\n"
+                  "  - {pluginRef: queue-scorer}\n  - {pluginRef: max-score-picker}\n")
+                ->columns_built(),
+            CandidateColumns::kQueue);
+  EXPECT_EQ(build("{}\n")->columns_built(),  // the default profile: queue, KV cache, prefix
+            CandidateColumns::kQueue | CandidateColumns::kKvUsage | CandidateColumns::kSlot);
+
+  std::vector<std::unique_ptr<Plugin>> plugins;
+  auto queue = std::make_unique<QueueScorer>();
+  auto checker = std::make_unique<ColumnChecker>();
+  auto picker = std::make_unique<MaxScorePicker>(1, 7);
+  auto handler = std::make_unique<SingleProfileHandler>();
+  Profile p;
+  p.name = "p";
+  p.scorers.push_back({queue.get(), 1.0, "queue-scorer"});
+  p.scorers.push_back({checker.get(), 1.0, "column-checker"});
+  p.picker = picker.get();
+  p.picker_name = "max-score-picker";
+  ColumnChecker* check = checker.get();
+  ProfileHandler* h = handler.get();
+  plugins.push_back(std::move(queue));
+  plugins.push_back(std::move(checker));
+  plugins.push_back(std::move(picker));
+  plugins.push_back(std::move(handler));
+  Scheduler s(std::move(plugins), {p}, h, "single-profile-handler", {}, {true});
+  EXPECT_EQ(s.columns_built(), CandidateColumns::kAll);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int round = 0; round < 50; ++round) {
+    Pool pool;
+    for (int i = 0; i < 30; ++i) {
+      auto& e = pool.add("10.0.1." + std::to_string(i) + ":8000");
+      e.metrics.waiting_queue_size = std::floor(u(rng) * 20);
+      e.dispatched_since_scrape = static_cast<std::uint32_t>(u(rng) * 4);
+      e.metrics.running_requests_size = std::floor(u(rng) * 50);
+      e.metrics.kv_cache_usage = u(rng);
+      e.in_flight = static_cast<std::uint32_t>(u(rng) * 30);
+      e.has_room = u(rng) > 0.3;
+    }
+    auto eps = pool.copy();
+    CycleState cycle;
+    Request req;
+    SchedulingResult result;
+    s.schedule(cycle, req, eps, result);
+  }
+  EXPECT_GT(check->rows, 500);
+  EXPECT_EQ(check->mismatches, 0);
+}
+
+}  // namespace
+}  // namespace sluice::scheduling
