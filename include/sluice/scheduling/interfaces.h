@@ -105,7 +105,8 @@ class Scorer {
   virtual void score(CycleState& cycle, const Request& request,
                      std::span<const Endpoint* const> candidates, std::span<double> scores) = 0;
   // The columns score_columns reads (CandidateColumns::kSlot | ...): the
-  // scheduler fills only those some scorer of its profiles reads. The
+  // scheduler fills only those some scorer of its profiles reads. Asked
+  // once, when the scheduler is built: the answer must not change. The
   // default, every column, is right for any scorer.
   virtual std::uint32_t columns_read() const { return CandidateColumns::kAll; }
   // The same, with the candidates' columns at hand (what the scheduler
