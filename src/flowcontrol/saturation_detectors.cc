@@ -24,25 +24,24 @@ double UtilizationDetector::saturation(const std::vector<EndpointLoad>& pool, Ti
   return sum / static_cast<double>(pool.size());
 }
 
+double ConcurrencyDetector::used(const EndpointLoad& e) const {
+  return p_.tokens_mode ? static_cast<double>(e.in_flight_tokens)
+                        : static_cast<double>(e.in_flight);
+}
+
+double ConcurrencyDetector::limit() const {
+  return static_cast<double>(p_.tokens_mode ? p_.max_token_concurrency : p_.max_concurrency) *
+         (1.0 + p_.headroom);
+}
+
 bool ConcurrencyDetector::has_room(const EndpointLoad& e, TimePoint) const {
-  if (p_.tokens_mode)
-    return static_cast<double>(e.in_flight_tokens) <
-           static_cast<double>(p_.max_token_concurrency) * (1.0 + p_.headroom);
-  return static_cast<double>(e.in_flight) <
-         static_cast<double>(p_.max_concurrency) * (1.0 + p_.headroom);
+  return used(e) < limit();
 }
 
 void ConcurrencyDetector::has_room_each(std::span<const EndpointLoad> pool, TimePoint,
                                         std::span<std::uint8_t> room) const {
-  if (p_.tokens_mode) {
-    const double limit = static_cast<double>(p_.max_token_concurrency) * (1.0 + p_.headroom);
-    for (std::size_t i = 0; i < pool.size(); ++i)
-      room[i] = static_cast<double>(pool[i].in_flight_tokens) < limit ? 1 : 0;
-    return;
-  }
-  const double limit = static_cast<double>(p_.max_concurrency) * (1.0 + p_.headroom);
-  for (std::size_t i = 0; i < pool.size(); ++i)
-    room[i] = static_cast<double>(pool[i].in_flight) < limit ? 1 : 0;
+  const double at_most = limit();
+  for (std::size_t i = 0; i < pool.size(); ++i) room[i] = used(pool[i]) < at_most ? 1 : 0;
 }
 
 double ConcurrencyDetector::saturation(const std::vector<EndpointLoad>& pool, TimePoint) const {

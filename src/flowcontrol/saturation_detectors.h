@@ -56,6 +56,10 @@ class ConcurrencyDetector final : public SaturationDetector {
   double saturation(const std::vector<EndpointLoad>& pool, TimePoint now) const override;
 
  private:
+  // What the limit counts of an endpoint (requests or tokens in flight),
+  // and the limit with headroom.
+  double used(const EndpointLoad& e) const;
+  double limit() const;
   ConcurrencyParams p_;
 };
 

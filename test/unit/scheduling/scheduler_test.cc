@@ -27,6 +27,18 @@ std::unique_ptr<Scheduler> build(const std::string& yaml) {
   return build_scheduler(config::load_config_string(yaml, "test.yaml"));
 }
 
+// Random load on an endpoint, every field the load scorers read, and room
+// for about 70% of them.
+void random_load(Endpoint& e, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  e.metrics.waiting_queue_size = std::floor(u(rng) * 20);
+  e.dispatched_since_scrape = static_cast<std::uint32_t>(u(rng) * 4);
+  e.metrics.running_requests_size = std::floor(u(rng) * 50);
+  e.metrics.kv_cache_usage = u(rng);
+  e.in_flight = static_cast<std::uint32_t>(u(rng) * 30);
+  e.has_room = u(rng) > 0.3;
+}
+
 std::string build_error(const std::string& yaml) {
   try {
     build(yaml);
@@ -277,18 +289,12 @@ schedulingProfiles:
   s->set_require_room(true);
   plain->set_require_room(true);
   std::mt19937_64 rng(1234);
-  std::uniform_real_distribution<double> u(0, 1);
   for (int round = 0; round < 200; ++round) {
     Pool pool;
     for (int i = 0; i < 40; ++i) {
       auto& e =
           pool.add("10.0.0." + std::to_string(i) + ":8000", {{"pool", i % 2 == 0 ? "a" : "b"}});
-      e.metrics.waiting_queue_size = std::floor(u(rng) * 20);
-      e.dispatched_since_scrape = static_cast<std::uint32_t>(u(rng) * 4);
-      e.metrics.running_requests_size = std::floor(u(rng) * 50);
-      e.metrics.kv_cache_usage = u(rng);
-      e.in_flight = static_cast<std::uint32_t>(u(rng) * 30);
-      e.has_room = u(rng) > 0.3;
+      random_load(e, rng);
     }
     auto eps = pool.copy();
     for (bool filtered : {true, false}) {
@@ -575,17 +581,11 @@ TEST(Scheduler, BuildsTheColumnsItsScorersReadAndAllForAScorerThatDoesNotSay) {
   Scheduler s(std::move(plugins), {p}, h, "single-profile-handler", {}, {true});
   EXPECT_EQ(s.columns_built(), CandidateColumns::kAll);
   std::mt19937_64 rng(9);
-  std::uniform_real_distribution<double> u(0, 1);
   for (int round = 0; round < 50; ++round) {
     Pool pool;
     for (int i = 0; i < 30; ++i) {
       auto& e = pool.add("10.0.1." + std::to_string(i) + ":8000");
-      e.metrics.waiting_queue_size = std::floor(u(rng) * 20);
-      e.dispatched_since_scrape = static_cast<std::uint32_t>(u(rng) * 4);
-      e.metrics.running_requests_size = std::floor(u(rng) * 50);
-      e.metrics.kv_cache_usage = u(rng);
-      e.in_flight = static_cast<std::uint32_t>(u(rng) * 30);
-      e.has_room = u(rng) > 0.3;
+      random_load(e, rng);
     }
     auto eps = pool.copy();
     CycleState cycle;
