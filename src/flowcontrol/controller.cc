@@ -939,6 +939,7 @@ std::size_t Controller::dispatch(TimePoint now) {
       continue;
     }
     d.endpoint = ep;
+    d.waited = item->request.enqueued != now;
     // The series is looked up once per flow (two string-keyed lookups and a
     // key built per dispatch before), not per dispatch.
     auto& series = flow->dispatched_series();

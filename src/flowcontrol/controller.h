@@ -123,6 +123,10 @@ struct Decision {
   std::uint32_t held_reserve = 0;
   std::uint64_t held_reserve_tokens = 0;
   std::uint32_t held_endpoints = 0;
+  // Dispatched after waiting in the queue: admitted in an earlier pass than
+  // the one that released it (the I/O thread looks whether such a
+  // request's client is still there before sending it on).
+  bool waited = false;
 };
 
 // A scrape's result: the scheduler's Metrics (update_time is set by the

@@ -85,7 +85,10 @@ HttpSession::HttpSession(Socket socket, Worker& worker, ProxyContext& ctx,
   registration_ = worker_.sessions.insert(worker_.sessions.end(), this);
 }
 
-HttpSession::~HttpSession() { worker_.sessions.erase(registration_); }
+HttpSession::~HttpSession() {
+  worker_.deferred_watches.remove(*this);
+  worker_.sessions.erase(registration_);
+}
 
 void HttpSession::start() {
   if (ctx_.shutting_down.load(std::memory_order_relaxed)) closing_ = true;
@@ -355,11 +358,14 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
 
   state_ = State::kQueued;
   cancel_sent_ = false;
+  watch_saw_bytes_ = false;
   cookie_ = (static_cast<std::uint64_t>(worker_.index) << 48) | ++worker_.cookie_seq;
   ctx_.flow_control->enqueue(*worker_.producer, cookie_, std::move(e),
                              std::make_shared<SessionWaiter>(shared_from_this(), worker_));
   worker_.wake_dispatcher();
-  watch_client();
+  // The client watch is armed only if the request is still open a tick or
+  // two from now (server/deferred_watch.h): most are answered before then.
+  worker_.defer_watch(*this);
 }
 
 void HttpSession::on_decision(const flowcontrol::Decision& d) {
@@ -374,10 +380,17 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
   }
   // A close is seen by the readiness watch while it is armed (its handler
   // may still be due in this loop round: then the upstream is stopped as
-  // soon as it runs). Once the watch has seen pipelined bytes it is off and
-  // only a look at the socket tells a close behind them — a system call
-  // per request saved in the common case.
-  if (d.outcome == QueueOutcome::kDispatched && (cancel_sent_ || (!watching_ && client_gone()))) {
+  // soon as it runs). Unarmed, only a look at the socket tells a close — a
+  // system call, paid only where a close is plausible: the watch went off
+  // at pipelined bytes, or the request waited in the queue. A request
+  // released in the pass that admitted it is sent without the look: if its
+  // client left in that moment, the deferred watch stops it 10 to 20 ms
+  // later.
+  const auto looked_gone = [&] {
+    if (watching_ || (!watch_saw_bytes_ && !d.waited)) return false;
+    return client_gone();
+  };
+  if (d.outcome == QueueOutcome::kDispatched && (cancel_sent_ || looked_gone())) {
     // The client left while the decision was on its way (the cancel and the
     // dispatch crossed): hand the slot back at once rather than have the
     // pool generate an answer for nobody.
@@ -416,6 +429,10 @@ void HttpSession::on_decision(const flowcontrol::Decision& d) {
   answer(flowcontrol::answer_for(d.outcome));
 }
 
+void HttpSession::arm_deferred_watch() {
+  if (state_ == State::kQueued || state_ == State::kProxying) watch_client();
+}
+
 void HttpSession::watch_client() {
   if (watching_) return;
   watching_ = true;
@@ -435,6 +452,7 @@ bool HttpSession::client_gone() {
 }
 
 void HttpSession::stop_watching() {
+  worker_.deferred_watches.remove(*this);
   if (!watching_) return;
   watching_ = false;
   ++watch_generation_;  // the cancelled wait's handler will see it is stale
@@ -454,7 +472,10 @@ void HttpSession::on_watch(error_code ec, std::uint64_t generation) {
       // unless the client closed behind them while this one is still
       // queued or in flight (then it is gone, as below).
       if (state_ == State::kIdle) return read_client();
-      if (!client_gone()) return;
+      if (!client_gone()) {
+        watch_saw_bytes_ = true;
+        return;
+      }
     } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       return watch_client();
     }
@@ -1187,6 +1208,7 @@ void HttpSession::close() {
   // shutdown deadline closed it). nginx's 499.
   end_request(499, "client-closed");
   state_ = State::kClosed;
+  worker_.deferred_watches.remove(*this);
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   client_.socket().close(ec);

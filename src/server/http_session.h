@@ -64,7 +64,7 @@ class DispatchTicket {
   std::uint64_t reported_ = 0;
 };
 
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+class HttpSession : public std::enable_shared_from_this<HttpSession>, public DeferredWatches::Hook {
  public:
   HttpSession(Socket socket, Worker& worker, ProxyContext& ctx,
               ConnectionLimit::Permit permit = {});
@@ -87,6 +87,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   // Flow control's decision for this session's request (on its thread).
   void on_decision(const flowcontrol::Decision& d);
+  // The request enrolled by Worker::defer_watch is still open a tick later:
+  // arm its client watch now (a no-op once the request has ended).
+  void arm_deferred_watch();
 
  private:
   // Request side.
@@ -218,6 +221,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::uint64_t cookie_ = 0;  // this request's id towards the dispatcher
   DispatchTicket ticket_;     // held once dispatched, until completed
   bool watching_ = false;
+  // The watch saw bytes of a next request and went off: only a look at
+  // the socket (client_gone) tells a close behind them.
+  bool watch_saw_bytes_ = false;
   bool cancel_sent_ = false;  // the queued request's cancel went to the dispatcher
   std::uint64_t watch_generation_ = 0;
   // The scheduler's answer: fallbacks after the primary, header lines.

@@ -94,6 +94,24 @@ void Worker::wake_dispatcher() {
   });
 }
 
+void Worker::defer_watch(HttpSession& session) {
+  deferred_watches.enroll(session);
+  if (!watch_tick_pending_) start_watch_tick();
+}
+
+void Worker::start_watch_tick() {
+  if (!watch_tick) watch_tick.emplace(ioc);
+  watch_tick_pending_ = true;
+  watch_tick->expires_after(kWatchTick);
+  watch_tick->async_wait([this](boost::system::error_code ec) {
+    watch_tick_pending_ = false;
+    if (ec) return;
+    deferred_watches.advance(
+        [](DeferredWatches::Hook& h) { static_cast<HttpSession&>(h).arm_deferred_watch(); });
+    if (!deferred_watches.empty()) start_watch_tick();
+  });
+}
+
 void Worker::deliver(std::shared_ptr<HttpSession> session, const flowcontrol::Decision& d) {
   inbox_.enqueue(Delivery{std::move(session), d});
   if (!drain_pending_.exchange(true, std::memory_order_acq_rel))

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <list>
@@ -28,6 +29,7 @@
 #include "flowcontrol/controller_shell.h"
 #include "server/access_log.h"
 #include "server/connection_limit.h"
+#include "server/deferred_watch.h"
 #include "server/request_stats.h"
 #include "server/upstream_pool.h"
 
@@ -113,11 +115,16 @@ struct Worker {
   // Declared before ioc: sessions still owned by queued handlers unlink
   // themselves from this list when the io_context destroys those handlers.
   std::list<HttpSession*> sessions;
+  // Requests whose client watch is armed late (server/deferred_watch.h);
+  // before ioc for the same reason.
+  DeferredWatches deferred_watches;
   boost::asio::io_context ioc;
   UpstreamPool pool;  // after ioc: its sockets must go before their io_context
   // Sweeps `pool` once a second (server.upstreamPoolIdleTimeout, endpoints
   // that left); cancelled at shutdown.
   std::optional<boost::asio::steady_timer> pool_sweep;
+  // Ticks `deferred_watches` while it is not empty.
+  std::optional<boost::asio::steady_timer> watch_tick;
   std::uint32_t rotation = 0;     // tie-break for the endpoint picker
   std::uint64_t request_seq = 0;  // for generated request ids
   std::uint64_t id_prefix = 0;
@@ -133,6 +140,13 @@ struct Worker {
   // the same epoll round made ready). Called on this thread only.
   void wake_dispatcher();
 
+  // A tick of `deferred_watches`: a request still open 10 to 20 ms after it
+  // was admitted gets its client watch then.
+  static constexpr std::chrono::milliseconds kWatchTick{10};
+  // Enrolls a session's request for a client watch armed one to two ticks
+  // from now (if it is still open then).
+  void defer_watch(HttpSession& session);
+
   // Decisions for this thread's sessions: the dispatcher appends, this
   // thread drains; one post per batch, not one per decision.
   struct Delivery {
@@ -143,7 +157,9 @@ struct Worker {
   void drain_inbox();
 
  private:
+  void start_watch_tick();
   bool wake_scheduled_ = false;
+  bool watch_tick_pending_ = false;
   moodycamel::ConcurrentQueue<Delivery> inbox_;
   std::atomic<bool> drain_pending_{false};
 };

@@ -450,6 +450,50 @@ TEST(Proxy, ClientLeavingMidStreamStopsGeneration) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+// A non-streaming answer writes nothing to the client until it is done, so
+// only the client watch notices the client leaving. The watch is armed 10
+// to 20 ms after admission (server/deferred_watch.h): a client leaving
+// mid-generation, or right after sending (its request dispatched before any
+// watch was armed), still stops the generation, within the 3 s bound of the
+// streaming test above rather than at the answer's end (10 s).
+TEST(Proxy, ClientLeavingANonStreamingRequestStopsGeneration) {
+  auto mock = start_mock({"--decode-ms-per-token", "10"});
+  TempFile cfg(make_config({mock->address()}));
+  auto sluice = start_sluice(cfg);
+  const std::string running = "vllm:num_requests_running{model_name=\"mock-model\"}";
+  const std::string body = completion_body(1000);
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string closed = "sluice_requests_total{outcome=\"client-closed\"}";
+  int left = 0;
+  for (const bool wait_for_generation : {true, false}) {
+    {
+      RawConnection raw(kHost, sluice->port());
+      ASSERT_TRUE(raw.send(request));
+      if (wait_for_generation) {
+        ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, mock->port(), running) == 1; }));
+      }
+    }  // the client leaves here
+    ++left;
+    const char* how = wait_for_generation ? "left mid-generation" : "left right after sending";
+    // sluice closed the request (and with it the upstream connection)...
+    EXPECT_TRUE(eventually(
+        [&] { return scrape_metric(kHost, sluice->admin_port(), closed) == left; }, 3000ms))
+        << how;
+    // ...and the engine stopped generating.
+    EXPECT_TRUE(
+        eventually([&] { return scrape_metric(kHost, mock->port(), running) == 0; }, 3000ms))
+        << how;
+  }
+  // Nothing else was lost: the next request is answered.
+  HttpClient client(kHost, sluice->port());
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
 TEST(Proxy, StalePooledConnectionIsRetriedOnceOnAFreshOne) {
   auto mock = start_mock({"--decode-ms-per-token", "1"});
   const std::string address = mock->address();

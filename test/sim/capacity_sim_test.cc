@@ -28,6 +28,26 @@ std::optional<QueueOutcome> outcome(const Sim& sim, std::size_t id) {
   return sim.records()[id].outcome;
 }
 
+// Decision::waited says whether a dispatched request was held in the queue:
+// released in the pass that admitted it, it did not wait (the I/O thread
+// then sends it without looking whether its client is still there); held
+// until a completion freed a slot, it did.
+TEST(Capacity, ADispatchSaysWhetherTheRequestWaitedInTheQueue) {
+  PoolModel pool;
+  pool.slots_per_endpoint = 1;
+  Sim sim(limits(0, 0), pool);
+  sim.run_until(T0);
+  auto first = sim.arrive({"a"});
+  auto second = sim.arrive({"a"});  // the only slot is taken
+  EXPECT_EQ(outcome(sim, first), QueueOutcome::kDispatched);
+  EXPECT_FALSE(sim.records()[first].waited);
+  EXPECT_FALSE(outcome(sim, second).has_value());
+  sim.run_for(1s);  // the first completes; the second is released then
+  EXPECT_EQ(outcome(sim, second), QueueOutcome::kDispatched);
+  EXPECT_TRUE(sim.records()[second].waited);
+  EXPECT_GT(sim.records()[second].decided, sim.records()[second].arrived);
+}
+
 TEST(Capacity, RequestLimitRejectsExactlyAtTheBoundary) {
   Sim sim(limits(3, 0), full_pool());
   sim.run_until(T0);

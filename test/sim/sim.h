@@ -42,6 +42,7 @@ struct Record {
   int endpoint = -1;
   std::uint32_t in_flight_after = 0;  // on its endpoint, itself included, when dispatched
   bool evicted = false;               // dispatched, then evicted in flight
+  bool waited = false;                // Decision::waited of its dispatch
 };
 
 struct PoolModel {
@@ -187,6 +188,7 @@ class Sim {
       return;
     }
     rec.endpoint = d.endpoint;
+    rec.waited = d.waited;
     rec.in_flight_after =
         controller_.endpoint_load()[static_cast<std::size_t>(d.endpoint)].in_flight;
     Duration service = pool_.fixed +
