@@ -17,6 +17,7 @@
 #include "server/engine_priority.h"
 #include "server/log.h"
 #include "server/openai_request.h"
+#include "server/reactor_hint.h"
 #include "server/steering.h"
 
 namespace sluice::server {
@@ -1124,8 +1125,13 @@ void HttpSession::finish_response() {
     // Bytes after the response (a second response, garbage) mean the
     // connection's framing cannot be trusted: never pooled, or the next
     // request would read them as its answer.
-    if (response_parser_->keep_alive() && upstream_->buffer.size() == 0)
+    if (response_parser_->keep_alive() && upstream_->buffer.size() == 0) {
+      // Its next read is the next answer's, which cannot be there before
+      // the next request is written: wait for readiness rather than try a
+      // receive that fails (server/reactor_hint.h says what this risks).
+      skip_next_speculative_read(upstream_->stream.socket());
       worker_.pool.give_back(std::move(upstream_));
+    }
     upstream_.reset();
   }
   response_parser_.reset();

@@ -119,6 +119,33 @@ TEST(EndpointFaults, SuccessBetweenFailuresResetsTheCount) {
   EXPECT_EQ(scrape_metric(kHost, sluice->admin_port(), ejections_metric(flaky.address())), 0);
 }
 
+// An endpoint that closes each connection right after a keep-alive answer
+// (no Connection: close): sluice pools the connection, having read the
+// answer, and tells its reactor the socket is drained (the next read waits
+// for readiness instead of trying a receive, server/reactor_hint.h) — the
+// close may have arrived in that moment. The next request's bytes draw a
+// reset (an event), and it is retried once on a fresh connection: every
+// request is answered, none waits for the upstream timeout (120 s; the
+// bound here is that of sluice's connect timeout, 2 s, per request).
+TEST(EndpointFaults, AnEndpointClosingRightAfterEachAnswerCostsNoRequest) {
+  FakeUpstream closing([](const UpstreamRequest&) -> FakeUpstream::Reply {
+    return {FakeUpstream::response(200, R"({"choices":[]})"), true};
+  });
+  TempFile cfg(make_config({closing.address()}));
+  auto sluice = start_sluice(cfg);
+  ASSERT_TRUE(sluice);
+  HttpClient c(kHost, sluice->port());
+  for (int i = 0; i < 30; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    auto r = c.post_json("/v1/completions", completion_body(1));
+    EXPECT_EQ(r.status, 200) << "request " << i << ": " << r.error << r.body;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2))
+        << "request " << i;
+  }
+  EXPECT_EQ(closing.requests().size(), 30u);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
 // The last usable endpoint is never ejected: its failures are counted, the
 // clients get 502 (not 503), and a recovery would be seen at once.
 TEST(EndpointFaults, LastUsableEndpointIsNotEjected) {

@@ -1,0 +1,42 @@
+// A hint to Asio's epoll reactor (Boost 1.81) that a socket has nothing to
+// read, so the next read on it waits for readiness instead of trying a
+// receive first.
+//
+// Asio starts every read with a receive ("speculative"), and it keeps doing
+// so after any readiness event until a receive returns end-of-stream. On a
+// pooled upstream connection that is always wasted: the answer to a request
+// cannot be there when the request has just been written, so the receive
+// fails with EAGAIN — one system call in every proxied request (0.72 per
+// request in the pinned proxy benchmark). The only other way to wait
+// without it, a readiness wait, costs an EPOLL_CTL_MOD instead.
+//
+// Asio has no interface for this: the flag is a private member of the
+// reactor's per-descriptor state, reached here through the explicit-
+// instantiation access idiom, for Boost 1.81's epoll reactor only (the
+// version Debian 12 ships and the build requires); anything else makes this
+// a no-op. Call it on the socket's I/O thread only (the reactor runs there).
+//
+// Why nothing is lost: the reactor sets the flag again on every readiness
+// event, so bytes, a close or a reset that arrive after the call are seen
+// as before. What is lost is an event the reactor took in before the call
+// while no read was pending (the flag it set is cleared): use it only where
+// no such event can matter. The upstream connection given back to the pool
+// after a whole keep-alive response (no byte read past it) is such a place:
+// a peer that closed in that moment answers the next request's bytes with a
+// reset (an event); only a peer that half-closes yet keeps reading would
+// leave that request to its upstream timeout, as a silent endpoint does.
+#pragma once
+
+#include "server/upstream_pool.h"
+
+namespace sluice::server {
+
+// Whether this build can give the hint (false: skip_next_speculative_read
+// does nothing).
+bool reactor_hint_supported();
+
+// The next read on `socket` waits for a readiness event (one that comes
+// after this call) instead of starting with a receive.
+void skip_next_speculative_read(Socket& socket);
+
+}  // namespace sluice::server
