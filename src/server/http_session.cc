@@ -783,6 +783,15 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
       }
       if (ec || used == 0) break;
     }
+    // The read that ended a keep-alive answer, short (the socket drained)
+    // and with nothing past it: the connection's next read is the next
+    // answer's, which cannot be there before the next request is written.
+    // It waits for readiness rather than trying a receive that fails
+    // (server/reactor_hint.h). Here, in the completion of that read, and
+    // not when the client has been written to, so that a close from the
+    // endpoint in between is not the event the hint forgets.
+    if (!ec && p.is_done() && n < kRelayReadSize && upstream_->buffer.size() == 0 && p.keep_alive())
+      skip_next_speculative_read(upstream_->stream.socket());
   }
   if (ec) {
     if (!head_built_) return upstream_failed_before_response(ec, "reading the response");
@@ -1125,13 +1134,8 @@ void HttpSession::finish_response() {
     // Bytes after the response (a second response, garbage) mean the
     // connection's framing cannot be trusted: never pooled, or the next
     // request would read them as its answer.
-    if (response_parser_->keep_alive() && upstream_->buffer.size() == 0) {
-      // Its next read is the next answer's, which cannot be there before
-      // the next request is written: wait for readiness rather than try a
-      // receive that fails (server/reactor_hint.h says what this risks).
-      skip_next_speculative_read(upstream_->stream.socket());
+    if (response_parser_->keep_alive() && upstream_->buffer.size() == 0)
       worker_.pool.give_back(std::move(upstream_));
-    }
     upstream_.reset();
   }
   response_parser_.reset();

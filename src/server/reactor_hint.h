@@ -19,12 +19,20 @@
 // Why nothing is lost: the reactor sets the flag again on every readiness
 // event, so bytes, a close or a reset that arrive after the call are seen
 // as before. What is lost is an event the reactor took in before the call
-// while no read was pending (the flag it set is cleared): use it only where
-// no such event can matter. The upstream connection given back to the pool
-// after a whole keep-alive response (no byte read past it) is such a place:
-// a peer that closed in that moment answers the next request's bytes with a
-// reset (an event); only a peer that half-closes yet keeps reading would
-// leave that request to its upstream timeout, as a silent endpoint does.
+// while no read was pending (the flag it set is cleared), and a close that
+// came in the same segment as the last bytes read: use it only where
+// neither can matter. The completion of the read that ended a keep-alive
+// answer, short and with nothing read past it, is such a place (the
+// session calls it there, before the answer is written to the client):
+// the window is that completion's dispatch, and a peer that closed in it
+// answers the next request's bytes with a reset (an event). Only a peer
+// that half-closes in that moment yet keeps reading, or whose host is gone
+// before it can reset, would leave that request to its upstream timeout,
+// as a silent endpoint does.
+//
+// The flag is written without the descriptor's lock: only while the
+// io_context runs on one thread (sluice's I/O threads each run their own,
+// with concurrency hint 1), on that thread.
 #pragma once
 
 #include "server/upstream_pool.h"

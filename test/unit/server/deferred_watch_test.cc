@@ -93,8 +93,8 @@ TEST(DeferredWatches, EnrollingAgainRestartsTheWaitAndArmMayReenroll) {
 // behind, in enrollment order.
 TEST(DeferredWatches, MatchesAModelUnderRandomOperations) {
   std::mt19937 rng(7);
+  std::vector<Item> items(64);  // outlive the list: each is removed first
   DeferredWatches w;
-  std::vector<Item> items(64);
   for (int i = 0; i < 64; ++i) items[i].id = i;
   struct Entry {
     int id;
@@ -128,6 +128,8 @@ TEST(DeferredWatches, MatchesAModelUnderRandomOperations) {
     }
     ASSERT_EQ(w.empty(), model.empty());
   }
+  for (auto& item : items) w.remove(item);
+  EXPECT_TRUE(w.empty());
 }
 
 }  // namespace
