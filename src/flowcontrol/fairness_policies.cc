@@ -55,25 +55,38 @@ void GlobalStrictFairness::set_ordering(const OrderingPolicy* ordering) {
   for (auto* f : flows) state(*f).pos = set_.insert(f).first;
 }
 
+// The set's nodes are reused, not freed and allocated again: a head change
+// moves the flow's own node (one per dispatch), and the node of the flow
+// that went idle last is kept for the next one that becomes backlogged.
 void GlobalStrictFairness::on_backlogged(FlowView& flow) {
   auto& s = state(flow);
   if (s.in_set) return;
-  s.pos = set_.insert(&flow).first;
+  if (spare_) {
+    spare_.value() = &flow;
+    s.pos = set_.insert(std::move(spare_)).position;
+  } else {
+    s.pos = set_.insert(&flow).first;
+  }
   s.in_set = true;
 }
 
 void GlobalStrictFairness::on_idle(FlowView& flow) {
   auto& s = state(flow);
   if (!s.in_set) return;
-  set_.erase(s.pos);  // by position: the flow's key (its head) has changed
+  // By position: the flow's key (its head) has changed.
+  if (spare_) {
+    set_.erase(s.pos);
+  } else {
+    spare_ = set_.extract(s.pos);
+  }
   s.in_set = false;
 }
 
 void GlobalStrictFairness::on_head_changed(FlowView& flow) {
   auto& s = state(flow);
   if (!s.in_set) return;
-  set_.erase(s.pos);
-  s.pos = set_.insert(&flow).first;
+  auto node = set_.extract(s.pos);
+  s.pos = set_.insert(std::move(node)).position;
 }
 
 FlowView* GlobalStrictFairness::pick() { return set_.empty() ? nullptr : *set_.begin(); }

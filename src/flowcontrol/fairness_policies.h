@@ -59,6 +59,7 @@ class GlobalStrictFairness final : public FairnessPolicy {
   State& state(const FlowView& f);
   const OrderingPolicy* ordering_ = nullptr;
   Set set_{HeadOrder{nullptr}};
+  Set::node_type spare_;  // a node kept for reuse (its value is stale)
   std::vector<State> states_;
 };
 
