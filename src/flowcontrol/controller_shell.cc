@@ -11,6 +11,7 @@ ControllerShell::ControllerShell(std::unique_ptr<Controller> controller, ClockFn
     : controller_(std::move(controller)), clock_(std::move(clock)) {
   // Decisions come out of the controller synchronously, on this thread.
   controller_->set_sink([this](const Decision& d) { on_decision(d); });
+  spare_nodes_.reserve(kSpareNodes);
 }
 
 ControllerShell::~ControllerShell() { stop(); }
@@ -159,7 +160,11 @@ void ControllerShell::on_decision(const Decision& d) {
   auto it = pending_.find(d.cookie);
   if (it == pending_.end()) return;  // cannot happen: one decision per request
   auto waiter = std::move(it->second.waiter);
-  pending_.erase(it);
+  if (spare_nodes_.size() < kSpareNodes) {
+    spare_nodes_.push_back(pending_.extract(it));
+  } else {
+    pending_.erase(it);
+  }
   if (d.outcome == QueueOutcome::kDispatched && controller_->eviction_enabled())
     in_flight_[d.ticket] = waiter;
   waiter->deliver(d);
@@ -168,8 +173,19 @@ void ControllerShell::on_decision(const Decision& d) {
 void ControllerShell::handle(Event& e, TimePoint now) {
   switch (e.kind) {
     case Event::Kind::kEnqueue: {
-      auto& slot = pending_[e.id];
-      slot.waiter = std::move(e.waiter);
+      Pending* slot;
+      if (!spare_nodes_.empty()) {
+        auto node = std::move(spare_nodes_.back());
+        spare_nodes_.pop_back();
+        node.key() = e.id;
+        node.mapped() = Pending{};
+        auto r = pending_.insert(std::move(node));
+        if (!r.inserted) spare_nodes_.push_back(std::move(r.node));  // the id's slot is reused
+        slot = &r.position->second;
+      } else {
+        slot = &pending_[e.id];
+      }
+      slot->waiter = std::move(e.waiter);
       // A rejection is decided (and delivered, erasing the slot) inside
       // enqueue; only a queued request keeps its slot.
       const std::uint64_t ticket = controller_->enqueue(e.request, now);

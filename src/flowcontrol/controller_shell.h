@@ -170,6 +170,10 @@ class ControllerShell {
     std::uint64_t ticket = 0;
   };
   std::unordered_map<std::uint64_t, Pending> pending_;
+  // Nodes of decided requests kept for the next ones (no allocation per
+  // request); at most kSpareNodes.
+  static constexpr std::size_t kSpareNodes = 64;
+  std::vector<decltype(pending_)::node_type> spare_nodes_;
   // With eviction on: who waits on each dispatched request, by ticket, so an
   // eviction can reach it; dropped at its completion.
   std::unordered_map<std::uint64_t, std::shared_ptr<Waiter>> in_flight_;
