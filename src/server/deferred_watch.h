@@ -81,7 +81,6 @@ class DeferredWatches {
   }
 
   bool empty() const { return head_ == nullptr; }
-  std::uint64_t tick() const { return tick_; }
 
  private:
   Hook* head_ = nullptr;

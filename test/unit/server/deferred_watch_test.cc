@@ -9,8 +9,8 @@ namespace sluice::server {
 namespace {
 
 struct Item : DeferredWatches::Hook {
-  int id = 0;
-  ~Item() = default;
+  explicit Item(int i = 0) : id(i) {}
+  int id;
 };
 
 std::vector<int> advance(DeferredWatches& w) {
@@ -23,10 +23,7 @@ std::vector<int> advance(DeferredWatches& w) {
 // one whole tick, and at most two.
 TEST(DeferredWatches, ArmsAHookAtTheSecondTickAfterItEnrolled) {
   DeferredWatches w;
-  Item a, b, c;
-  a.id = 1;
-  b.id = 2;
-  c.id = 3;
+  Item a(1), b(2), c(3);
   EXPECT_TRUE(w.enroll(a));
   EXPECT_FALSE(w.enroll(b));
   EXPECT_TRUE(a.enrolled());
@@ -45,10 +42,7 @@ TEST(DeferredWatches, ArmsAHookAtTheSecondTickAfterItEnrolled) {
 // what is not enrolled (or twice) changes nothing.
 TEST(DeferredWatches, RemovedHooksAreNeverArmed) {
   DeferredWatches w;
-  Item a, b, c;
-  a.id = 1;
-  b.id = 2;
-  c.id = 3;
+  Item a(1), b(2), c(3);
   w.enroll(a);
   w.enroll(b);
   w.enroll(c);
@@ -71,8 +65,7 @@ TEST(DeferredWatches, RemovedHooksAreNeverArmed) {
 // hook's wait afresh; an arm callback may enroll the hook it was handed.
 TEST(DeferredWatches, EnrollingAgainRestartsTheWaitAndArmMayReenroll) {
   DeferredWatches w;
-  Item a;
-  a.id = 1;
+  Item a(1);
   w.enroll(a);
   advance(w);
   w.enroll(a);  // moved to the current tick
