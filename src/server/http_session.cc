@@ -106,9 +106,8 @@ void HttpSession::begin_close() {
 
 void HttpSession::force_close() {
   closing_ = true;
-  error_code ec;
-  client_.socket().close(ec);
-  if (upstream_) upstream_->stream.socket().close(ec);
+  client_.close();
+  if (upstream_) upstream_->stream.close();
 }
 
 // ---------------------------------------------------------------- request side
@@ -1221,15 +1220,14 @@ void HttpSession::close() {
   worker_.deferred_watches.remove(*this);
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
-  client_.socket().close(ec);
+  client_.close();
   drop_upstream();
   release_dispatch();
 }
 
 void HttpSession::drop_upstream() {
   if (!upstream_) return;
-  error_code ec;
-  upstream_->stream.socket().close(ec);  // pending operations end, aborted
+  upstream_->stream.close();  // pending operations end, aborted
   dropped_upstream_ = std::move(upstream_);
 }
 

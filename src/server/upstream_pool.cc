@@ -15,9 +15,8 @@ void UpstreamPool::give_back(std::unique_ptr<UpstreamConnection> conn,
                              std::chrono::steady_clock::time_point now) {
   if (conn->endpoint >= idle_.size()) idle_.resize(conn->endpoint + 1);
   auto& list = idle_[conn->endpoint];
-  if (list.size() >= max_idle_ || conn->buffer.size() != 0) {
-    boost::beast::error_code ec;
-    conn->stream.socket().close(ec);
+  if (closed_ || list.size() >= max_idle_ || conn->buffer.size() != 0) {
+    conn->stream.close();
     return;
   }
   conn->idle_since = now;
@@ -38,10 +37,7 @@ std::size_t UpstreamPool::sweep(std::chrono::steady_clock::time_point now,
     } else {
       while (keep_from < list.size() && now - list[keep_from]->idle_since >= max_idle) ++keep_from;
     }
-    for (std::size_t i = 0; i < keep_from; ++i) {
-      boost::beast::error_code ec;
-      list[i]->stream.socket().close(ec);
-    }
+    for (std::size_t i = 0; i < keep_from; ++i) list[i]->stream.close();
     list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(keep_from));
     closed += keep_from;
   }
@@ -49,11 +45,9 @@ std::size_t UpstreamPool::sweep(std::chrono::steady_clock::time_point now,
 }
 
 void UpstreamPool::close_all() {
+  closed_ = true;
   for (auto& list : idle_) {
-    for (auto& c : list) {
-      boost::beast::error_code ec;
-      c->stream.socket().close(ec);
-    }
+    for (auto& c : list) c->stream.close();
     list.clear();
   }
 }

@@ -11,20 +11,18 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
-#include <boost/beast/core.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "server/timed_stream.h"
+
 namespace sluice::server {
 
-// Streams bound to the concrete executor of an I/O thread's io_context: no
-// type-erased executor copies inside every asynchronous operation.
-using Executor = boost::asio::io_context::executor_type;
-using Socket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, Executor>;
-using Stream = boost::beast::basic_stream<boost::asio::ip::tcp, Executor>;
+using Stream = TimedStream;
 
 struct UpstreamConnection {
   explicit UpstreamConnection(Executor ex, std::size_t endpoint_index)
@@ -46,6 +44,9 @@ class UpstreamPool {
   std::unique_ptr<UpstreamConnection> take(std::size_t endpoint);
   void give_back(std::unique_ptr<UpstreamConnection> conn,
                  std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // Closes every idle connection, and those given back from now on: at
+  // shutdown, a connection a finishing request gives back must not keep
+  // its stream's timer wait, and so its I/O thread's loop, alive.
   void close_all();
   // Closes idle connections given back before `now - max_idle`, and all
   // those of endpoints for which `gone(endpoint)` is true. Returns how many.
@@ -60,6 +61,7 @@ class UpstreamPool {
  private:
   std::vector<std::vector<std::unique_ptr<UpstreamConnection>>> idle_;
   std::size_t max_idle_;
+  bool closed_ = false;
 };
 
 }  // namespace sluice::server

@@ -41,5 +41,25 @@ TEST(UpstreamPool, SweepClosesTheLongIdleAndThoseOfEndpointsThatLeft) {
   EXPECT_EQ(pool.idle_count(2), 3u);  // t0 + 59s: not yet
 }
 
+// At shutdown the pool is closed for good: what a finishing request gives
+// back afterwards is closed, not kept (its stream's timer wait would keep
+// the I/O thread's loop running until the upstream idle deadline).
+TEST(UpstreamPool, AfterCloseAllWhatIsGivenBackIsClosed) {
+  boost::asio::io_context ioc;
+  UpstreamPool pool(1, 4);
+  auto c = std::make_unique<UpstreamConnection>(ioc.get_executor(), 0);
+  c->stream.socket().open(boost::asio::ip::tcp::v4());
+  pool.give_back(std::move(c));
+  EXPECT_EQ(pool.idle_count(0), 1u);
+  pool.close_all();
+  EXPECT_EQ(pool.idle_count(0), 0u);
+  auto late = std::make_unique<UpstreamConnection>(ioc.get_executor(), 0);
+  late->stream.socket().open(boost::asio::ip::tcp::v4());
+  late->stream.expires_after(std::chrono::seconds(120));
+  pool.give_back(std::move(late));
+  EXPECT_EQ(pool.idle_count(0), 0u);
+  EXPECT_FALSE(pool.take(0));
+}
+
 }  // namespace
 }  // namespace sluice::server
