@@ -66,7 +66,12 @@ class TimedStream {
   const Socket& socket() const noexcept { return s_->socket; }
 
   // The pending and the next operations must end by now + d.
-  void expires_after(clock::duration d) { expires_at(clock::now() + d); }
+  void expires_after(clock::duration d) {
+    const auto now = clock::now();
+    // Saturating: a configured timeout of centuries is "never", not a wrap
+    // into the past.
+    expires_at(d >= clock::time_point::max() - now ? clock::time_point::max() : now + d);
+  }
   void expires_at(clock::time_point when) {
     s_->deadline = when;
     if (s_->pending > 0) s_->arm();
@@ -102,6 +107,8 @@ class TimedStream {
     boost::system::error_code ignored;
     s_->socket.close(ignored);
     s_->timer.cancel();
+    s_->armed = clock::time_point::max();  // a reopened socket's next operation arms afresh
+    ++s_->generation;                      // the cancelled wait, when it runs, is stale
   }
   // Pending operations complete with operation_aborted (not a timeout).
   void cancel() {
@@ -187,9 +194,14 @@ class TimedStream {
     using executor_type = boost::asio::associated_executor_t<Handler, Executor>;
     using allocator_type = boost::asio::associated_allocator_t<Handler>;
 
-    OpBase(State* s, Handler&& h) : s_(s), h_(std::move(h)) { s_->retain(); }
-    OpBase(State* s, const Handler& h) : s_(s), h_(h) { s_->retain(); }
-    OpBase(OpBase&& o) noexcept : s_(std::exchange(o.s_, nullptr)), h_(std::move(o.h_)) {}
+    OpBase(State* s, Handler&& h) : s_(s), ex_(s->socket.get_executor()), h_(std::move(h)) {
+      s_->retain();
+    }
+    OpBase(State* s, const Handler& h) : s_(s), ex_(s->socket.get_executor()), h_(h) {
+      s_->retain();
+    }
+    OpBase(OpBase&& o) noexcept
+        : s_(std::exchange(o.s_, nullptr)), ex_(o.ex_), h_(std::move(o.h_)) {}
     OpBase(const OpBase&) = delete;
     OpBase& operator=(const OpBase&) = delete;
     OpBase& operator=(OpBase&&) = delete;
@@ -198,7 +210,7 @@ class TimedStream {
     }
 
     executor_type get_executor() const noexcept {
-      return boost::asio::get_associated_executor(h_, s_->socket.get_executor());
+      return boost::asio::get_associated_executor(h_, ex_);
     }
     allocator_type get_allocator() const noexcept {
       return boost::asio::get_associated_allocator(h_);
@@ -213,11 +225,15 @@ class TimedStream {
     boost::system::error_code finish(boost::system::error_code ec) {
       State* s = std::exchange(s_, nullptr);
       --s->pending;
-      if (s->timed_out && ec) ec = boost::beast::error::timeout;
+      // Also a completion that was already queued, successful, when the
+      // deadline closed the socket: what it read or wrote is on a closed
+      // connection now (basic_stream reports timeout then too).
+      if (s->timed_out) ec = boost::beast::error::timeout;
       s->release();
       return ec;
     }
     State* s_;
+    Executor ex_;
     Handler h_;
   };
 

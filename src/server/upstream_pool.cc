@@ -15,7 +15,8 @@ void UpstreamPool::give_back(std::unique_ptr<UpstreamConnection> conn,
                              std::chrono::steady_clock::time_point now) {
   if (conn->endpoint >= idle_.size()) idle_.resize(conn->endpoint + 1);
   auto& list = idle_[conn->endpoint];
-  if (closed_ || list.size() >= max_idle_ || conn->buffer.size() != 0) {
+  if (closed_ || list.size() >= max_idle_ || conn->buffer.size() != 0 ||
+      !conn->stream.socket().is_open() || conn->stream.timed_out()) {
     conn->stream.close();
     return;
   }

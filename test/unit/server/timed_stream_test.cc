@@ -229,6 +229,43 @@ TEST(TimedStream, DestroyingTheStreamWithOperationsPendingAbortsThem) {
   p.ioc.poll();  // the cancelled timer wait runs too
 }
 
+// What a shutdown relies on: a stream whose last operation left its timer
+// wait armed holds no work on the io_context once closed.
+TEST(TimedStream, AClosedStreamHoldsNoWork) {
+  Pair p;
+  char buf[64];
+  ReadResult r;
+  p.a->expires_after(120s);
+  p.send_from_b("x");
+  start_read(p, buf, r);
+  p.run_until(r.done);
+  ASSERT_FALSE(r.ec);
+  EXPECT_EQ(p.a->timer_waits(), 1u);  // armed for 120 s, nothing pending
+  p.a->close();
+  p.b.close();
+  const auto start = Clock::now();
+  p.ioc.run_for(5s);
+  EXPECT_TRUE(p.ioc.stopped());
+  EXPECT_LT(Clock::now() - start, 4s);
+}
+
+// A handler may destroy the stream it completed on (a session ending).
+TEST(TimedStream, AHandlerMayDestroyItsStream) {
+  Pair p;
+  char buf[64];
+  bool done = false;
+  p.a->expires_after(10s);
+  p.send_from_b("bye");
+  p.a->async_read_some(net::buffer(buf), [&](error_code ec, std::size_t) {
+    EXPECT_FALSE(ec);
+    p.a.reset();
+    done = true;
+  });
+  p.run_until(done);
+  ASSERT_TRUE(done);
+  p.ioc.poll();  // the cancelled timer wait runs after the stream is gone
+}
+
 TEST(TimedStream, AConnectThatCannotCompleteInTimeTimesOut) {
   // A listener whose backlog is full does not complete the handshake: the
   // connect is left pending (Linux drops the SYN) until the deadline.

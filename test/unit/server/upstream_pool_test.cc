@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/write.hpp>
+
 namespace sluice::server {
 namespace {
 
@@ -15,7 +17,9 @@ TEST(UpstreamPool, SweepClosesTheLongIdleAndThoseOfEndpointsThatLeft) {
   UpstreamPool pool(3, 4);
   const TimePoint t0{};
   auto conn = [&](std::size_t e) {
-    return std::make_unique<UpstreamConnection>(ioc.get_executor(), e);
+    auto c = std::make_unique<UpstreamConnection>(ioc.get_executor(), e);
+    c->stream.socket().open(boost::asio::ip::tcp::v4());  // a closed one is not kept
+    return c;
   };
   pool.give_back(conn(0), t0);
   pool.give_back(conn(0), t0 + 30s);
@@ -42,23 +46,50 @@ TEST(UpstreamPool, SweepClosesTheLongIdleAndThoseOfEndpointsThatLeft) {
 }
 
 // At shutdown the pool is closed for good: what a finishing request gives
-// back afterwards is closed, not kept (its stream's timer wait would keep
-// the I/O thread's loop running until the upstream idle deadline).
-TEST(UpstreamPool, AfterCloseAllWhatIsGivenBackIsClosed) {
-  boost::asio::io_context ioc;
+// back afterwards is closed, not kept. A kept one would hold its stream's
+// timer wait (armed by its last read, for the upstream idle timeout) and so
+// its I/O thread's loop until that deadline: the loop must end at once.
+TEST(UpstreamPool, AfterCloseAllWhatIsGivenBackIsClosedAndHoldsNoWork) {
+  namespace net = boost::asio;
+  using tcp = net::ip::tcp;
+  net::io_context ioc{1};
   UpstreamPool pool(1, 4);
+  tcp::acceptor acceptor(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
   auto c = std::make_unique<UpstreamConnection>(ioc.get_executor(), 0);
-  c->stream.socket().open(boost::asio::ip::tcp::v4());
-  pool.give_back(std::move(c));
-  EXPECT_EQ(pool.idle_count(0), 1u);
+  c->stream.socket().connect(acceptor.local_endpoint());
+  Socket peer(ioc.get_executor());
+  acceptor.accept(peer);
+  acceptor.close();
+  net::write(peer, net::buffer("x", 1));
+  c->stream.expires_after(std::chrono::seconds(120));
+  char byte = 0;
+  bool read = false;
+  c->stream.async_read_some(net::buffer(&byte, 1),
+                            [&](boost::system::error_code ec, std::size_t) { read = !ec; });
+  const auto stop = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!read && std::chrono::steady_clock::now() < stop)
+    ioc.run_one_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(read);
+  EXPECT_EQ(c->stream.timer_waits(), 1u);  // still armed: the 120 s deadline
+
   pool.close_all();
-  EXPECT_EQ(pool.idle_count(0), 0u);
-  auto late = std::make_unique<UpstreamConnection>(ioc.get_executor(), 0);
-  late->stream.socket().open(boost::asio::ip::tcp::v4());
-  late->stream.expires_after(std::chrono::seconds(120));
-  pool.give_back(std::move(late));
+  pool.give_back(std::move(c));
   EXPECT_EQ(pool.idle_count(0), 0u);
   EXPECT_FALSE(pool.take(0));
+  peer.close();
+  const auto start = std::chrono::steady_clock::now();
+  ioc.run_for(std::chrono::seconds(5));
+  EXPECT_TRUE(ioc.stopped());  // out of work, not out of time
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+}
+
+// A connection whose socket is closed (a timeout closed it, or the endpoint
+// reset it) is never pooled for the next request.
+TEST(UpstreamPool, AClosedConnectionIsNotKept) {
+  boost::asio::io_context ioc;
+  UpstreamPool pool(1, 4);
+  pool.give_back(std::make_unique<UpstreamConnection>(ioc.get_executor(), 0));
+  EXPECT_EQ(pool.idle_count(0), 0u);
 }
 
 }  // namespace
