@@ -37,6 +37,8 @@ constexpr std::size_t kBodyReadSize = 256 * 1024;
 // A connection's read buffer grown for a large body is given back after it.
 constexpr std::size_t kKeepReadBufferBytes = 64 * 1024;
 constexpr std::size_t kRelayReadSize = 16384;
+// Writes of several pieces up to this size are copied into one buffer.
+constexpr std::size_t kCoalesceBytes = 4096;
 // An endpoint's response head, and any chunk-size line or trailer after it.
 constexpr std::size_t kMaxResponseHeadBytes = 64 * 1024;
 
@@ -741,9 +743,27 @@ void HttpSession::write_upstream() {
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   std::array<net::const_buffer, 2> buffers = {net::buffer(upstream_head_),
                                               net::buffer(*upstream_body_)};
+  if (coalesce(buffers)) {
+    net::async_write(
+        upstream_->stream, net::buffer(coalesced_),
+        beast::bind_front_handler(&HttpSession::on_upstream_written, shared_from_this()));
+    return;
+  }
   net::async_write(
       upstream_->stream, buffers,
       beast::bind_front_handler(&HttpSession::on_upstream_written, shared_from_this()));
+}
+
+// Pieces that add up to a small write are copied into coalesced_: copying a
+// few KB costs less than the kernel's import of a scatter list (sendmsg
+// against send, measured in the proxy bench).
+bool HttpSession::coalesce(std::span<const net::const_buffer> pieces) {
+  std::size_t total = 0;
+  for (const auto& b : pieces) total += b.size();
+  if (pieces.size() < 2 || total > kCoalesceBytes) return false;
+  coalesced_.clear();
+  for (const auto& b : pieces) coalesced_.append(static_cast<const char*>(b.data()), b.size());
+  return true;
 }
 
 void HttpSession::on_upstream_written(error_code ec, std::size_t) {
@@ -1024,7 +1044,13 @@ void HttpSession::write_to_client() {
   if (done && framing_ == Framing::kChunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   client_.expires_after(ctx_.config.server.client_write_timeout);
   client_write_pending_ = true;
-  net::async_write(client_, std::span<const net::const_buffer>(buffers.data(), count),
+  const std::span<const net::const_buffer> pieces(buffers.data(), count);
+  if (count == 1 || coalesce(pieces)) {
+    net::async_write(client_, count == 1 ? buffers[0] : net::buffer(coalesced_),
+                     beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
+    return;
+  }
+  net::async_write(client_, pieces,
                    beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
 }
 

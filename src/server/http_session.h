@@ -12,6 +12,7 @@
 #include <list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Def
   void connect_upstream();
   void on_connect(error_code ec);
   void write_upstream();
+  bool coalesce(std::span<const boost::asio::const_buffer> pieces);
   void on_upstream_written(error_code ec, std::size_t n);
   void read_upstream();
   void on_upstream_read(error_code ec, std::size_t n);
@@ -213,6 +215,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Def
   std::string interim_head_;   // a 1xx relayed to the client
   Framing framing_ = Framing::kRaw;
   std::array<boost::asio::const_buffer, 5> out_buffers_;
+  // Small writes are copied into one buffer (server/http_session.cc,
+  // kCoalesceBytes): one send() instead of a sendmsg() of several pieces.
+  std::string coalesced_;
   char chunk_prefix_[24];
   std::size_t chunk_prefix_size_ = 0;
   std::string error_event_;
