@@ -32,7 +32,9 @@ void ControllerShell::start_inline(DispatchHost* host) {
 
 void ControllerShell::pass() {
   if (!running_.load() || finished_.load()) return;
+  host_->before_pass();
   host_->arm(run_pass());
+  host_->after_pass();
 }
 
 void ControllerShell::finish() {

@@ -57,6 +57,11 @@ class DispatchHost {
   // No pass any more (the shell stopped): the timer lets the loop end.
   virtual void disarm() = 0;
   virtual bool on_host_thread() const = 0;
+  // Around each pass, on the host's thread: the host may take the pass's
+  // decisions for its own sessions directly (Waiter::deliver still only
+  // hands them over) and act on them when the pass is over.
+  virtual void before_pass() {}
+  virtual void after_pass() {}
 };
 
 class ControllerShell {

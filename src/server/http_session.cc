@@ -364,10 +364,12 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   cookie_ = (static_cast<std::uint64_t>(worker_.index) << 48) | ++worker_.cookie_seq;
   ctx_.flow_control->enqueue(*worker_.producer, cookie_, std::move(e),
                              std::make_shared<SessionWaiter>(shared_from_this(), worker_));
-  worker_.wake_dispatcher();
   // The client watch is armed only if the request is still open a tick or
   // two from now (server/deferred_watch.h): most are answered before then.
+  // Before the wake: an early inline pass may decide this request (and
+  // even end it) before request_admitted() returns.
   worker_.defer_watch(*this);
+  worker_.request_admitted();
 }
 
 void HttpSession::on_decision(const flowcontrol::Decision& d) {

@@ -112,8 +112,17 @@ void Worker::start_watch_tick() {
   });
 }
 
+void Worker::request_admitted() {
+  if (inline_host_ && !in_inline_pass_ && !draining_ && ++admitted_since_pass_ >= kEarlyPassAfter)
+    return shell->pass();
+  wake_dispatcher();
+}
+
 void Worker::deliver(std::shared_ptr<HttpSession> session, const flowcontrol::Decision& d) {
   inbox_.enqueue(Delivery{std::move(session), d});
+  // During this thread's inline pass, end_inline_pass() drains (the flag
+  // is this thread's: read only when running on it).
+  if (ioc.get_executor().running_in_this_thread() && in_inline_pass_) return;
   if (!drain_pending_.exchange(true, std::memory_order_acq_rel))
     net::post(ioc, [this] { drain_inbox(); });
 }
@@ -122,11 +131,13 @@ void Worker::drain_inbox() {
   // Reset first: a delivery racing with this drain either lands in this
   // loop or posts another drain (harmless when empty).
   drain_pending_.store(false, std::memory_order_release);
+  const bool outer = !std::exchange(draining_, true);
   Delivery d;
   while (inbox_.try_dequeue(d)) {
     d.session->on_decision(d.decision);
     d.session.reset();
   }
+  if (outer) draining_ = false;
 }
 
 Server::Server(const config::Config& config) : ctx_(config), running_(config) {
@@ -518,8 +529,10 @@ namespace {
 // The first I/O thread's event loop as the dispatcher's (server.dispatcher).
 class IoDispatchHost final : public flowcontrol::DispatchHost {
  public:
-  IoDispatchHost(net::io_context& ioc, flowcontrol::ControllerShell& shell)
-      : ioc_(ioc), timer_(ioc), shell_(shell) {}
+  IoDispatchHost(Worker& worker, flowcontrol::ControllerShell& shell)
+      : worker_(worker), ioc_(worker.ioc), timer_(ioc_), shell_(shell) {
+    worker_.host_inline_dispatcher();
+  }
   void post(std::function<void()> fn) override { net::post(ioc_, std::move(fn)); }
   void arm(flowcontrol::TimePoint when) override {
     // Re-arming moves the loop's timer (a syscall): only for an earlier
@@ -540,8 +553,11 @@ class IoDispatchHost final : public flowcontrol::DispatchHost {
     timer_.cancel();
   }
   bool on_host_thread() const override { return ioc_.get_executor().running_in_this_thread(); }
+  void before_pass() override { worker_.begin_inline_pass(); }
+  void after_pass() override { worker_.end_inline_pass(); }
 
  private:
+  Worker& worker_;
   net::io_context& ioc_;
   net::steady_timer timer_;
   flowcontrol::ControllerShell& shell_;
@@ -558,7 +574,7 @@ bool Server::inline_dispatcher() const {
 
 void Server::start() {
   if (inline_dispatcher()) {
-    dispatch_host_ = std::make_unique<IoDispatchHost>(workers_[0]->ioc, *ctx_.flow_control);
+    dispatch_host_ = std::make_unique<IoDispatchHost>(*workers_[0], *ctx_.flow_control);
     ctx_.flow_control->start_inline(dispatch_host_.get());
   } else {
     ctx_.flow_control->start();

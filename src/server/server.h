@@ -156,10 +156,35 @@ struct Worker {
   void deliver(std::shared_ptr<HttpSession> session, const flowcontrol::Decision& d);  // any thread
   void drain_inbox();
 
+  // This thread hosts the inline dispatcher (server.dispatcher inline). A
+  // pass's decisions for this thread's sessions are acted on when the pass
+  // ends, in the same handler, not by a drain posted behind everything the
+  // loop queued meanwhile; and a request admitted after kEarlyPassAfter
+  // others since the last pass runs the pass at once rather than waiting
+  // for the one posted behind the rest of the loop's round. Both bound how
+  // long the first request read in a busy round waits for the round's
+  // last (its tail latency), at the cost of smaller batches.
+  static constexpr std::uint32_t kEarlyPassAfter = 16;
+  void host_inline_dispatcher() { inline_host_ = true; }
+  void begin_inline_pass() {
+    in_inline_pass_ = true;
+    admitted_since_pass_ = 0;
+  }
+  void end_inline_pass() {
+    in_inline_pass_ = false;
+    drain_inbox();
+  }
+  // After a request was enqueued, instead of wake_dispatcher().
+  void request_admitted();
+
  private:
   void start_watch_tick();
   bool wake_scheduled_ = false;
   bool watch_tick_pending_ = false;
+  bool inline_host_ = false;     // this thread only, below too
+  bool in_inline_pass_ = false;  // a pass, or its decisions being acted on
+  bool draining_ = false;
+  std::uint32_t admitted_since_pass_ = 0;
   moodycamel::ConcurrentQueue<Delivery> inbox_;
   std::atomic<bool> drain_pending_{false};
 };
