@@ -36,8 +36,9 @@
 namespace sluice::flowcontrol {
 
 // Receives the one decision for a request. deliver() runs on the dispatcher
-// thread and must only hand the decision over (e.g. post it to the
-// session's executor): no blocking, no calls back into the shell.
+// thread (inline: the host's, during a pass) and must only hand the decision
+// over (e.g. post it to the session's executor, or leave it for the host's
+// after_pass()): no blocking, no calls back into the shell.
 class Waiter {
  public:
   virtual ~Waiter() = default;
@@ -78,7 +79,8 @@ class ControllerShell {
   void start_inline(DispatchHost* host);
   bool is_inline() const { return host_ != nullptr; }
   // One pass: what run() does per wake-up. Inline only, on the host's thread
-  // (its timer calls this).
+  // (its timer and wake() call this, and the proxy's I/O thread when a busy
+  // loop round has admitted enough to run one early: Worker::request_admitted).
   void pass();
   // Ends every queued request (EvictedOther), then stops the thread. A
   // request enqueued after the stop (an I/O thread that raced with it) gets

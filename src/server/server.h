@@ -182,8 +182,8 @@ struct Worker {
   bool wake_scheduled_ = false;
   bool watch_tick_pending_ = false;
   bool inline_host_ = false;     // this thread only, below too
-  bool in_inline_pass_ = false;  // a pass, or its decisions being acted on
-  bool draining_ = false;
+  bool in_inline_pass_ = false;  // inside the inline pass itself
+  bool draining_ = false;        // acting on decisions (drain_inbox)
   std::uint32_t admitted_since_pass_ = 0;
   moodycamel::ConcurrentQueue<Delivery> inbox_;
   std::atomic<bool> drain_pending_{false};
