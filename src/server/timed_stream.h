@@ -77,7 +77,6 @@ class TimedStream {
     if (s_->pending > 0) s_->arm();
   }
   void expires_never() { s_->deadline = clock::time_point::max(); }
-  clock::time_point expiry() const { return s_->deadline; }
   // Whether the last deadline that passed closed the socket.
   bool timed_out() const { return s_->timed_out; }
 
@@ -153,8 +152,7 @@ class TimedStream {
       if (clock::now() < deadline) return arm();            // moved later meanwhile
       timed_out = true;
       boost::system::error_code ignored;
-      socket.close(
-          ignored);  // (no wait is pending now)  // pending operations complete, aborted → timeout
+      socket.close(ignored);  // pending operations complete, aborted → reported as timeout
     }
   };
 
@@ -167,8 +165,9 @@ class TimedStream {
     Ref(Ref&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
     Ref& operator=(const Ref&) = delete;
     Ref& operator=(Ref&&) = delete;
-    ~Ref() {
-      if (s_) s_->release();
+    ~Ref() { reset(); }
+    void reset() noexcept {
+      if (s_) std::exchange(s_, nullptr)->release();
     }
     State* operator->() const noexcept { return s_; }
 
@@ -194,20 +193,12 @@ class TimedStream {
     using executor_type = boost::asio::associated_executor_t<Handler, Executor>;
     using allocator_type = boost::asio::associated_allocator_t<Handler>;
 
-    OpBase(State* s, Handler&& h) : s_(s), ex_(s->socket.get_executor()), h_(std::move(h)) {
-      s_->retain();
-    }
-    OpBase(State* s, const Handler& h) : s_(s), ex_(s->socket.get_executor()), h_(h) {
-      s_->retain();
-    }
-    OpBase(OpBase&& o) noexcept
-        : s_(std::exchange(o.s_, nullptr)), ex_(o.ex_), h_(std::move(o.h_)) {}
+    OpBase(State* s, Handler&& h) : s_(s), ex_(s->socket.get_executor()), h_(std::move(h)) {}
+    OpBase(State* s, const Handler& h) : s_(s), ex_(s->socket.get_executor()), h_(h) {}
+    OpBase(OpBase&&) noexcept = default;
     OpBase(const OpBase&) = delete;
     OpBase& operator=(const OpBase&) = delete;
     OpBase& operator=(OpBase&&) = delete;
-    ~OpBase() {
-      if (s_) s_->release();
-    }
 
     executor_type get_executor() const noexcept {
       return boost::asio::get_associated_executor(h_, ex_);
@@ -223,16 +214,15 @@ class TimedStream {
     // Ends the operation's hold on the state before the handler runs (it may
     // start the next operation, or destroy the stream).
     boost::system::error_code finish(boost::system::error_code ec) {
-      State* s = std::exchange(s_, nullptr);
-      --s->pending;
+      --s_->pending;
       // Also a completion that was already queued, successful, when the
       // deadline closed the socket: what it read or wrote is on a closed
       // connection now (basic_stream reports timeout then too).
-      if (s->timed_out) ec = boost::beast::error::timeout;
-      s->release();
+      if (s_->timed_out) ec = boost::beast::error::timeout;
+      s_.reset();
       return ec;
     }
-    State* s_;
+    Ref s_;
     Executor ex_;
     Handler h_;
   };

@@ -16,7 +16,7 @@ void UpstreamPool::give_back(std::unique_ptr<UpstreamConnection> conn,
   if (conn->endpoint >= idle_.size()) idle_.resize(conn->endpoint + 1);
   auto& list = idle_[conn->endpoint];
   if (closed_ || list.size() >= max_idle_ || conn->buffer.size() != 0 ||
-      !conn->stream.socket().is_open() || conn->stream.timed_out()) {
+      !conn->stream.socket().is_open()) {  // (a timeout closes it too)
     conn->stream.close();
     return;
   }
