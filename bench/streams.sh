@@ -18,6 +18,8 @@
 #   env: STREAMS (2000) MS_PER_TOKEN (50) MAX_TOKENS (64) DURATION (20)
 #        WARMUP (5) ROUNDS (3) ST_TARGETS ("direct sluice nginx haproxy")
 #        RESULTS_FILE (bench/results/streams.md)
+#        SLUICE_B: another sluice binary, run as target "sluice-b" (an A/B
+#        of two builds in the same interleaved rounds)
 set -euo pipefail
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:-$ROOT/build/release}
@@ -177,8 +179,10 @@ run_target() {  # round target
   local round=$1 t=$2 port proxy_pids=() targets=()
   case $t in
     direct) targets=("${M[@]}") ;;
-    sluice)
-      "$BUILD/sluice" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
+    sluice | sluice-b)
+      local bin=$BUILD/sluice
+      [[ $t == sluice-b ]] && bin=${SLUICE_B:?sluice-b needs SLUICE_B, the binary to compare}
+      "$bin" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
       PIDS+=($!)
       proxy_pids=($!)
       port=$(wait_listening "$WORK/sluice.out")

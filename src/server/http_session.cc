@@ -787,6 +787,7 @@ void HttpSession::read_upstream() {
 }
 
 void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
+  if (upstream_) HintedReads::read_done(*upstream_);
   if (state_ == State::kClosed) return;  // the client left meanwhile
   if (evicted_) return finish_evicted();
   auto& p = *response_parser_;
@@ -813,6 +814,14 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     // endpoint in between is not the event the hint forgets.
     if (!ec && p.is_done() && n < kRelayReadSize && upstream_->buffer.size() == 0 && p.keep_alive())
       skip_next_speculative_read(upstream_->stream.socket());
+    // A short read in the middle of a framed body (a stream between two
+    // events): the next read waits for readiness too, and the connection
+    // is checked every tick for a close that came with these bytes
+    // (server/hinted_reads.h). Not for a body that ends with the
+    // connection: there that close is the answer's end.
+    else if (!ec && !p.is_done() && p.is_header_done() && n < kRelayReadSize &&
+             (p.chunked() || p.content_length()))
+      worker_.hint_read(*upstream_);
   }
   if (ec) {
     if (!head_built_) return upstream_failed_before_response(ec, "reading the response");

@@ -47,4 +47,12 @@ bool reactor_hint_supported();
 // after this call) instead of starting with a receive.
 void skip_next_speculative_read(Socket& socket);
 
+// Has the reactor report `socket` again if it is readable, closed by the
+// peer or in error now (the readiness it took in once and a hint made it
+// forget; server/hinted_reads.h): the reactor's own registration, modified
+// unchanged (EPOLL_CTL_MOD), which queues an event for a ready descriptor.
+// A pending read is then performed at the loop's next poll. Returns false
+// if the socket is closed or the build cannot (and then nothing happens).
+bool rearm_read_readiness(Socket& socket);
+
 }  // namespace sluice::server

@@ -18,6 +18,7 @@
 #include "scheduling/from_config.h"
 #include "server/http_session.h"
 #include "server/log.h"
+#include "server/reactor_hint.h"
 
 namespace sluice::server {
 
@@ -110,6 +111,49 @@ void Worker::start_watch_tick() {
         [](DeferredWatches::Hook& h) { static_cast<HttpSession&>(h).arm_deferred_watch(); });
     if (!deferred_watches.empty()) start_watch_tick();
   });
+}
+
+void Worker::hint_read(UpstreamConnection& conn) {
+  if (!reactor_hint_supported() || !arm_close_watch()) return;
+  if (hinted_reads.hint(conn, conn.stream.socket().native_handle()))
+    skip_next_speculative_read(conn.stream.socket());
+}
+
+namespace {
+void rearm(HintedReads::Hook& h) {
+  rearm_read_readiness(static_cast<UpstreamConnection&>(h).stream.socket());
+}
+}  // namespace
+
+bool Worker::arm_close_watch() {
+  if (close_watch_armed_) return true;
+  if (hinted_reads.stopped() || hinted_reads.fd() < 0) return false;
+  if (!close_watch) {
+    const int fd = ::dup(hinted_reads.fd());
+    if (fd < 0) return false;  // (descriptors exhausted: no hint this time)
+    boost::system::error_code ec;
+    close_watch.emplace(ioc);
+    close_watch->assign(fd, ec);
+    if (ec) {
+      ::close(fd);
+      close_watch.reset();
+      return false;
+    }
+  }
+  close_watch_armed_ = true;
+  close_watch->async_wait(net::posix::stream_descriptor::wait_read,
+                          [this](boost::system::error_code ec) {
+                            close_watch_armed_ = false;
+                            if (ec) return;
+                            hinted_reads.drain(rearm);
+                            arm_close_watch();
+                          });
+  return true;
+}
+
+void Worker::stop_hinting() {
+  hinted_reads.stop(rearm);
+  if (close_watch) close_watch->close();
 }
 
 void Worker::request_admitted() {
@@ -733,6 +777,7 @@ void Server::shutdown() {
       for (auto* s : live) s->begin_close();
       w->pool.close_all();
       if (w->pool_sweep) w->pool_sweep->cancel();
+      w->stop_hinting();
     });
     guards_[i].reset();  // run() returns once the last session is gone
   }

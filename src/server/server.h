@@ -6,6 +6,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <condition_variable>
@@ -30,6 +31,7 @@
 #include "server/access_log.h"
 #include "server/connection_limit.h"
 #include "server/deferred_watch.h"
+#include "server/hinted_reads.h"
 #include "server/request_stats.h"
 #include "server/upstream_pool.h"
 
@@ -118,6 +120,9 @@ struct Worker {
   // Requests whose client watch is armed late (server/deferred_watch.h);
   // before ioc for the same reason.
   DeferredWatches deferred_watches;
+  // Upstream connections whose read waits for readiness mid-stream
+  // (server/hinted_reads.h); before ioc for the same reason.
+  HintedReads hinted_reads;
   boost::asio::io_context ioc;
   UpstreamPool pool;  // after ioc: its sockets must go before their io_context
   // Sweeps `pool` once a second (server.upstreamPoolIdleTimeout, endpoints
@@ -125,6 +130,9 @@ struct Worker {
   std::optional<boost::asio::steady_timer> pool_sweep;
   // Ticks `deferred_watches` while it is not empty.
   std::optional<boost::asio::steady_timer> watch_tick;
+  // Watches `hinted_reads`'s descriptor (a dup of it) once a read was
+  // hinted; closed at shutdown.
+  std::optional<boost::asio::posix::stream_descriptor> close_watch;
   std::uint32_t rotation = 0;     // tie-break for the endpoint picker
   std::uint64_t request_seq = 0;  // for generated request ids
   std::uint64_t id_prefix = 0;
@@ -146,6 +154,16 @@ struct Worker {
   // Enrolls a session's request for a client watch armed one to two ticks
   // from now (if it is still open then).
   void defer_watch(HttpSession& session);
+
+  // `conn`'s read just completed short in the middle of a framed body: its
+  // next read waits for readiness (reactor_hint.h) unless the endpoint's
+  // close was seen already, and `hinted_reads` watches for that close.
+  // Called in the read's completion, before anything else runs on this
+  // thread.
+  void hint_read(UpstreamConnection& conn);
+  // At shutdown: no more hints; hinted reads are re-armed, and the watch
+  // closed (its wait would keep the loop running).
+  void stop_hinting();
 
   // Decisions for this thread's sessions: the dispatcher appends, this
   // thread drains; one post per batch, not one per decision.
@@ -179,8 +197,10 @@ struct Worker {
 
  private:
   void start_watch_tick();
+  bool arm_close_watch();
   bool wake_scheduled_ = false;
   bool watch_tick_pending_ = false;
+  bool close_watch_armed_ = false;
   bool inline_host_ = false;     // this thread only, below too
   bool in_inline_pass_ = false;  // inside the inline pass itself
   bool draining_ = false;        // acting on decisions (drain_inbox)

@@ -13,6 +13,7 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::take(std::size_t endpoint) {
 
 void UpstreamPool::give_back(std::unique_ptr<UpstreamConnection> conn,
                              std::chrono::steady_clock::time_point now) {
+  HintedReads::read_done(*conn);  // an idle connection has no read
   if (conn->endpoint >= idle_.size()) idle_.resize(conn->endpoint + 1);
   auto& list = idle_[conn->endpoint];
   if (closed_ || list.size() >= max_idle_ || conn->buffer.size() != 0 ||

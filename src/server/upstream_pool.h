@@ -18,13 +18,16 @@
 #include <memory>
 #include <vector>
 
+#include "server/hinted_reads.h"
 #include "server/timed_stream.h"
 
 namespace sluice::server {
 
 using Stream = TimedStream;
 
-struct UpstreamConnection {
+// A HintedReads::Hook: watched for the endpoint's close once a read of it
+// was hinted mid-stream (server/hinted_reads.h).
+struct UpstreamConnection : HintedReads::Hook {
   explicit UpstreamConnection(Executor ex, std::size_t endpoint_index)
       : stream(std::move(ex)), endpoint(endpoint_index) {}
 

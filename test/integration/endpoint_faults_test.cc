@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -148,6 +149,47 @@ TEST(EndpointFaults, AnEndpointClosingRightAfterEachAnswerCostsNoRequest) {
 
 // The last usable endpoint is never ejected: its failures are counted, the
 // clients get 502 (not 503), and a recovery would be seen at once.
+// An engine that sends an event and dies in the same segment, mid-stream.
+// The read that takes the event leaves the next one waiting for readiness
+// (server/hinted_reads.h), and the close came with the event, so the
+// reactor will not report it again: only the I/O thread's tick sees it.
+// The stream must end with an error event at once, not at the upstream
+// idle timeout (60 s here), and every time.
+TEST(EndpointFaults, ACloseThatCameWithAStreamsLastEventEndsItAtOnce) {
+  const std::string event = "data: {\"choices\":[{\"text\":\"a\",\"index\":0}]}\n\n";
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", event.size());
+  FakeUpstream dying([&](const UpstreamRequest&) {
+    FakeUpstream::Reply r;
+    r.bytes =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+        std::string(size) + "\r\n" + event + "\r\n";
+    r.close_after = true;
+    r.close_with_bytes = true;
+    return r;
+  });
+  TempFile cfg(make_config({dying.address()}, "  upstreamIdleTimeout: 60s\n"));
+  auto sluice = start_sluice(cfg);
+  ASSERT_TRUE(sluice);
+  for (int i = 0; i < 5; ++i) {
+    HttpClient client(kHost, sluice->port(), std::chrono::seconds(90));
+    const auto t0 = Clock::now();
+    auto r = client.stream("/v1/completions", completion_body(100, true), {},
+                           [](const Response&, const SseEvent&) { return true; });
+    const auto took = Clock::now() - t0;
+    EXPECT_EQ(r.head.status, 200) << r.error;
+    EXPECT_LT(took, std::chrono::seconds(10)) << "stream " << i << " waited for the idle timeout";
+    EXPECT_FALSE(r.complete);
+    ASSERT_EQ(r.events.size(), 2u) << "stream " << i;
+    EXPECT_EQ(r.events[0].data + "\n\n", event.substr(6));
+    auto last = nlohmann::json::parse(r.events[1].data, nullptr, false);
+    ASSERT_FALSE(last.is_discarded()) << r.events[1].data;
+    EXPECT_EQ(last["error"]["code"], "upstream-error");
+  }
+  EXPECT_EQ(dying.requests().size(), 5u);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
 TEST(EndpointFaults, LastUsableEndpointIsNotEjected) {
   FakeUpstream bad(close_at_once);
   TempFile cfg(make_config({bad.address()}));

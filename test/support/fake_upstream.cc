@@ -1,6 +1,7 @@
 #include "support/fake_upstream.h"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -135,7 +136,12 @@ void FakeUpstream::serve(int fd) {
         requests_.push_back(r);
       }
       Reply reply = responder_(r);
+      if (reply.close_after && reply.close_with_bytes) {
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
+      }
       if (!reply.bytes.empty() && !send_all(fd, reply.bytes)) goto done;
+      if (reply.close_after && reply.close_with_bytes) ::shutdown(fd, SHUT_WR);
       if (reply.close_after) goto done;
     }
   }

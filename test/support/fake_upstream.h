@@ -28,6 +28,10 @@ class FakeUpstream {
   struct Reply {
     std::string bytes;
     bool close_after = false;
+    // With close_after: the close goes out in the same segment as the last
+    // of the bytes (TCP_CORK, then the write side shut down), so the
+    // reader's one readiness event reports both.
+    bool close_with_bytes = false;
   };
   using Responder = std::function<Reply(const UpstreamRequest&)>;
 

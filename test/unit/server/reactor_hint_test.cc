@@ -109,5 +109,69 @@ TEST(ReactorHint, TheNextReadWaitsForAFreshEventInsteadOfTryingFirst) {
   }
 }
 
+// The hazard the mid-stream hint brings, and its repair. The peer's last
+// bytes and its close are both there when the reactor takes the readiness
+// event; the read gets the bytes, its completion gives the hint, and the
+// next read waits for an event that never comes (the close is not new).
+// rearm_read_readiness has the reactor report the descriptor again, and the
+// read ends with end-of-stream. Without the hint the next read tries a
+// receive and sees the close at once.
+TEST(ReactorHint, ACloseThatCameWithTheLastBytesIsFoundAgainByARearm) {
+  if (!reactor_hint_supported()) GTEST_SKIP() << "no hint in this build";
+  for (const bool hint : {false, true}) {
+    Pair p;
+    char buf[32];
+    bool first = false, second = false;
+    boost::system::error_code second_ec;
+    std::size_t n = 0;
+    p.a.async_read_some(net::buffer(buf), [&](boost::system::error_code ec, std::size_t k) {
+      first = !ec;
+      n = k;
+      if (hint) skip_next_speculative_read(p.a);
+      p.a.async_read_some(net::buffer(buf), [&](boost::system::error_code ec2, std::size_t) {
+        second = true;
+        second_ec = ec2;
+      });
+    });
+    p.ioc.poll();  // the first read waits: nothing has come
+    ASSERT_FALSE(first);
+    p.send_from_b("last");
+    p.b.shutdown(tcp::socket::shutdown_send);
+    for (int i = 0; i < 3; ++i) p.ioc.poll();
+    ASSERT_TRUE(first);
+    EXPECT_EQ(std::string(buf, n), "last");
+    if (!hint) {
+      ASSERT_TRUE(second) << "without the hint the next read tries a receive first";
+      EXPECT_EQ(second_ec, net::error::eof);
+      continue;
+    }
+    EXPECT_FALSE(second) << "the close came with the bytes: no new event reports it";
+    EXPECT_TRUE(rearm_read_readiness(p.a));
+    p.ioc.run_one_for(std::chrono::seconds(5));
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second_ec, net::error::eof);
+  }
+}
+
+// A rearm of a socket with nothing to report reports nothing, and one of a
+// closed socket does nothing.
+TEST(ReactorHint, ARearmWithNothingToReportCompletesNothing) {
+  if (!reactor_hint_supported()) GTEST_SKIP() << "no hint in this build";
+  Pair p;
+  char buf[8];
+  bool done = false;
+  p.a.async_read_some(net::buffer(buf),
+                      [&](boost::system::error_code, std::size_t) { done = true; });
+  p.ioc.poll();
+  EXPECT_TRUE(rearm_read_readiness(p.a));
+  for (int i = 0; i < 3; ++i) p.ioc.poll();
+  EXPECT_FALSE(done);
+  p.send_from_b("x");
+  p.ioc.run_one_for(std::chrono::seconds(5));
+  EXPECT_TRUE(done);
+  p.a.close();
+  EXPECT_FALSE(rearm_read_readiness(p.a));
+}
+
 }  // namespace
 }  // namespace sluice::server
