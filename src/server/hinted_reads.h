@@ -9,7 +9,11 @@
 // the reactor hint (server/reactor_hint.h) and the next read waits for
 // readiness instead.
 //
-// Bytes that come after the hint bring a readiness event of their own. What
+// Bytes that come after the hint bring a readiness event of their own: the
+// reactor sets the flag the hint clears when it acts on a readiness event,
+// and it acts on one taken in after the receive only after the handlers
+// queued before it, the read's completion among them (one thread, in
+// order). What
 // the hint can lose is a close that came with the last bytes read: the
 // event that reported both was taken, and no other comes. So a connection
 // is registered, the first time its read is hinted, in an epoll set of this
@@ -146,14 +150,14 @@ class HintedReads {
   bool stopped() const { return stopped_; }
 
  private:
+  // The kernel dropped the registration when the descriptor was closed
+  // (an UpstreamConnection's socket closes before its hook goes). A hook
+  // destroyed with its descriptor still open leaves a registration that
+  // reports to nobody (its slot is empty), and that a new hook for the same
+  // open descriptor takes over (EEXIST).
   void forget(Hook& h) {
     const auto i = static_cast<std::size_t>(h.fd_);
-    if (i < by_fd_.size() && by_fd_[i] == &h) {
-      // Still open (a connection destroyed before its socket was closed
-      // does not happen, but a registration must not outlive its hook).
-      ::epoll_ctl(epfd_, EPOLL_CTL_DEL, h.fd_, nullptr);
-      by_fd_[i] = nullptr;
-    }
+    if (i < by_fd_.size() && by_fd_[i] == &h) by_fd_[i] = nullptr;
     h.owner_ = nullptr;
   }
 

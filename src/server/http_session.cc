@@ -812,16 +812,23 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     // (server/reactor_hint.h). Here, in the completion of that read, and
     // not when the client has been written to, so that a close from the
     // endpoint in between is not the event the hint forgets.
-    if (!ec && p.is_done() && n < kRelayReadSize && upstream_->buffer.size() == 0 && p.keep_alive())
-      skip_next_speculative_read(upstream_->stream.socket());
-    // A short read in the middle of a framed body (a stream between two
-    // events): the next read waits for readiness too, and the connection
-    // is checked every tick for a close that came with these bytes
-    // (server/hinted_reads.h). Not for a body that ends with the
-    // connection: there that close is the answer's end.
-    else if (!ec && !p.is_done() && p.is_header_done() && n < kRelayReadSize &&
-             (p.chunked() || p.content_length()))
-      worker_.hint_read(*upstream_);
+    // (n > 0: a real read; the parse of buffered bytes after a 1xx comes
+    // here with 0, after the interim head was written to the client, and
+    // bytes that came meanwhile have had their event.)
+    if (!ec && n > 0 && n < kRelayReadSize && p.keep_alive()) {
+      if (p.is_done() && upstream_->buffer.size() == 0) {
+        skip_next_speculative_read(upstream_->stream.socket());
+      } else if (!p.is_done() && p.is_header_done() && (p.chunked() || p.content_length())) {
+        // A short read in the middle of a framed body (a stream between
+        // two events): the next read waits for readiness too, and the
+        // connection is watched for a close that came with these bytes
+        // (server/hinted_reads.h). Not for a body that ends with the
+        // connection (there that close is the answer's end), nor on a
+        // connection that will not be reused (the watch's registration is
+        // paid once per connection).
+        worker_.hint_read(*upstream_);
+      }
+    }
   }
   if (ec) {
     if (!head_built_) return upstream_failed_before_response(ec, "reading the response");

@@ -21,7 +21,8 @@
 // as before. What is lost is an event the reactor took in before the call
 // while no read was pending (the flag it set is cleared), and a close that
 // came in the same segment as the last bytes read: use it only where
-// neither can matter. The completion of the read that ended a keep-alive
+// neither can matter, or where the second is watched for (mid-stream:
+// server/hinted_reads.h). The completion of the read that ended a keep-alive
 // answer, short and with nothing read past it, is such a place (the
 // session calls it there, before the answer is written to the client):
 // the window is that completion's dispatch, and a peer that closed in it

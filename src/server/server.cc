@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -129,7 +130,7 @@ bool Worker::arm_close_watch() {
   if (close_watch_armed_) return true;
   if (hinted_reads.stopped() || hinted_reads.fd() < 0) return false;
   if (!close_watch) {
-    const int fd = ::dup(hinted_reads.fd());
+    const int fd = ::fcntl(hinted_reads.fd(), F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return false;  // (descriptors exhausted: no hint this time)
     boost::system::error_code ec;
     close_watch.emplace(ioc);
@@ -141,13 +142,20 @@ bool Worker::arm_close_watch() {
     }
   }
   close_watch_armed_ = true;
-  close_watch->async_wait(net::posix::stream_descriptor::wait_read,
-                          [this](boost::system::error_code ec) {
-                            close_watch_armed_ = false;
-                            if (ec) return;
-                            hinted_reads.drain(rearm);
-                            arm_close_watch();
-                          });
+  close_watch->async_wait(
+      net::posix::stream_descriptor::wait_read, [this](boost::system::error_code ec) {
+        close_watch_armed_ = false;
+        if (ec) {
+          // Closed at shutdown; anything else would leave
+          // hinted reads unwatched: no more hints.
+          if (ec != net::error::operation_aborted)
+            SLUICE_LOG(kWarn, "server", "upstream close watch failed: " << ec.message());
+          hinted_reads.stop(rearm);
+          return;
+        }
+        hinted_reads.drain(rearm);
+        arm_close_watch();
+      });
   return true;
 }
 

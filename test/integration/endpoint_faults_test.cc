@@ -11,8 +11,10 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -147,49 +149,86 @@ TEST(EndpointFaults, AnEndpointClosingRightAfterEachAnswerCostsNoRequest) {
   EXPECT_EQ(sluice->stop(), 0);
 }
 
-// The last usable endpoint is never ejected: its failures are counted, the
-// clients get 502 (not 503), and a recovery would be seen at once.
 // An engine that sends an event and dies in the same segment, mid-stream.
 // The read that takes the event leaves the next one waiting for readiness
 // (server/hinted_reads.h), and the close came with the event, so the
-// reactor will not report it again: only the I/O thread's tick sees it.
-// The stream must end with an error event at once, not at the upstream
-// idle timeout (60 s here), and every time.
+// reactor will not report it again: only the I/O thread's close watch sees
+// it. The stream must end with an error event at once, not at the upstream
+// idle timeout (20 s here). Two ways: the head, an event and the close in
+// one segment (the close is there when the connection is first watched);
+// and an event, then, once the client has it (the connection watched since
+// then), another event with the close in one segment.
 TEST(EndpointFaults, ACloseThatCameWithAStreamsLastEventEndsItAtOnce) {
-  const std::string event = "data: {\"choices\":[{\"text\":\"a\",\"index\":0}]}\n\n";
-  char size[16];
-  std::snprintf(size, sizeof size, "%zx", event.size());
+  auto event = [](const std::string& text) {
+    return "data: {\"choices\":[{\"text\":\"" + text + "\",\"index\":0}]}\n\n";
+  };
+  auto chunk = [](const std::string& data) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", data.size());
+    return std::string(size) + "\r\n" + data + "\r\n";
+  };
+  const std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::mutex mu;
+  std::condition_variable cv;
+  bool client_has_first = false;
+  std::atomic<int> served{0};
   FakeUpstream dying([&](const UpstreamRequest&) {
     FakeUpstream::Reply r;
-    r.bytes =
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
-        std::string(size) + "\r\n" + event + "\r\n";
     r.close_after = true;
     r.close_with_bytes = true;
+    if (served++ % 2 == 0) {
+      r.bytes = head + chunk(event("a"));
+      return r;
+    }
+    r.bytes = head + chunk(event("a"));
+    r.then = [&] {
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(10), [&] { return client_has_first; });
+      return chunk(event("b"));
+    };
     return r;
   });
-  TempFile cfg(make_config({dying.address()}, "  upstreamIdleTimeout: 60s\n"));
+  TempFile cfg(make_config({dying.address()}, "  upstreamIdleTimeout: 20s\n"));
   auto sluice = start_sluice(cfg);
   ASSERT_TRUE(sluice);
-  for (int i = 0; i < 5; ++i) {
-    HttpClient client(kHost, sluice->port(), std::chrono::seconds(90));
+  for (int i = 0; i < 4; ++i) {
+    const bool later = i % 2 == 1;
+    {
+      std::lock_guard lock(mu);
+      client_has_first = false;
+    }
+    HttpClient client(kHost, sluice->port(), std::chrono::seconds(60));
     const auto t0 = Clock::now();
     auto r = client.stream("/v1/completions", completion_body(100, true), {},
-                           [](const Response&, const SseEvent&) { return true; });
+                           [&](const Response&, const SseEvent&) {
+                             {
+                               std::lock_guard lock(mu);
+                               client_has_first = true;
+                             }
+                             cv.notify_all();
+                             return true;
+                           });
     const auto took = Clock::now() - t0;
     EXPECT_EQ(r.head.status, 200) << r.error;
-    EXPECT_LT(took, std::chrono::seconds(10)) << "stream " << i << " waited for the idle timeout";
+    ASSERT_LT(took, std::chrono::seconds(10))
+        << "stream " << i << " waited for the idle timeout" << (later ? " (close later)" : "");
     EXPECT_FALSE(r.complete);
-    ASSERT_EQ(r.events.size(), 2u) << "stream " << i;
-    EXPECT_EQ(r.events[0].data + "\n\n", event.substr(6));
-    auto last = nlohmann::json::parse(r.events[1].data, nullptr, false);
-    ASSERT_FALSE(last.is_discarded()) << r.events[1].data;
+    ASSERT_EQ(r.events.size(), later ? 3u : 2u) << "stream " << i;
+    EXPECT_EQ(r.events[0].data + "\n\n", event("a").substr(6));
+    if (later) {
+      EXPECT_EQ(r.events[1].data + "\n\n", event("b").substr(6));
+    }
+    auto last = nlohmann::json::parse(r.events.back().data, nullptr, false);
+    ASSERT_FALSE(last.is_discarded()) << r.events.back().data;
     EXPECT_EQ(last["error"]["code"], "upstream-error");
   }
-  EXPECT_EQ(dying.requests().size(), 5u);
+  EXPECT_EQ(dying.requests().size(), 4u);
   EXPECT_EQ(sluice->stop(), 0);
 }
 
+// The last usable endpoint is never ejected: its failures are counted, the
+// clients get 502 (not 503), and a recovery would be seen at once.
 TEST(EndpointFaults, LastUsableEndpointIsNotEjected) {
   FakeUpstream bad(close_at_once);
   TempFile cfg(make_config({bad.address()}));

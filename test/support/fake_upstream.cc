@@ -136,11 +136,16 @@ void FakeUpstream::serve(int fd) {
         requests_.push_back(r);
       }
       Reply reply = responder_(r);
+      std::string last = std::move(reply.bytes);
+      if (reply.then) {
+        if (!last.empty() && !send_all(fd, last)) goto done;
+        last = reply.then();
+      }
       if (reply.close_after && reply.close_with_bytes) {
         const int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
       }
-      if (!reply.bytes.empty() && !send_all(fd, reply.bytes)) goto done;
+      if (!last.empty() && !send_all(fd, last)) goto done;
       if (reply.close_after && reply.close_with_bytes) ::shutdown(fd, SHUT_WR);
       if (reply.close_after) goto done;
     }

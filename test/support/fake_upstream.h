@@ -32,6 +32,10 @@ class FakeUpstream {
     // of the bytes (TCP_CORK, then the write side shut down), so the
     // reader's one readiness event reports both.
     bool close_with_bytes = false;
+    // Called (on the connection's thread) once `bytes` went out; what it
+    // returns is sent next, as the last of the bytes. It may wait for what
+    // the test has seen of the first part.
+    std::function<std::string()> then;
   };
   using Responder = std::function<Reply(const UpstreamRequest&)>;
 
