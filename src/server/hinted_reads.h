@@ -13,15 +13,14 @@
 // reactor sets the flag the hint clears when it acts on a readiness event,
 // and it acts on one taken in after the receive only after the handlers
 // queued before it, the read's completion among them (one thread, in
-// order). What
-// the hint can lose is a close that came with the last bytes read: the
-// event that reported both was taken, and no other comes. So a connection
-// is registered, the first time its read is hinted, in an epoll set of this
-// thread's that asks for nothing but the peer's close (EPOLLRDHUP, edge
-// triggered: bytes do not wake it; a connection that is closed already is
-// reported at once). The set's descriptor is watched by the I/O thread's
-// loop; each close it reports marks its connection, and a connection whose
-// read is hinted then has its readiness reported again
+// order). What the hint can lose is a close that came with the last bytes
+// read: the event that reported both was taken, and no other comes. So a
+// connection is registered, the first time its read is hinted, in an epoll
+// set of this thread's that asks for nothing but the peer's close
+// (EPOLLRDHUP, edge triggered: bytes do not wake it; a connection that is
+// closed already is reported at once). The set's descriptor is watched by
+// the I/O thread's loop; each close it reports marks its connection, and a
+// connection whose read is hinted then has its readiness reported again
 // (reactor_hint.h's rearm_read_readiness), so the read ends with the close.
 // A close reported before the read's completion gives its hint makes the
 // hint be refused instead. Nothing is done per relayed event beyond two
