@@ -47,6 +47,16 @@ void append_number(std::string& out, std::uint64_t v) {
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, static_cast<std::size_t>(r.ptr - buf));
 }
+// A send that does not wait: how much of `b` the socket took now (0 when
+// its buffer is full), or the socket's error in `ec`.
+std::size_t try_send(Socket& socket, net::const_buffer b, boost::system::error_code& ec) {
+  const ssize_t n = ::send(socket.native_handle(), b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n >= 0) return static_cast<std::size_t>(n);
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    ec.assign(errno, boost::system::system_category());
+  return 0;
+}
+
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 // Hands flow control's decision to the session's own thread, through its
@@ -745,9 +755,15 @@ void HttpSession::write_upstream() {
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   std::array<net::const_buffer, 2> buffers = {net::buffer(upstream_head_),
                                               net::buffer(*upstream_body_)};
-  if (coalesce(buffers)) {
+  if (upstream_body_->empty() || coalesce(buffers)) {
+    net::const_buffer out = upstream_body_->empty() ? buffers[0] : net::buffer(coalesced_);
+    // Tried at once, as a relayed write is (write_to_client).
+    error_code ec;
+    const std::size_t sent = try_send(upstream_->stream.socket(), out, ec);
+    if (ec || sent == out.size()) return on_upstream_written(ec, sent);
+    out += sent;
     net::async_write(
-        upstream_->stream, net::buffer(coalesced_),
+        upstream_->stream, out,
         beast::bind_front_handler(&HttpSession::on_upstream_written, shared_from_this()));
     return;
   }
@@ -1060,11 +1076,28 @@ void HttpSession::write_to_client() {
     }
   }
   if (done && framing_ == Framing::kChunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
+  const std::span<const net::const_buffer> pieces(buffers.data(), count);
+  const bool single = count == 1 || coalesce(pieces);
+  net::const_buffer out = count == 1 ? buffers[0] : net::buffer(coalesced_);
+  if (single && !done) {
+    // Mid-body, the send is tried here, in the read's completion: it
+    // almost always goes whole (a client keeps up with a stream's
+    // events), and then the relay goes on at once instead of through a
+    // write operation and its completion, a second trip through the event
+    // loop per event. What does not fit is written by the operation, with
+    // the deadline. Not the answer's last write: after it comes the read
+    // of the client's next request, and started at once, its receive
+    // would find nothing (measured: 0.6 us more CPU per small request);
+    // after the write's completion, it usually finds the request there.
+    error_code ec;
+    const std::size_t sent = try_send(client_.socket(), out, ec);
+    if (ec || sent == out.size()) return on_relay_written(ec, sent);
+    out += sent;
+  }
   client_.expires_after(ctx_.config.server.client_write_timeout);
   client_write_pending_ = true;
-  const std::span<const net::const_buffer> pieces(buffers.data(), count);
-  if (count == 1 || coalesce(pieces)) {
-    net::async_write(client_, count == 1 ? buffers[0] : net::buffer(coalesced_),
+  if (single) {
+    net::async_write(client_, out,
                      beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
     return;
   }
