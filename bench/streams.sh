@@ -268,6 +268,9 @@ for t in targets:
             "ok": sum(x["ok"] for x in totals),
         })
     rows[t] = {k: statistics.median(p[k] for p in per) for k in per[0]}
+    # Each round's figure too (to the log), to see the spread behind a median.
+    print(f"{t}: CPU us per event by round: " + " ".join("%.2f" % p["cpu_us"] for p in per),
+          file=sys.stderr)
 print(f"streams at {commit}: {streams} concurrent SSE streams, 3 sluice-mock endpoints at {ms} ms per token, "
       f"{rounds} interleaved rounds of {window:.0f} s measured (medians)\n")
 print("| target | token events/s | proxy CPU µs per event | proxy cores | inter-token p50 / p99 / max ms | added p99 vs direct, ms | mocks cores | drivers cores | answers | lost or failed |")

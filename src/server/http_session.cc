@@ -755,7 +755,7 @@ void HttpSession::write_upstream() {
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   std::array<net::const_buffer, 2> buffers = {net::buffer(upstream_head_),
                                               net::buffer(*upstream_body_)};
-  if (upstream_body_->empty() || coalesce(buffers)) {
+  if (upstream_body_->empty() || coalesce(buffers, coalesced_)) {
     net::const_buffer out = upstream_body_->empty() ? buffers[0] : net::buffer(coalesced_);
     // Tried at once, as a relayed write is (write_to_client).
     error_code ec;
@@ -775,12 +775,12 @@ void HttpSession::write_upstream() {
 // Pieces that add up to a small write are copied into coalesced_: copying a
 // few KB costs less than the kernel's import of a scatter list (sendmsg
 // against send, measured in the proxy bench).
-bool HttpSession::coalesce(std::span<const net::const_buffer> pieces) {
+bool HttpSession::coalesce(std::span<const net::const_buffer> pieces, std::string& into) {
   std::size_t total = 0;
   for (const auto& b : pieces) total += b.size();
   if (pieces.size() < 2 || total > kCoalesceBytes) return false;
-  coalesced_.clear();
-  for (const auto& b : pieces) coalesced_.append(static_cast<const char*>(b.data()), b.size());
+  into.clear();
+  for (const auto& b : pieces) into.append(static_cast<const char*>(b.data()), b.size());
   return true;
 }
 
@@ -812,6 +812,9 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     p.put_eof(ec);
   } else if (!ec) {
     upstream_->buffer.commit(n);
+    // This read's body is parsed into the thread's buffer, in cache from
+    // the last relayed read (given back in on_relay_written).
+    if (response_.body.empty()) response_.body.swap(worker_.relay_body);
     while (upstream_->buffer.size() > 0 && !p.is_done()) {
       std::size_t used = p.put(upstream_->buffer.data(), ec);
       upstream_->buffer.consume(used);
@@ -1077,9 +1080,8 @@ void HttpSession::write_to_client() {
   }
   if (done && framing_ == Framing::kChunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   const std::span<const net::const_buffer> pieces(buffers.data(), count);
-  const bool single = count == 1 || coalesce(pieces);
-  net::const_buffer out = count == 1 ? buffers[0] : net::buffer(coalesced_);
-  if (single && !done) {
+  if (!done && (count == 1 || coalesce(pieces, worker_.relay_out))) {
+    net::const_buffer out = count == 1 ? buffers[0] : net::buffer(worker_.relay_out);
     // Mid-body, the send is tried here, in the read's completion: it
     // almost always goes whole (a client keeps up with a stream's
     // events), and then the relay goes on at once instead of through a
@@ -1092,12 +1094,20 @@ void HttpSession::write_to_client() {
     error_code ec;
     const std::size_t sent = try_send(client_.socket(), out, ec);
     if (ec || sent == out.size()) return on_relay_written(ec, sent);
+    // The rest is the session's to write: the thread's buffer serves its
+    // other sessions meanwhile.
     out += sent;
+    coalesced_.assign(static_cast<const char*>(out.data()), out.size());
+    client_.expires_after(ctx_.config.server.client_write_timeout);
+    client_write_pending_ = true;
+    net::async_write(client_, net::buffer(coalesced_),
+                     beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
+    return;
   }
   client_.expires_after(ctx_.config.server.client_write_timeout);
   client_write_pending_ = true;
-  if (single) {
-    net::async_write(client_, out,
+  if (count == 1 || coalesce(pieces, coalesced_)) {
+    net::async_write(client_, count == 1 ? buffers[0] : net::buffer(coalesced_),
                      beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
     return;
   }
@@ -1117,6 +1127,9 @@ void HttpSession::on_relay_written(error_code ec, std::size_t) {
   }
   client_head_sent_ = true;
   response_.body.clear();
+  // The thread's body buffer goes back to it (or, after a write that was
+  // pending, the session's own takes its place: either way one owner each).
+  response_.body.swap(worker_.relay_body);
   if (response_parser_->is_done()) return finish_response();  // done first: served
   if (evicted_) return finish_evicted();
   upstream_->stream.expires_after(ctx_.config.server.upstream_idle_timeout);

@@ -132,7 +132,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Def
   void connect_upstream();
   void on_connect(error_code ec);
   void write_upstream();
-  bool coalesce(std::span<const boost::asio::const_buffer> pieces);
+  // Copies `pieces` into `into` if there are several and they are small.
+  bool coalesce(std::span<const boost::asio::const_buffer> pieces, std::string& into);
   void on_upstream_written(error_code ec, std::size_t n);
   void read_upstream();
   void on_upstream_read(error_code ec, std::size_t n);

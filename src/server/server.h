@@ -133,7 +133,14 @@ struct Worker {
   // Watches `hinted_reads`'s descriptor (a dup of it) once a read was
   // hinted; closed at shutdown.
   std::optional<boost::asio::posix::stream_descriptor> close_watch;
-  std::uint32_t rotation = 0;     // tie-break for the endpoint picker
+  std::uint32_t rotation = 0;  // tie-break for the endpoint picker
+  // The relay's working buffers, shared by the thread's sessions so that
+  // what each relayed read touches stays in cache (HttpSession: a read's
+  // body is parsed into relay_body, swapped into the session while its
+  // write is pending; a write is framed in relay_out and copied to the
+  // session only for the part the socket did not take at once).
+  std::string relay_body;
+  std::string relay_out;
   std::uint64_t request_seq = 0;  // for generated request ids
   std::uint64_t id_prefix = 0;
   std::unique_ptr<flowcontrol::ControllerShell::Producer> producer;  // this thread's queue token
