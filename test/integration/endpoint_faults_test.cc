@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "harness.h"
 #include "support/fake_upstream.h"
@@ -224,6 +225,71 @@ TEST(EndpointFaults, ACloseThatCameWithAStreamsLastEventEndsItAtOnce) {
     EXPECT_EQ(last["error"]["code"], "upstream-error");
   }
   EXPECT_EQ(dying.requests().size(), 4u);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
+// A stream's next read waits for readiness (the hint); what the parser
+// cannot take yet (a chunk-size line cut in two) stays in the connection's
+// buffer and is parsed with the bytes that follow. The second part of the
+// answer comes
+// only once the client has the first event, so it is a read of its own,
+// cut at every place in the chunk that follows: inside the size line,
+// before its CRLF, inside the data, inside the CRLF after it, and at the
+// end of the chunk. Every answer arrives whole (the endpoint keeps its
+// connections open, so a later answer may come on the same one).
+TEST(EndpointFaults, AStreamCutAnywhereBetweenTwoReadsArrivesWhole) {
+  auto event = [](const std::string& text) {
+    return "data: {\"choices\":[{\"text\":\"" + text + "\",\"index\":0}]}\n\n";
+  };
+  auto chunk = [](const std::string& data) {
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", data.size());
+    return std::string(size) + "\r\n" + data + "\r\n";
+  };
+  const std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string second = chunk(event("b"));  // "2f\r\ndata: ...\r\n"
+  const std::vector<std::size_t> cuts = {1, 2, 3, 4, 10, second.size() - 1, second.size()};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool client_has_first = false;
+  std::atomic<std::size_t> served{0};
+  FakeUpstream upstream([&](const UpstreamRequest&) {
+    const std::size_t cut = cuts[served++ % cuts.size()];
+    FakeUpstream::Reply r;
+    r.bytes = head + chunk(event("a")) + second.substr(0, cut);
+    r.then = [&, cut] {
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(10), [&] { return client_has_first; });
+      return second.substr(cut) + "0\r\n\r\n";
+    };
+    return r;
+  });
+  TempFile cfg(make_config({upstream.address()}));
+  auto sluice = start_sluice(cfg);
+  ASSERT_TRUE(sluice);
+  HttpClient client(kHost, sluice->port(), std::chrono::seconds(30));
+  for (std::size_t i = 0; i < cuts.size(); ++i) {
+    {
+      std::lock_guard lock(mu);
+      client_has_first = false;
+    }
+    auto r = client.stream("/v1/completions", completion_body(100, true), {},
+                           [&](const Response&, const SseEvent&) {
+                             {
+                               std::lock_guard lock(mu);
+                               client_has_first = true;
+                             }
+                             cv.notify_all();
+                             return true;
+                           });
+    EXPECT_EQ(r.head.status, 200) << r.error;
+    EXPECT_TRUE(r.complete) << "cut at " << cuts[i] << ": " << r.error;
+    ASSERT_EQ(r.events.size(), 2u) << "cut at " << cuts[i];
+    EXPECT_EQ(r.events[0].data + "\n\n", event("a").substr(6));
+    EXPECT_EQ(r.events[1].data + "\n\n", event("b").substr(6)) << "cut at " << cuts[i];
+  }
+  EXPECT_EQ(upstream.requests().size(), cuts.size());
   EXPECT_EQ(sluice->stop(), 0);
 }
 
