@@ -1094,13 +1094,18 @@ void HttpSession::write_to_client() {
     error_code ec;
     const std::size_t sent = try_send(client_.socket(), out, ec);
     if (ec || sent == out.size()) return on_relay_written(ec, sent);
-    // The rest is the session's to write: the thread's buffer serves its
-    // other sessions meanwhile.
+    // The rest is written by the operation. Framed in the thread's buffer,
+    // it is copied to the session's (at most kCoalesceBytes): the thread's
+    // serves its other sessions meanwhile. A single piece (the body, or the
+    // head) is the session's own until the write completes.
     out += sent;
-    coalesced_.assign(static_cast<const char*>(out.data()), out.size());
+    if (count > 1) {
+      coalesced_.assign(static_cast<const char*>(out.data()), out.size());
+      out = net::buffer(coalesced_);
+    }
     client_.expires_after(ctx_.config.server.client_write_timeout);
     client_write_pending_ = true;
-    net::async_write(client_, net::buffer(coalesced_),
+    net::async_write(client_, out,
                      beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
     return;
   }
