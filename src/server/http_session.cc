@@ -1087,10 +1087,7 @@ void HttpSession::write_to_client() {
     // events), and then the relay goes on at once instead of through a
     // write operation and its completion, a second trip through the event
     // loop per event. What does not fit is written by the operation, with
-    // the deadline. Not the answer's last write: after it comes the read
-    // of the client's next request, and started at once, its receive
-    // would find nothing (measured: 0.6 us more CPU per small request);
-    // after the write's completion, it usually finds the request there.
+    // the deadline. The answer's last write goes on differently (below).
     error_code ec;
     const std::size_t sent = try_send(client_.socket(), out, ec);
     if (ec || sent == out.size()) return on_relay_written(ec, sent);
@@ -1109,13 +1106,30 @@ void HttpSession::write_to_client() {
                      beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
     return;
   }
-  client_.expires_after(ctx_.config.server.client_write_timeout);
   client_write_pending_ = true;
   if (count == 1 || coalesce(pieces, coalesced_)) {
-    net::async_write(client_, count == 1 ? buffers[0] : net::buffer(coalesced_),
+    net::const_buffer out = count == 1 ? buffers[0] : net::buffer(coalesced_);
+    // The answer's last write is tried at once too, which saves the write
+    // operation (measured: 20.64 -> 20.17 us CPU per small request, 5
+    // interleaved rounds), but what follows goes through the loop,
+    // as an operation's completion would: after the last write comes the
+    // read of the client's next request, and started at once its receive
+    // would find nothing (+0.6 us per request); after the loop's round it
+    // usually finds the request there.
+    error_code ec;
+    const std::size_t sent = try_send(client_.socket(), out, ec);
+    if (ec || sent == out.size()) {
+      net::post(client_.get_executor(),
+                [self = shared_from_this(), ec, sent] { self->on_relay_written(ec, sent); });
+      return;
+    }
+    out += sent;
+    client_.expires_after(ctx_.config.server.client_write_timeout);
+    net::async_write(client_, out,
                      beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
     return;
   }
+  client_.expires_after(ctx_.config.server.client_write_timeout);
   net::async_write(client_, pieces,
                    beast::bind_front_handler(&HttpSession::on_relay_written, shared_from_this()));
 }
