@@ -11,6 +11,12 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 log() { echo "[${0##*/}] $*" >&2; }
+# In a script under `set -e`, a command that fails ends it; say which (a
+# failed command substitution in an assignment is otherwise silent).
+if [[ $- == *e* ]]; then
+  set -E
+  trap 'log "failed (status $?) at line $LINENO: $BASH_COMMAND"' ERR
+fi
 
 # wait_listening FILE: the port a process printed ("listening on HOST:PORT").
 wait_listening() {
@@ -56,9 +62,16 @@ sluice_config() {
       -e "s/127.0.0.1:18003/127.0.0.1:${M[2]}/" "$1" >"$2"
 }
 
-# admin_port FILE: the admin port a sluice printed ("admin listening on").
+# admin_port FILE: the admin port a sluice printed ("admin listening on"),
+# waited for as wait_listening does.
 admin_port() {
-  grep -m1 -o 'admin listening on [^ ]*' "$1" | sed 's/.*://'
+  local deadline=$((SECONDS + 15)) line
+  while (( SECONDS < deadline )); do
+    line=$(grep -m1 -o 'admin listening on [^ ]*' "$1" 2>/dev/null || true)
+    if [[ -n $line ]]; then echo "${line##*:}"; return 0; fi
+    sleep 0.05
+  done
+  log "no 'admin listening on' in $1"; cat "$1" >&2; return 1
 }
 
 # wait_fleet N ADMIN_PORT...: until every replica's GET /admin/v1/fleet
