@@ -25,6 +25,7 @@ for i in 1 2 3; do
   sluice_config "$ROOT/bench/fleet/base.yaml" "$WORK/r$i.yaml"
   printf 'redis:\n  unixSocket: %s\n  replicaId: r%s\n  syncInterval: 25ms\n' "$WORK/redis.sock" "$i" \
     >>"$WORK/r$i.yaml"
+  : >"$WORK/r$i.out"  # emptied here: see wait_listening (bench/lib.sh)
   "$BUILD/sluice" --config "$WORK/r$i.yaml" --admin-listen 127.0.0.1:0 >"$WORK/r$i.out" 2>"$WORK/r$i.err" &
   PIDS+=($!)
   spids+=($!)

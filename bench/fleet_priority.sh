@@ -49,6 +49,7 @@ run_once() {  # mode round
       printf 'redis:\n  unixSocket: %s\n  replicaId: r%s\n  syncInterval: 25ms\n' \
         "$WORK/redis.sock" "$i" >>"$WORK/r$i.yaml"
     fi
+    : >"$WORK/r$i.out"  # emptied here: see wait_listening (bench/lib.sh)
     "$BUILD/sluice" --config "$WORK/r$i.yaml" >"$WORK/r$i.out" 2>"$WORK/r$i.err" &
     PIDS+=($!)
     ports+=("$(wait_listening "$WORK/r$i.out")")

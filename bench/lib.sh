@@ -19,6 +19,9 @@ if [[ $- == *e* ]]; then
 fi
 
 # wait_listening FILE: the port a process printed ("listening on HOST:PORT").
+# A file reused for a restarted process must be emptied before the process
+# is started in the background: its own redirection truncates the file only
+# once the child runs, and a read before that finds the last run's port.
 wait_listening() {
   local deadline=$((SECONDS + 15)) line
   while (( SECONDS < deadline )); do
@@ -39,6 +42,7 @@ start_mocks() {
   (( ${#args[@]} )) || args=(--max-running 4 --decode-ms-per-token 20)
   M=()
   for i in 1 2 3; do
+    : >"$WORK/mock$i.out"  # emptied here: see wait_listening
     "$build/sluice-mock" --listen 127.0.0.1:0 "${args[@]}" --seed $i \
       >"$WORK/mock$i.out" 2>"$WORK/mock$i.err" &
     PIDS+=($!)

@@ -73,6 +73,7 @@ PY
     sluice_config "$WORK/template.yaml" "$WORK/sluice.yaml"
     # sluice appends to an access log: a previous run's lines would count.
     rm -f "$OUT/$i-$kind.access.log"
+    : >"$WORK/sluice.out"  # emptied here: see wait_listening (bench/lib.sh)
     "${SLUICE_PIN[@]}" "$BUILD/sluice" --config "$WORK/sluice.yaml" --access-log "$OUT/$i-$kind.access.log" \
       >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
     PIDS+=($!)

@@ -26,6 +26,7 @@ run() {  # tag scenario
   { cat "$ROOT/bench/priority_flood/base.yaml"
     echo "  headroom: {protectedPriority: 100, overAdmission: 1}"; } >"$WORK/template.yaml"
   sluice_config "$WORK/template.yaml" "$WORK/sluice.yaml"
+  : >"$WORK/sluice.out"  # emptied here: see wait_listening (bench/lib.sh)
   "$BUILD/sluice" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
   PIDS+=($!)
   local port

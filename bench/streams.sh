@@ -182,6 +182,7 @@ run_target() {  # round target
     sluice | sluice-b)
       local bin=$BUILD/sluice
       [[ $t == sluice-b ]] && bin=${SLUICE_B:?sluice-b needs SLUICE_B, the binary to compare}
+      : >"$WORK/sluice.out"  # emptied here: see wait_listening (bench/lib.sh)
       "$bin" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
       PIDS+=($!)
       proxy_pids=($!)
