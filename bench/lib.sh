@@ -22,14 +22,18 @@ fi
 # A file reused for a restarted process must be emptied before the process
 # is started in the background: its own redirection truncates the file only
 # once the child runs, and a read before that finds the last run's port.
-wait_listening() {
+wait_listening() { wait_printed_port "$1" 'listening on'; }
+
+# wait_printed_port FILE WORDS: the port of the first "WORDS HOST:PORT" in
+# FILE, waited for up to 15 s.
+wait_printed_port() {
   local deadline=$((SECONDS + 15)) line
   while (( SECONDS < deadline )); do
-    line=$(grep -m1 -o 'listening on [^ ]*' "$1" 2>/dev/null || true)
+    line=$(grep -m1 -o "$2 [^ ]*" "$1" 2>/dev/null || true)
     if [[ -n $line ]]; then echo "${line##*:}"; return 0; fi
     sleep 0.05
   done
-  log "no 'listening on' in $1"; cat "$1" >&2; return 1
+  log "no '$2' in $1"; cat "$1" >&2; return 1
 }
 
 # start_mocks BUILD [MOCK_ARGS...]: three sluice-mock endpoints, their
@@ -66,17 +70,8 @@ sluice_config() {
       -e "s/127.0.0.1:18003/127.0.0.1:${M[2]}/" "$1" >"$2"
 }
 
-# admin_port FILE: the admin port a sluice printed ("admin listening on"),
-# waited for as wait_listening does.
-admin_port() {
-  local deadline=$((SECONDS + 15)) line
-  while (( SECONDS < deadline )); do
-    line=$(grep -m1 -o 'admin listening on [^ ]*' "$1" 2>/dev/null || true)
-    if [[ -n $line ]]; then echo "${line##*:}"; return 0; fi
-    sleep 0.05
-  done
-  log "no 'admin listening on' in $1"; cat "$1" >&2; return 1
-}
+# admin_port FILE: the admin port a sluice printed ("admin listening on").
+admin_port() { wait_printed_port "$1" 'admin listening on'; }
 
 # wait_fleet N ADMIN_PORT...: until every replica's GET /admin/v1/fleet
 # lists N replicas (the fleet has formed: each has seen the others), or

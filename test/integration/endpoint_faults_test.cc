@@ -28,6 +28,19 @@ namespace {
 
 const std::string kHost = "127.0.0.1";
 
+// A completion SSE event with `text`, as an engine streams it.
+std::string sse_event(const std::string& text) {
+  return "data: {\"choices\":[{\"text\":\"" + text + "\",\"index\":0}]}\n\n";
+}
+// `data` as one chunk of a chunked body.
+std::string as_chunk(const std::string& data) {
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", data.size());
+  return std::string(size) + "\r\n" + data + "\r\n";
+}
+const std::string kSseHead =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+
 // An endpoint that accepts, reads the request and closes without a byte.
 FakeUpstream::Reply close_at_once(const UpstreamRequest&) { return {"", true}; }
 
@@ -160,16 +173,9 @@ TEST(EndpointFaults, AnEndpointClosingRightAfterEachAnswerCostsNoRequest) {
 // and an event, then, once the client has it (the connection watched since
 // then), another event with the close in one segment.
 TEST(EndpointFaults, ACloseThatCameWithAStreamsLastEventEndsItAtOnce) {
-  auto event = [](const std::string& text) {
-    return "data: {\"choices\":[{\"text\":\"" + text + "\",\"index\":0}]}\n\n";
-  };
-  auto chunk = [](const std::string& data) {
-    char size[16];
-    std::snprintf(size, sizeof size, "%zx", data.size());
-    return std::string(size) + "\r\n" + data + "\r\n";
-  };
-  const std::string head =
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const auto& event = sse_event;
+  const auto& chunk = as_chunk;
+  const std::string& head = kSseHead;
   std::mutex mu;
   std::condition_variable cv;
   bool client_has_first = false;
@@ -238,16 +244,9 @@ TEST(EndpointFaults, ACloseThatCameWithAStreamsLastEventEndsItAtOnce) {
 // end of the chunk. Every answer arrives whole (the endpoint keeps its
 // connections open, so a later answer may come on the same one).
 TEST(EndpointFaults, AStreamCutAnywhereBetweenTwoReadsArrivesWhole) {
-  auto event = [](const std::string& text) {
-    return "data: {\"choices\":[{\"text\":\"" + text + "\",\"index\":0}]}\n\n";
-  };
-  auto chunk = [](const std::string& data) {
-    char size[16];
-    std::snprintf(size, sizeof size, "%zx", data.size());
-    return std::string(size) + "\r\n" + data + "\r\n";
-  };
-  const std::string head =
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const auto& event = sse_event;
+  const auto& chunk = as_chunk;
+  const std::string& head = kSseHead;
   const std::string second = chunk(event("b"));  // "2f\r\ndata: ...\r\n"
   const std::vector<std::size_t> cuts = {1, 2, 3, 4, 10, second.size() - 1, second.size()};
   std::mutex mu;
