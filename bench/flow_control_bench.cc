@@ -75,6 +75,15 @@ struct Harness {
   TimePoint now{};
 };
 
+// Heap bytes in use: what malloc hands out, the registry's huge-page
+// mappings (item chunks, large tables) and the flow pool's slots in use (its
+// pages are kept once mapped, so they count as they are used).
+std::size_t allocated_bytes() {
+  using namespace sluice::registry;
+  return mallinfo2().uordblks + huge_bytes_mapped().load() - Flow::pool_bytes_mapped() +
+         Flow::pool_bytes_in_use();
+}
+
 // Runs `decision` once per iteration, timing each; reports decisions/s and
 // p50/p99 ns per decision.
 template <class Decision>
@@ -199,7 +208,7 @@ void BM_QueuedRequestMemory(benchmark::State& state) {
     Harness h("vtc-fairness-policy", 1000, 1, 0);  // no slot: everything stays queued
     // Warm the flows so only per-request memory is measured.
     for (int f = 0; f < 1000; ++f) h.controller->enqueue(h.request(f), h.now);
-    std::size_t before = mallinfo2().uordblks;
+    std::size_t before = allocated_bytes();
     state.ResumeTiming();
     for (int i = 0; i < n; ++i) {
       auto r = h.request(i % 1000);
@@ -207,7 +216,7 @@ void BM_QueuedRequestMemory(benchmark::State& state) {
       h.controller->enqueue(r, h.now);
     }
     state.PauseTiming();
-    std::size_t after = mallinfo2().uordblks;
+    std::size_t after = allocated_bytes();
     state.counters["bytes_per_request"] = static_cast<double>(after - before) / n;
     state.ResumeTiming();
   }
@@ -229,13 +238,13 @@ void BM_IdleFlowMemory(benchmark::State& state) {
     for (auto t : h.dispatched) h.controller->complete(t, 10, h.now);
     h.dispatched.clear();
     h.dispatched.reserve(static_cast<std::size_t>(n));
-    const std::size_t before = mallinfo2().uordblks;
+    const std::size_t before = allocated_bytes();
     state.ResumeTiming();
     for (int f = 1; f < n; ++f) h.controller->enqueue(h.request(f), h.now);
     h.controller->dispatch(h.now);
     for (auto t : h.dispatched) h.controller->complete(t, 10, h.now);
     state.PauseTiming();
-    const std::size_t after = mallinfo2().uordblks;
+    const std::size_t after = allocated_bytes();
     state.counters["bytes_per_idle_flow"] = static_cast<double>(after - before) / (n - 1);
     state.ResumeTiming();
   }

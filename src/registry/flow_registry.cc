@@ -77,7 +77,35 @@ void FlowQueue::reorder(const flowcontrol::OrderingPolicy* ordering) {
   for (Item* i : items) push(i);
 }
 
+// ---------------------------------------------------------------- Flow
+
+namespace {
+using FlowPool = SlotPool<sizeof(Flow), alignof(Flow)>;
+// Items per chunk of the item pool: as many as one huge page holds.
+constexpr std::uint32_t kChunk = kHugePageBytes / sizeof(Item);
+}  // namespace
+
+void* Flow::operator new(std::size_t size) {
+  assert(size == sizeof(Flow));
+  (void)size;
+  return FlowPool::instance().allocate();
+}
+
+void Flow::operator delete(void* p) noexcept { FlowPool::instance().deallocate(p); }
+
+std::size_t Flow::pool_bytes_in_use() { return FlowPool::instance().in_use_bytes(); }
+std::size_t Flow::pool_bytes_mapped() { return FlowPool::instance().mapped_bytes(); }
+
 // ---------------------------------------------------------------- FlowRegistry
+
+void FlowRegistry::ChunkDeleter::operator()(Item* chunk) const noexcept {
+  if constexpr (kHugePages) {
+    for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].~Item();
+    huge_deallocate(chunk, kChunk * sizeof(Item));
+  } else {
+    delete[] chunk;
+  }
+}
 
 FlowRegistry::FlowRegistry(RegistryConfig config, PolicyFactory factory)
     : config_(std::move(config)), factory_(std::move(factory)) {
@@ -97,17 +125,23 @@ std::unique_ptr<Band> FlowRegistry::make_band(const BandConfig& config, bool con
 }
 
 Item* FlowRegistry::allocate() {
-  constexpr std::uint32_t kChunk = 1024;
   if (free_items_.empty()) {
-    chunks_.push_back(std::make_unique<Item[]>(kChunk));
-    Item* chunk = chunks_.back().get();
+    chunks_.reserve(chunks_.size() + 1);  // so that emplace_back cannot fail below
+    Item* chunk;
+    if constexpr (kHugePages) {
+      chunk = static_cast<Item*>(huge_allocate(kChunk * sizeof(Item)));
+      for (std::uint32_t i = 0; i < kChunk; ++i) new (chunk + i) Item();
+    } else {
+      chunk = new Item[kChunk]();
+    }
+    chunks_.emplace_back(chunk);
     for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].index = capacity_ + i;
     for (std::uint32_t i = kChunk; i > 0; --i) free_items_.push_back(capacity_ + i - 1);
     capacity_ += kChunk;
   }
   std::uint32_t index = free_items_.back();
   free_items_.pop_back();
-  Item* item = &chunks_[index / kChunk][index % kChunk];
+  Item* item = chunks_[index / kChunk].get() + index % kChunk;
   const auto generation = item->generation;
   scheduling::CycleState cycle = std::move(item->cycle);  // keep its slot storage
   *item = Item{};
@@ -127,11 +161,10 @@ void FlowRegistry::release(Item* item) {
 }
 
 Item* FlowRegistry::find(std::uint64_t ticket) {
-  constexpr std::uint32_t kChunk = 1024;
   const std::uint64_t low = ticket & 0xffffffffull;
   if (low == 0 || low > capacity_) return nullptr;
   const std::uint32_t index = static_cast<std::uint32_t>(low - 1);
-  Item* item = &chunks_[index / kChunk][index % kChunk];
+  Item* item = chunks_[index / kChunk].get() + index % kChunk;
   if (item->state == Item::State::kFree || item->generation != (ticket >> 32)) return nullptr;
   return item;
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "registry/flow_table.h"
+#include "registry/huge_pages.h"
 #include "sluice/flowcontrol/outcome.h"
 #include "sluice/flowcontrol/policies.h"
 #include "sluice/flowcontrol/types.h"
@@ -146,6 +147,14 @@ class Flow final : public flowcontrol::FlowView {
   Flow(FlowKey key, double weight, std::uint32_t slot, Band* band,
        const flowcontrol::OrderingPolicy* ordering)
       : key_(std::move(key)), band_(band), queue_(ordering), weight_(weight), slot_(slot) {}
+
+  // Flows come from a pool of slots on huge pages (see huge_pages.h).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p) noexcept;
+  // Bytes of the pool's slots in use (for the memory benchmarks), and of
+  // the huge pages it has mapped for them.
+  static std::size_t pool_bytes_in_use();
+  static std::size_t pool_bytes_mapped();
 
   const FlowKey& key() const override { return key_; }
   double weight() const override { return weight_; }
@@ -420,8 +429,12 @@ class FlowRegistry {
   std::uint64_t newest_sequence_ = 0;  // the largest request sequence enqueued
   Flow* idle_oldest_ = nullptr;
   Flow* idle_newest_ = nullptr;
-  // Item pool: stable addresses in chunks; free slots on a stack.
-  std::vector<std::unique_ptr<Item[]>> chunks_;
+  // Item pool: stable addresses in chunks of one huge page each (see
+  // huge_pages.h); free slots on a stack.
+  struct ChunkDeleter {
+    void operator()(Item* chunk) const noexcept;
+  };
+  std::vector<std::unique_ptr<Item, ChunkDeleter>> chunks_;
   std::vector<std::uint32_t> free_items_;
   std::uint32_t capacity_ = 0;
   // Flow slots for policies' per-flow state.

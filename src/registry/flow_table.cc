@@ -80,7 +80,7 @@ bool FlowTable::erase(std::string_view id, std::uint64_t h) {
 }
 
 void FlowTable::grow() {
-  std::vector<Slot> old = std::move(slots_);
+  HugeVector<Slot> old = std::move(slots_);
   slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
   for (const Slot& s : old) {
     if (!s.flow) continue;

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "registry/huge_pages.h"
+
 namespace sluice::registry {
 
 class Flow;
@@ -87,7 +89,7 @@ class FlowTable {
   void grow();
   std::size_t mask() const { return slots_.size() - 1; }
 
-  std::vector<Slot> slots_;  // a power of two; at most half full
+  HugeVector<Slot> slots_;  // a power of two; at most half full
   std::size_t size_ = 0;
 };
 

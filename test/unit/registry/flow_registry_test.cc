@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -196,6 +197,27 @@ TEST_F(Fixture, TicketsGoStaleWhenASlotIsReused) {
   EXPECT_EQ(reg.find(ticket), nullptr);
   EXPECT_EQ(reg.find(0), nullptr);
   EXPECT_EQ(reg.find(1ull << 40), nullptr);
+}
+
+// The item pool grows a huge page of items at a time: every item of three
+// chunks is distinct, found by its ticket, and no other ticket finds it.
+TEST_F(Fixture, ItemsOfEveryChunkAreFoundByTheirTickets) {
+  std::vector<Item*> items;
+  std::set<Item*> distinct;
+  std::vector<std::uint64_t> tickets;
+  const std::size_t n = 3 * (kHugePageBytes / sizeof(Item)) + 5;
+  for (std::size_t k = 0; k < n; ++k) {
+    Item* i = reg.allocate();
+    i->state = Item::State::kQueued;
+    items.push_back(i);
+    distinct.insert(i);
+    tickets.push_back(FlowRegistry::ticket(i));
+  }
+  ASSERT_EQ(distinct.size(), n);
+  for (std::size_t k = 0; k < n; ++k) ASSERT_EQ(reg.find(tickets[k]), items[k]) << k;
+  for (std::size_t k = 0; k < n; k += 2) reg.release(items[k]);
+  for (std::size_t k = 0; k < n; ++k)
+    ASSERT_EQ(reg.find(tickets[k]), k % 2 ? items[k] : nullptr) << k;
 }
 
 TEST_F(Fixture, IdleFlowsAreCollected) {
@@ -497,6 +519,62 @@ TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
     ASSERT_EQ(picked ? static_cast<int>(picked->slot()) : -1, best) << "step " << step;
     ASSERT_DOUBLE_EQ(vtc.counter(flows[i]), m.counter) << "step " << step;
   }
+}
+
+}  // namespace
+}  // namespace sluice::registry
+
+namespace sluice::registry {
+namespace {
+
+// Large vectors live in 2 MB-aligned mappings (outside ASan), zero-filled,
+// given back when the vector goes; small ones use the ordinary allocator.
+TEST(HugePages, LargeVectorsAreHugePageMappingsGivenBack) {
+  const std::size_t before = huge_bytes_mapped().load();
+  {
+    HugeVector<std::uint64_t> small(1000);
+    EXPECT_EQ(huge_bytes_mapped().load(), before);
+    HugeVector<std::uint64_t> large(3 * kHugePageBytes / sizeof(std::uint64_t) + 1);
+    for (std::uint64_t v : large) ASSERT_EQ(v, 0u);
+    for (std::size_t i = 0; i < large.size(); ++i) large[i] = i;
+    large.resize(large.size() * 2);  // moves to a larger mapping, keeping values
+    for (std::size_t i = 0; i < large.size() / 2; ++i) ASSERT_EQ(large[i], i);
+    if constexpr (kHugePages) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(large.data()) % kHugePageBytes, 0u);
+      EXPECT_EQ(huge_bytes_mapped().load() - before, huge_round(large.capacity() * 8));
+    } else {
+      EXPECT_EQ(huge_bytes_mapped().load(), before);
+    }
+  }
+  EXPECT_EQ(huge_bytes_mapped().load(), before);
+}
+
+// A slot pool hands out distinct, aligned slots across several huge pages
+// and reuses freed ones before mapping more.
+TEST(HugePages, SlotPoolReusesFreedSlots) {
+  using Pool = SlotPool<96, 32>;
+  Pool& pool = Pool::instance();
+  const std::size_t n = 3 * kHugePageBytes / 96;
+  std::vector<void*> slots;
+  std::set<void*> distinct;
+  for (std::size_t i = 0; i < n; ++i) {
+    void* p = pool.allocate();
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % 32, 0u);
+    std::memset(p, 0xab, 96);  // the whole slot is ours (ASan checks it too)
+    slots.push_back(p);
+    distinct.insert(p);
+  }
+  EXPECT_EQ(distinct.size(), n);
+  const std::size_t mapped = pool.mapped_bytes();
+  if constexpr (kHugePages) {
+    EXPECT_EQ(pool.in_use_bytes(), n * 96);
+    EXPECT_GE(mapped, n * 96);
+  }
+  for (void* p : slots) pool.deallocate(p);
+  EXPECT_EQ(pool.in_use_bytes(), 0u);
+  for (std::size_t i = 0; i < n; ++i) slots[i] = pool.allocate();
+  EXPECT_EQ(pool.mapped_bytes(), mapped);  // all reused, nothing new mapped
+  for (void* p : slots) pool.deallocate(p);
 }
 
 }  // namespace
