@@ -81,8 +81,17 @@ void FlowQueue::reorder(const flowcontrol::OrderingPolicy* ordering) {
 
 namespace {
 using FlowPool = SlotPool<sizeof(Flow), alignof(Flow)>;
-// Items per chunk of the item pool: as many as one huge page holds.
-constexpr std::uint32_t kChunk = kHugePageBytes / sizeof(Item);
+// Items per chunk of the item pool: as many as one huge page holds, the
+// first `kChunkOffset` bytes of the page left out. Items that start on the
+// page's first byte (and every other one on a cache line) measured 3-4%
+// fewer decisions/s at 10 and 1 000 flows over 8 bands than malloc's
+// placement, which puts them 16 bytes in; 16 or 32 bytes in measured the
+// same as malloc there and kept the gain at 50 000 flows. (Likely the
+// items' hot fields then share their low address bits with the flows',
+// which start on a line of their own pool's pages.)
+constexpr std::size_t kChunkOffset = 32;
+constexpr std::uint32_t kChunk = (kHugePageBytes - kChunkOffset) / sizeof(Item);
+static_assert(kChunkOffset % alignof(Item) == 0);
 }  // namespace
 
 void* Flow::operator new(std::size_t size) {
@@ -101,7 +110,8 @@ std::size_t Flow::pool_bytes_mapped() { return FlowPool::instance().mapped_bytes
 void FlowRegistry::ChunkDeleter::operator()(Item* chunk) const noexcept {
   if constexpr (kHugePages) {
     for (std::uint32_t i = 0; i < kChunk; ++i) chunk[i].~Item();
-    huge_deallocate(chunk, kChunk * sizeof(Item));
+    huge_deallocate(reinterpret_cast<char*>(chunk) - kChunkOffset,
+                    kChunkOffset + kChunk * sizeof(Item));
   } else {
     delete[] chunk;
   }
@@ -126,10 +136,13 @@ std::unique_ptr<Band> FlowRegistry::make_band(const BandConfig& config, bool con
 
 Item* FlowRegistry::allocate() {
   if (free_items_.empty()) {
-    chunks_.reserve(chunks_.size() + 1);  // so that emplace_back cannot fail below
+    // Reserved first, so that nothing can fail once the chunk is made.
+    chunks_.reserve(chunks_.size() + 1);
+    free_items_.reserve(free_items_.size() + kChunk);
     Item* chunk;
     if constexpr (kHugePages) {
-      chunk = static_cast<Item*>(huge_allocate(kChunk * sizeof(Item)));
+      auto* page = static_cast<char*>(huge_allocate(kChunkOffset + kChunk * sizeof(Item)));
+      chunk = reinterpret_cast<Item*>(page + kChunkOffset);
       for (std::uint32_t i = 0; i < kChunk; ++i) new (chunk + i) Item();
     } else {
       chunk = new Item[kChunk]();

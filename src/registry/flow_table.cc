@@ -80,9 +80,10 @@ bool FlowTable::erase(std::string_view id, std::uint64_t h) {
 }
 
 void FlowTable::grow() {
-  HugeVector<Slot> old = std::move(slots_);
-  slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
-  for (const Slot& s : old) {
+  // The new array first: if it cannot be had, the table is unchanged.
+  HugeVector<Slot> grown(slots_.empty() ? 16 : slots_.size() * 2, Slot{});
+  grown.swap(slots_);
+  for (const Slot& s : grown) {
     if (!s.flow) continue;
     std::size_t i = s.hash & mask();
     while (slots_[i].flow) i = (i + 1) & mask();

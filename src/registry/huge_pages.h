@@ -19,8 +19,10 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -49,6 +51,18 @@ inline std::atomic<std::size_t>& huge_bytes_mapped() {
   return bytes;
 }
 
+// Whether the mappings are advised MADV_HUGEPAGE: yes unless the
+// environment has SLUICE_HUGE_PAGES=0 (for a host where the kernel's
+// synchronous compaction on a huge-page fault, `defrag` = madvise, would
+// stall the dispatcher; the mappings are then ordinary 4 KB pages).
+inline bool huge_pages_advised() {
+  static const bool advised = [] {
+    const char* v = std::getenv("SLUICE_HUGE_PAGES");
+    return !(v && v[0] == '0' && v[1] == '\0');
+  }();
+  return advised;
+}
+
 inline std::size_t huge_round(std::size_t bytes) {
   return (bytes + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
 }
@@ -67,7 +81,8 @@ inline void* huge_allocate(std::size_t bytes) {
   const std::uintptr_t tail = start + size + kHugePageBytes - (aligned + size);
   if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
   void* p = reinterpret_cast<void*>(aligned);
-  ::madvise(p, size, MADV_HUGEPAGE);  // advice: a kernel without THP ignores it
+  // Advice: a kernel without THP, or with it `never`, ignores it.
+  if (huge_pages_advised()) ::madvise(p, size, MADV_HUGEPAGE);
   huge_bytes_mapped().fetch_add(size, std::memory_order_relaxed);
   return p;
 }
@@ -109,10 +124,15 @@ template <class T>
 using HugeVector = std::vector<T, HugePageAllocator<T>>;
 
 // Fixed-size slots for objects of `Size` bytes, carved from 2 MB huge-page
-// blocks and kept on a free list: objects made and dropped at random (a
-// band's flows) end up packed on a few huge pages instead of spread over
-// the malloc heap. Blocks are kept for the process's life: what it holds
-// is bounded by the peak number of live objects (for flows, by
+// blocks: objects made and dropped at random (a band's flows) end up packed
+// on a few huge pages instead of spread over the malloc heap. A new object
+// takes the free slot of lowest address in the earliest block, so after
+// churn (a registry that held 50 000 flows and now holds 1 000, or one
+// destroyed and made again) the live objects stay together at the front
+// of the pool; a LIFO free list would scatter them over every block it
+// ever mapped (measured: 6-10% fewer decisions/s at 1 000 flows after a
+// run at 50 000). Blocks are kept for the process's life: what the pool
+// holds is bounded by the peak number of live objects (for flows, by
 // flowControl.maxFlows). Thread-safe (a mutex: flows are made and dropped
 // far less often than they are read). Under ASan, the ordinary allocator.
 template <std::size_t Size, std::size_t Align>
@@ -127,22 +147,36 @@ class SlotPool {
       return ::operator new (Size, std::align_val_t{Align});
     } else {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!free_) refill();
-      Free* f = free_;
-      free_ = f->next;
+      while (first_free_ < blocks_.size() && blocks_[first_free_].free == 0) ++first_free_;
+      if (first_free_ == blocks_.size()) map_block();
+      Block& b = blocks_[first_free_];
+      std::size_t w = 0;
+      while (b.bits[w] == 0) ++w;
+      const std::size_t slot = w * 64 + static_cast<std::size_t>(__builtin_ctzll(b.bits[w]));
+      b.bits[w] &= b.bits[w] - 1;
+      --b.free;
       ++in_use_;
-      return f;
+      return b.base + slot * kStride;
     }
   }
   void deallocate(void* p) noexcept {
     if constexpr (!kHugePages) {
       ::operator delete (p, std::align_val_t{Align});
     } else {
+      if (!p) return;
       std::lock_guard<std::mutex> lock(mu_);
-      auto* f = static_cast<Free*>(p);
-      f->next = free_;
-      free_ = f;
+      const auto at = reinterpret_cast<std::uintptr_t>(p);
+      const auto base = at & ~(kHugePageBytes - 1);
+      // The block's index is kept in its first bytes, before the slots.
+      const std::uint32_t index = *reinterpret_cast<const std::uint32_t*>(base);
+      Block& b = blocks_[index];
+      const std::size_t slot = (at - reinterpret_cast<std::uintptr_t>(b.base)) / kStride;
+      const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
+      assert(!(b.bits[slot / 64] & bit) && "slot freed twice");
+      b.bits[slot / 64] |= bit;
+      ++b.free;
       --in_use_;
+      if (index < first_free_) first_free_ = index;
     }
   }
   // Bytes of the slots handed out and not given back (0 under ASan).
@@ -153,29 +187,41 @@ class SlotPool {
   // Bytes of the huge pages mapped for slots (counted in huge_bytes_mapped).
   std::size_t mapped_bytes() {
     std::lock_guard<std::mutex> lock(mu_);
-    return blocks_ * kHugePageBytes;
+    return blocks_.size() * kHugePageBytes;
   }
 
  private:
   static constexpr std::size_t kStride = (Size + Align - 1) / Align * Align;
-  static_assert(kStride >= sizeof(void*));
-  struct Free {
-    Free* next;
+  // The block's index, then the slots from the first multiple of Align.
+  static constexpr std::size_t kHeader = (sizeof(std::uint32_t) + Align - 1) / Align * Align;
+  static constexpr std::size_t kSlots = (kHugePageBytes - kHeader) / kStride;
+  static constexpr std::size_t kWords = (kSlots + 63) / 64;
+  static_assert(Align > 0 && (Align & (Align - 1)) == 0 && Align <= 4096);
+  static_assert(kSlots > 0);
+  struct Block {
+    char* base;  // the first slot
+    std::size_t free;
+    std::uint64_t bits[kWords];  // 1: free
   };
-  void refill() {
-    auto* block = static_cast<char*>(huge_allocate(kHugePageBytes));
-    ++blocks_;
-    // Pushed in reverse so the block is handed out from its start.
-    for (std::size_t off = (kHugePageBytes / kStride) * kStride; off > 0; off -= kStride) {
-      auto* f = reinterpret_cast<Free*>(block + off - kStride);
-      f->next = free_;
-      free_ = f;
+  void map_block() {
+    auto* page = static_cast<char*>(huge_allocate(kHugePageBytes));
+    *reinterpret_cast<std::uint32_t*>(page) = static_cast<std::uint32_t>(blocks_.size());
+    Block b{page + kHeader, kSlots, {}};
+    for (std::size_t w = 0; w < kWords; ++w) {
+      const std::size_t n = kSlots - w * 64 < 64 ? kSlots - w * 64 : 64;
+      b.bits[w] = n == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+    }
+    try {
+      blocks_.push_back(b);
+    } catch (...) {
+      huge_deallocate(page, kHugePageBytes);
+      throw;
     }
   }
   std::mutex mu_;
-  Free* free_ = nullptr;
+  std::vector<Block> blocks_;
+  std::size_t first_free_ = 0;  // no block before this one has a free slot
   std::size_t in_use_ = 0;
-  std::size_t blocks_ = 0;
 };
 
 }  // namespace sluice::registry

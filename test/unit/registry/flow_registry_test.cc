@@ -574,6 +574,25 @@ TEST(HugePages, SlotPoolReusesFreedSlots) {
   EXPECT_EQ(pool.in_use_bytes(), 0u);
   for (std::size_t i = 0; i < n; ++i) slots[i] = pool.allocate();
   EXPECT_EQ(pool.mapped_bytes(), mapped);  // all reused, nothing new mapped
+  if constexpr (kHugePages) {
+    // Lowest first: after churn the live slots stay at the front of the
+    // pool. Slots come out in address order within a block, blocks in the
+    // order they were mapped; a freed slot is the next one handed out when
+    // it is the lowest free one.
+    for (std::size_t i = 1; i < n; ++i) {
+      const auto a = reinterpret_cast<std::uintptr_t>(slots[i - 1]);
+      const auto b = reinterpret_cast<std::uintptr_t>(slots[i]);
+      if (a / kHugePageBytes == b / kHugePageBytes) ASSERT_LT(a, b) << i;
+    }
+    pool.deallocate(slots[n / 2]);
+    pool.deallocate(slots[10]);
+    void* first = pool.allocate();
+    void* second = pool.allocate();
+    EXPECT_EQ(first, slots[10]);
+    EXPECT_EQ(second, slots[n / 2]);
+    slots[10] = first;  // whatever came back is what is freed below
+    slots[n / 2] = second;
+  }
   for (void* p : slots) pool.deallocate(p);
 }
 
