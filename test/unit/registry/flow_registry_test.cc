@@ -582,7 +582,9 @@ TEST(HugePages, SlotPoolReusesFreedSlots) {
     for (std::size_t i = 1; i < n; ++i) {
       const auto a = reinterpret_cast<std::uintptr_t>(slots[i - 1]);
       const auto b = reinterpret_cast<std::uintptr_t>(slots[i]);
-      if (a / kHugePageBytes == b / kHugePageBytes) ASSERT_LT(a, b) << i;
+      if (a / kHugePageBytes == b / kHugePageBytes) {
+        ASSERT_LT(a, b) << i;
+      }
     }
     pool.deallocate(slots[n / 2]);
     pool.deallocate(slots[10]);
