@@ -18,14 +18,14 @@ asan: deps
 	  -DSLUICE_SANITIZE=address,undefined -DSLUICE_WERROR=ON
 	cmake --build build/asan -j $(JOBS)
 
+# Also the registry's unit tests: its huge-page allocator is bypassed under
+# ASan, so this is the gate's one run of it.
 tsan: deps
 	cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug \
 	  -DSLUICE_SANITIZE=thread -DSLUICE_WERROR=ON
 	cmake --build build/tsan -j $(JOBS)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/test/tsan.supp" \
 	  ctest -L 'integration|threads' --output-on-failure -j $(JOBS)
-	# The registry's unit tests too: its huge-page allocator is bypassed
-	# under ASan, so this is the gate's one run of it.
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/test/tsan.supp" \
 	  ./unit_registry
 
