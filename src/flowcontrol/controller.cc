@@ -849,20 +849,14 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
     }
     allowance = Allowance::kPlain;
   }
-  // The reserved lane: the pool's last reserve_endpoints endpoints (never
-  // every one in it). Held, it takes no lower-band request; a protected
-  // request goes there while it has room (below).
-  const auto& h = config_.headroom;
-  const bool lane_first = gated_ && h.enabled && h.reserve_endpoints > 0 &&
-                          item->flow->key().priority >= h.protected_priority;
+  // Held: the pool's last reserve_endpoints endpoints (never every one in
+  // it) take no lower-band request.
   std::size_t lane = 0;
-  if ((allowance == Allowance::kReserveHeld || lane_first) && h.reserve_endpoints > 0) {
+  if (allowance == Allowance::kReserveHeld && config_.headroom.reserve_endpoints > 0) {
     std::size_t in_pool = 0;
     for (std::size_t i = 0; i < load_.size(); ++i) in_pool += !removed_[i];
-    lane = std::min<std::size_t>(h.reserve_endpoints, in_pool - (in_pool > 0));
+    lane = std::min<std::size_t>(config_.headroom.reserve_endpoints, in_pool - (in_pool > 0));
   }
-  const std::size_t lane_size = lane;
-  if (lane_first) lane = 0;
   // The plain case, every decision's, asks the detector for the whole pool
   // at once; the headroom allowances adjust each endpoint's load first.
   const bool each = gated_ && allowance == Allowance::kPlain;
@@ -879,31 +873,11 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
     room_[i] = room ? 1 : 0;
     any = any || room;
   }
-  if (lane_first && lane_size > 0) {
-    // A protected request reaches an engine that runs none of the flood's
-    // sequences (and so no step of theirs to wait for) whenever the lane
-    // has room for it; the scheduler then chooses within the lane. Only a
-    // full lane sends it to the rest of the pool. Without this the
-    // scheduler's scores (the lane is often the busier by its own
-    // sequences' count) sent a protected request arriving just after
-    // another to a flooded engine.
-    bool lane_room = false;
-    std::size_t seen = 0;
-    std::size_t first_lane = load_.size();
-    for (std::size_t i = load_.size(); i-- > 0 && seen < lane_size;) {
-      if (removed_[i]) continue;
-      ++seen;
-      first_lane = i;
-      lane_room = lane_room || room_[i] != 0;
-    }
-    if (lane_room)
-      for (std::size_t i = 0; i < first_lane; ++i) room_[i] = 0;
-  }
   if (!any && allowance == Allowance::kReserveHeld) ++headroom_holds_;
   if (allowance == Allowance::kReserveHeld) {
-    d.held_reserve = h.reserve;
-    d.held_reserve_tokens = h.reserve_tokens;
-    d.held_endpoints = h.reserve_endpoints;
+    d.held_reserve = config_.headroom.reserve;
+    d.held_reserve_tokens = config_.headroom.reserve_tokens;
+    d.held_endpoints = config_.headroom.reserve_endpoints;
   }
   if (!any) return gated_ ? kWait : kUnroutable;
   if (fleet_.enabled && gated_ && (!fleet_ready_ || fleet_hold(item, now))) return kFleetHold;

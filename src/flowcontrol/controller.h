@@ -45,11 +45,9 @@ struct HeadroomConfig {
   Duration lend_after_idle = std::chrono::seconds(1);
   std::uint32_t over_admission = 0;
   // The last `reserve_endpoints` endpoints in the pool (never all of them)
-  // take no lower-band request while the reserve is held, and a protected
-  // request goes to them while they have room for it (the rest of the pool
-  // only when they are full): it lands on an engine that runs none of the
-  // flood's work, so it does not wait for a step of theirs. Lent and
-  // reclaimed like the rest.
+  // take no lower-band request while the reserve is held: a protected
+  // request lands on an engine that runs none of the flood's work, so it
+  // does not wait for a step of theirs. Lent and reclaimed like the rest.
   std::uint32_t reserve_endpoints = 0;
 };
 

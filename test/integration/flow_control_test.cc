@@ -342,8 +342,8 @@ TEST(FlowControl, OverAdmissionServesTheTopBandPastAFullPool) {
 // band (reserveEndpoints: 1, never lent). A best-effort request goes to
 // endpoint 0 (the dispatcher keeps it off the reserved one), is refused,
 // and must not fall back onto the reserved endpoint: a typed 503, the
-// endpoint untouched. An interactive request goes to the reserved endpoint
-// (the lane first while it has room) and is served.
+// endpoint untouched. An interactive request refused the same way falls
+// back there and is served.
 TEST(FlowControl, HeldHeadroomAppliesToTheFallbackAfterARefusedConnection) {
   auto mock = start_mock({"--decode-ms-per-token", "1"});
   ClosedPort refusing;  // held until the test ends

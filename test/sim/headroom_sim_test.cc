@@ -197,36 +197,5 @@ TEST(Headroom, ReservedEndpointsTakeNoLowerBandWhileHeld) {
   EXPECT_GT(dispatched(single, "batch"), 100u);
 }
 
-// A protected request goes to the lane while the lane has room, even when
-// the scheduler (least in flight here) would choose an emptier endpoint
-// elsewhere: at once 12 interactive requests and nothing else, on 4
-// endpoints of 8 slots. The first 8 fill the lane; the next 4 find it full
-// and go to the rest of the pool (least in flight spreads them).
-TEST(Headroom, ProtectedRequestsGoToTheLaneWhileItHasRoom) {
-  HeadroomConfig h;
-  h.enabled = true;
-  h.protected_priority = 100;
-  h.reserve_endpoints = 1;
-  h.lend = false;
-  Sim sim(two_bands(h), pool());
-  sim.at(T0, [&] {
-    for (int i = 0; i < 12; ++i) sim.arrive({"interactive", 100});
-  });
-  sim.run_until(T0 + 1ms);
-  std::vector<int> endpoints;
-  for (const auto& r : sim.records()) {
-    ASSERT_EQ(r.outcome, QueueOutcome::kDispatched);
-    endpoints.push_back(r.endpoint);
-  }
-  ASSERT_EQ(endpoints.size(), 12u);
-  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(endpoints[i], 3) << "request " << i;
-  // The overflow goes where least in flight sends it: each of the other
-  // three gets one or two, the full lane none.
-  std::vector<int> per(4, 0);
-  for (std::size_t i = 8; i < 12; ++i) per[static_cast<std::size_t>(endpoints[i])] += 1;
-  EXPECT_EQ(per[3], 0);
-  for (int e = 0; e < 3; ++e) EXPECT_TRUE(per[e] == 1 || per[e] == 2) << "endpoint " << e;
-}
-
 }  // namespace
 }  // namespace sluice::sim
