@@ -46,6 +46,52 @@ if [[ -n ${PIN_SLUICE:-} ]]; then
   taskset -pc "$PIN_OTHERS" $$ >/dev/null
   SLUICE_PIN=(taskset -c "$PIN_SLUICE")
 fi
+# ISOLATE=1: the interactive tenant's own path on CPU 0 — sluice, the
+# pool's last endpoint (the one reserveEndpoints keeps for it) and an
+# interactive-only driver — and the flood's on CPU 1: the other two mocks
+# and a driver sending only the flood. In production the tenants' clients
+# and engines are different machines and only the gateway is shared; on two
+# cores this is the nearest to that, so what the flood adds to the
+# interactive TTFT is what it does through sluice (and through the engines
+# for requests that land on a busy one).
+ISOLATE=${ISOLATE:-}
+if [[ -n $ISOLATE ]]; then
+  [[ -z ${PIN_SLUICE:-} ]] || { echo "ISOLATE and PIN_SLUICE exclude each other" >&2; exit 1; }
+  SLUICE_PIN=(taskset -c 0)
+fi
+
+# sluice-load for `kind` (solo, flooded or batch) against port $1, its
+# report in $OUT/$i-$kind.json. Isolated, a flooded run is two drivers: the
+# interactive tenant on CPU 0 and the flood on CPU 1 (its report in
+# $OUT/$i-flooded-flood.json), started together with the same duration and
+# warmup, so their measured windows coincide.
+drive() {  # port index kind scenario
+  local port=$1 i=$2 kind=$3 scenario=$4
+  local load=("$BUILD/sluice-load" --target "http://127.0.0.1:$port" --quiet ${DURATION:+--duration "$DURATION"})
+  if [[ -z $ISOLATE ]]; then
+    "${load[@]}" --scenario "$scenario" --json "$OUT/$i-$kind.json" >/dev/null
+    return
+  fi
+  case $kind in
+    solo) taskset -c 0 "${load[@]}" --scenario "$scenario" --json "$OUT/$i-solo.json" >/dev/null ;;
+    batch) taskset -c 1 "${load[@]}" --scenario "$scenario" --json "$OUT/$i-batch.json" >/dev/null ;;
+    flooded)
+      python3 - "$scenario" "$WORK/flood-only.yaml" <<'PY'
+import re, sys
+# The scenario without its interactive flow (a list item up to the next).
+text = open(sys.argv[1]).read()
+text, n = re.subn(r"(?ms)^  - name: interactive\n.*?(?=^  - name: )", "", text)
+assert n == 1, "no interactive flow in " + sys.argv[1]
+open(sys.argv[2], "w").write(text.replace("name: priority-flood", "name: priority-flood-flood-only", 1))
+PY
+      taskset -c 1 "${load[@]}" --scenario "$WORK/flood-only.yaml" --json "$OUT/$i-flooded-flood.json" >/dev/null &
+      local flood=$!
+      taskset -c 0 "${load[@]}" --scenario "$ROOT/bench/scenarios/priority-flood-solo.yaml" \
+        --json "$OUT/$i-flooded.json" >/dev/null
+      wait "$flood"
+      ;;
+  esac
+}
 
 run_variant() {  # index name flow_lines endpoint_line max_concurrency mock_args
   local i=$1 name=$2 flow=$3 ep=$4 conc=${5:-4} margs=$6 kind
@@ -55,6 +101,11 @@ run_variant() {  # index name flow_lines endpoint_line max_concurrency mock_args
     [[ $kind == batch ]] && scenario=$ROOT/bench/scenarios/priority-flood-batch.yaml
     # shellcheck disable=SC2086
     start_mocks "$BUILD" --max-running 6 --decode-ms-per-token 20 $margs
+    if [[ -n $ISOLATE ]]; then
+      taskset -apc 1 "${PIDS[0]}" >/dev/null
+      taskset -apc 1 "${PIDS[1]}" >/dev/null
+      taskset -apc 0 "${PIDS[2]}" >/dev/null
+    fi
     python3 - "$ROOT/bench/priority_flood/base.yaml" "$WORK/template.yaml" "$flow" "$ep" "$conc" <<'PY'
 import sys
 src, out, flow, ep, conc = sys.argv[1:]
@@ -80,8 +131,7 @@ PY
     local port
     port=$(wait_listening "$WORK/sluice.out")
     log "[$name] $kind"
-    "$BUILD/sluice-load" --scenario "$scenario" --target "http://127.0.0.1:$port" --quiet \
-      ${DURATION:+--duration "$DURATION"} --json "$OUT/$i-$kind.json" >/dev/null
+    drive "$port" "$i" "$kind" "$scenario"
     stop_all
   done
 }
@@ -125,11 +175,13 @@ for v in variants:
     i, name = v.split("|")[:2]
     solo = flow(f"{out}/{i}-solo.json", "interactive")
     fl = flow(f"{out}/{i}-flooded.json", "interactive")
-    fb = flow(f"{out}/{i}-flooded.json", "batch")
+    flood = f"{out}/{i}-flooded-flood.json" if os.environ.get("ISOLATE") else f"{out}/{i}-flooded.json"
+    fb = flow(flood, "batch")
     b = flow(f"{out}/{i}-batch.json", "batch")
     tput = b["outputTokensPerSecond"]
     if base_batch is None: base_batch = tput
-    lost = sum(json.load(open(f"{out}/{i}-{k}.json"))["totals"]["lost"] for k in ("solo", "flooded", "batch"))
+    kinds = ("solo", "flooded", "batch") + (("flooded-flood",) if os.environ.get("ISOLATE") else ())
+    lost = sum(json.load(open(f"{out}/{i}-{k}.json"))["totals"]["lost"] for k in kinds)
     n = fl["ttftSeconds"]["count"]
     rows.append("| %s | %s / %s | %s / %s (%d) | %s | %s / %s | %.2f× | %.0f | %.0f (%.0f%%) | %s | %d |" % (
         name, ms(solo["ttftSeconds"]["p50"]), ms(solo["ttftSeconds"]["p99"]),
@@ -140,6 +192,7 @@ for v in variants:
         fb["outputTokensPerSecond"], tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
 pin = os.environ.get("PIN_SLUICE")
 if pin: print(f"pinned: sluice on CPU {pin}, mocks and driver on CPU {os.environ.get('PIN_OTHERS')}")
+if os.environ.get("ISOLATE"): print("isolated: sluice, the last endpoint's mock and the interactive driver on CPU 0; the other mocks and the flood's driver on CPU 1")
 print(f"priority-flood at {commit} (3 sluice-mock endpoints, 6 sequences each, 20 ms/token; sluice admits 4 per endpoint unless noted)\n")
 print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | of which queued in sluice, p50 / p99 ms (requests) | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch output tokens/s, flooded | batch alone, output tokens/s (vs the first row) | batch outcomes, flooded | requests without an answer |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
