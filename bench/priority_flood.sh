@@ -69,12 +69,15 @@ drive() {  # port index kind scenario
   local port=$1 i=$2 kind=$3 scenario=$4
   local load=("$BUILD/sluice-load" --target "http://127.0.0.1:$port" --quiet ${DURATION:+--duration "$DURATION"})
   if [[ -z $ISOLATE ]]; then
-    "${load[@]}" --scenario "$scenario" --json "$OUT/$i-$kind.json" >/dev/null
+    "${load[@]}" --scenario "$scenario" --json "$OUT/$i-$kind.json" \
+      --requests "$OUT/$i-$kind.requests.jsonl" >/dev/null
     return
   fi
   case $kind in
-    solo) taskset -c 0 "${load[@]}" --scenario "$scenario" --json "$OUT/$i-solo.json" >/dev/null ;;
-    batch) taskset -c 1 "${load[@]}" --scenario "$scenario" --json "$OUT/$i-batch.json" >/dev/null ;;
+    solo | batch)
+      taskset -c "$([[ $kind == solo ]] && echo 0 || echo 1)" "${load[@]}" --scenario "$scenario" \
+        --json "$OUT/$i-$kind.json" --requests "$OUT/$i-$kind.requests.jsonl" >/dev/null
+      ;;
     flooded)
       python3 - "$scenario" "$WORK/flood-only.yaml" <<'PY'
 import re, sys
@@ -84,10 +87,11 @@ text, n = re.subn(r"(?ms)^  - name: interactive\n.*?(?=^  - name: )", "", text)
 assert n == 1, "no interactive flow in " + sys.argv[1]
 open(sys.argv[2], "w").write(text.replace("name: priority-flood", "name: priority-flood-flood-only", 1))
 PY
-      taskset -c 1 "${load[@]}" --scenario "$WORK/flood-only.yaml" --json "$OUT/$i-flooded-flood.json" >/dev/null &
+      taskset -c 1 "${load[@]}" --scenario "$WORK/flood-only.yaml" --json "$OUT/$i-flooded-flood.json" \
+        --requests "$OUT/$i-flooded-flood.requests.jsonl" >/dev/null &
       local flood=$!
       taskset -c 0 "${load[@]}" --scenario "$ROOT/bench/scenarios/priority-flood-solo.yaml" \
-        --json "$OUT/$i-flooded.json" >/dev/null
+        --json "$OUT/$i-flooded.json" --requests "$OUT/$i-flooded.requests.jsonl" >/dev/null
       wait "$flood"
       ;;
   esac

@@ -18,7 +18,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: sluice-load --scenario FILE [--target http://HOST:PORT] [--json FILE] [--html FILE]\n"
-    "                   [--duration D] [--max-requests N] [--quiet]\n"
+    "                   [--requests FILE] [--duration D] [--max-requests N] [--quiet]\n"
     "Exit codes: 0 the run completed; 1 it could not run; 2 usage or an invalid scenario.\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -29,7 +29,7 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string scenario_path, target, json_path, html_path, duration, max_requests;
+  std::string scenario_path, target, json_path, html_path, requests_path, duration, max_requests;
   bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
       json_path = value();
     else if (a == "--html")
       html_path = value();
+    else if (a == "--requests")
+      requests_path = value();
     else if (a == "--duration")
       duration = value();
     else if (a == "--max-requests")
@@ -122,6 +124,14 @@ int main(int argc, char** argv) {
     out << sluice::load::json_report(s, stats, target).dump(2) << "\n";
     if (!out) {
       std::cerr << "sluice-load: cannot write " << json_path << "\n";
+      return 1;
+    }
+  }
+  if (!requests_path.empty()) {
+    std::ofstream out(requests_path);
+    for (const auto& r : run.records) out << sluice::load::request_line(s, r).dump() << "\n";
+    if (!out) {
+      std::cerr << "sluice-load: cannot write " << requests_path << "\n";
       return 1;
     }
   }

@@ -115,8 +115,10 @@ flows:
 )",
                     "chat.yaml");
   TempFile out("", "chat.json");
+  TempFile requests("", "chat.jsonl");
   ASSERT_EQ(run_shell(std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() +
-                      " --target http://" + mock->address() + " --json " + out.path() + " --quiet"),
+                      " --target http://" + mock->address() + " --json " + out.path() +
+                      " --requests " + requests.path() + " --quiet"),
             0);
   std::ifstream in(out.path());
   json report = json::parse(in, nullptr, false);
@@ -129,6 +131,21 @@ flows:
   EXPECT_GT(f["outputTokensPerSecond"].get<double>(), 0);
   EXPECT_GT(f["tpotSeconds"]["p50"].get<double>(), 0);
   EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), f["sent"].get<int>());
+
+  // --requests: one line per request sent, each timed in order and served.
+  std::ifstream lines(requests.path());
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    json r = json::parse(line, nullptr, false);
+    ASSERT_FALSE(r.is_discarded()) << line;
+    EXPECT_EQ(r["flow"], "chat");
+    EXPECT_EQ(r["status"], 200);
+    EXPECT_LE(r["sent"].get<double>(), r["firstByte"].get<double>());
+    EXPECT_LE(r["firstByte"].get<double>(), r["firstToken"].get<double>());
+    EXPECT_LE(r["firstToken"].get<double>(), r["done"].get<double>());
+    EXPECT_EQ(r["outputTokens"], 5);
+  }
+  EXPECT_EQ(n, f["sent"].get<int>());
 }
 
 }  // namespace

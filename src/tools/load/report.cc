@@ -348,4 +348,22 @@ std::string html_report(const Scenario& s, const RunStats& st, const std::string
   return os.str();
 }
 
+nlohmann::json request_line(const Scenario& s, const RequestRecord& r) {
+  nlohmann::json j;
+  j["flow"] = r.flow >= 0 && static_cast<std::size_t>(r.flow) < s.flows.size()
+                  ? s.flows[static_cast<std::size_t>(r.flow)].name
+                  : std::to_string(r.flow);
+  j["sent"] = r.sent;
+  j["firstByte"] = r.first_byte;
+  j["firstToken"] = r.first_token;
+  j["done"] = r.done;
+  j["status"] = r.status;
+  if (!r.reason.empty()) j["reason"] = r.reason;
+  if (!r.endpoint.empty()) j["endpoint"] = r.endpoint;
+  if (!r.error.empty()) j["error"] = r.error;
+  j["inputTokens"] = r.input_tokens;
+  j["outputTokens"] = r.output_tokens;
+  return j;
+}
+
 }  // namespace sluice::load

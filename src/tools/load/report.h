@@ -13,5 +13,9 @@ namespace sluice::load {
 std::string terminal_report(const Scenario& s, const RunStats& stats);
 nlohmann::json json_report(const Scenario& s, const RunStats& stats, const std::string& target);
 std::string html_report(const Scenario& s, const RunStats& stats, const std::string& target);
+// One request as a line of --requests (JSON Lines): its flow's name, times
+// in seconds since the run started (-1: did not happen), the answer and the
+// endpoint that served it. For looking at the requests behind a tail.
+nlohmann::json request_line(const Scenario& s, const RequestRecord& r);
 
 }  // namespace sluice::load
