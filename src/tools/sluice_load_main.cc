@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   if (!quiet) std::cout << sluice::load::terminal_report(s, stats);
   if (!json_path.empty()) {
     std::ofstream out(json_path);
-    out << sluice::load::json_report(s, stats, target).dump(2) << "\n";
+    out << sluice::load::report_text(sluice::load::json_report(s, stats, target), 2) << "\n";
     if (!out) {
       std::cerr << "sluice-load: cannot write " << json_path << "\n";
       return 1;
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   }
   if (!requests_path.empty()) {
     std::ofstream out(requests_path);
-    for (const auto& r : run.records) out << sluice::load::request_line(s, r).dump() << "\n";
+    for (const auto& r : run.records) out << sluice::load::request_line(s, r) << "\n";
     if (!out) {
       std::cerr << "sluice-load: cannot write " << requests_path << "\n";
       return 1;

@@ -348,7 +348,11 @@ std::string html_report(const Scenario& s, const RunStats& st, const std::string
   return os.str();
 }
 
-nlohmann::json request_line(const Scenario& s, const RequestRecord& r) {
+std::string report_text(const nlohmann::json& report, int indent) {
+  return report.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string request_line(const Scenario& s, const RequestRecord& r) {
   nlohmann::json j;
   j["flow"] = r.flow >= 0 && static_cast<std::size_t>(r.flow) < s.flows.size()
                   ? s.flows[static_cast<std::size_t>(r.flow)].name
@@ -363,7 +367,7 @@ nlohmann::json request_line(const Scenario& s, const RequestRecord& r) {
   if (!r.error.empty()) j["error"] = r.error;
   j["inputTokens"] = r.input_tokens;
   j["outputTokens"] = r.output_tokens;
-  return j;
+  return report_text(j);
 }
 
 }  // namespace sluice::load

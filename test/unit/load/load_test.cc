@@ -6,6 +6,7 @@
 
 #include "tools/load/distributions.h"
 #include "tools/load/driver.h"
+#include "tools/load/report.h"
 #include "tools/load/scenario.h"
 #include "tools/load/stats.h"
 
@@ -132,6 +133,40 @@ TEST(Stats, ReducesRecordsPerFlow) {
 // Inter-token gaps: only events received inside the window count (gaps and
 // events/s), whatever the request's outcome; gaps of 0 (events read in one
 // go) are kept.
+// The reason and endpoint strings are whatever the server sent in its
+// headers. Bytes that are not UTF-8 must not cost the run its reports
+// (nlohmann's strict dump throws): they come out as U+FFFD, the rest intact.
+TEST(Report, HeaderBytesThatAreNotUtf8AreReplacedNotThrown) {
+  Scenario s = parse_scenario(R"(name: t
+duration: 1s
+flows:
+  - name: a
+    arrival: {type: closed, clients: 1}
+)",
+                              "t.yaml");
+  RequestRecord r;
+  r.flow = 0;
+  r.sent = 0.1;
+  r.first_byte = 0.2;
+  r.done = 0.3;
+  r.status = 429;
+  r.reason = "rejected-\xff\xfe";
+  r.endpoint = "10.0.0.1:\xc3";
+  const std::string line = request_line(s, r);
+  auto j = nlohmann::json::parse(line, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << line;
+  EXPECT_EQ(j["reason"], "rejected-\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(j["endpoint"], "10.0.0.1:\xef\xbf\xbd");
+  EXPECT_EQ(j["status"], 429);
+  EXPECT_EQ(j["flow"], "a");
+
+  const RunStats st = compute_stats({r}, {"a"}, {1.0}, {""}, {{{0.0, 1.0}}}, {0}, 0, 1, 1);
+  const std::string text = report_text(json_report(s, st, "http://127.0.0.1:1"), 2);
+  auto report = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(report.is_discarded());
+  EXPECT_EQ(report["flows"][0]["outcomes"]["429 rejected-\xef\xbf\xbd\xef\xbf\xbd"], 1) << text;
+}
+
 TEST(Stats, InterTokenGapsOfEventsInsideTheWindow) {
   std::vector<RequestRecord> recs;
   RequestRecord r;
