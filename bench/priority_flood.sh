@@ -33,6 +33,7 @@ VARIANTS=(
   "reserved endpoint (1, lent after 5 s idle)|  headroom: {protectedPriority: 100, reserveEndpoints: 1, lendAfterIdle: 5s}|||"
   "reserved endpoint + over-admission 1|  headroom: {protectedPriority: 100, reserveEndpoints: 1, lendAfterIdle: 5s, overAdmission: 1}|||"
   "engine priority + over-admission 1 (8 into each engine)|  headroom: {protectedPriority: 100, overAdmission: 1}|    schedulingPolicy: priority|8|--scheduling-policy priority"
+  "reserved endpoints (2) + over-admission 1|  headroom: {protectedPriority: 100, reserveEndpoints: 2, lendAfterIdle: 5s, overAdmission: 1}|||"
 )
 # ONLY="0 4 10" runs those variants alone (the first listed is the
 # throughput baseline).
@@ -47,9 +48,9 @@ if [[ -n ${PIN_SLUICE:-} ]]; then
   SLUICE_PIN=(taskset -c "$PIN_SLUICE")
 fi
 # ISOLATE=1: the interactive tenant's own path on CPU 0 — sluice, the
-# pool's last endpoint (the one reserveEndpoints keeps for it) and an
-# interactive-only driver — and the flood's on CPU 1: the other two mocks
-# and a driver sending only the flood. In production the tenants' clients
+# pool's last endpoint (or the last N a variant's reserveEndpoints: N keeps
+# for it) and an interactive-only driver — and the flood's on CPU 1: the
+# other mocks and a driver sending only the flood. In production the tenants' clients
 # and engines are different machines and only the gateway is shared; on two
 # cores this is the nearest to that, so what the flood adds to the
 # interactive TTFT is what it does through sluice (and through the engines
@@ -60,13 +61,25 @@ if [[ -n $ISOLATE ]]; then
   SLUICE_PIN=(taskset -c 0)
 fi
 
+# SEED=N: the scenarios' arrivals and sizes drawn from seed N (sluice-load's
+# `seed:`, 1 unless set). Every run of one invocation uses the same seed, so
+# solo and flooded see the same interactive arrivals; rounds with different
+# seeds sample different ones.
+seeded() {  # scenario file -> the file to run
+  if [[ -z ${SEED:-} ]]; then echo "$1"; return; fi
+  local out=$WORK/$(basename "$1" .yaml).seed$SEED.yaml
+  { cat "$1"; echo "seed: $SEED"; } >"$out"
+  echo "$out"
+}
+
 # sluice-load for `kind` (solo, flooded or batch) against port $1, its
 # report in $OUT/$i-$kind.json. Isolated, a flooded run is two drivers: the
 # interactive tenant on CPU 0 and the flood on CPU 1 (its report in
 # $OUT/$i-flooded-flood.json), started together with the same duration and
 # warmup, so their measured windows coincide.
 drive() {  # port index kind scenario
-  local port=$1 i=$2 kind=$3 scenario=$4
+  local port=$1 i=$2 kind=$3 scenario
+  scenario=$(seeded "$4")
   local load=("$BUILD/sluice-load" --target "http://127.0.0.1:$port" --quiet ${DURATION:+--duration "$DURATION"})
   if [[ -z $ISOLATE ]]; then
     "${load[@]}" --scenario "$scenario" --json "$OUT/$i-$kind.json" \
@@ -90,7 +103,7 @@ PY
       taskset -c 1 "${load[@]}" --scenario "$WORK/flood-only.yaml" --json "$OUT/$i-flooded-flood.json" \
         --requests "$OUT/$i-flooded-flood.requests.jsonl" >/dev/null &
       local flood=$!
-      taskset -c 0 "${load[@]}" --scenario "$ROOT/bench/scenarios/priority-flood-solo.yaml" \
+      taskset -c 0 "${load[@]}" --scenario "$(seeded "$ROOT/bench/scenarios/priority-flood-solo.yaml")" \
         --json "$OUT/$i-flooded.json" --requests "$OUT/$i-flooded.requests.jsonl" >/dev/null
       wait "$flood"
       ;;
@@ -106,9 +119,12 @@ run_variant() {  # index name flow_lines endpoint_line max_concurrency mock_args
     # shellcheck disable=SC2086
     start_mocks "$BUILD" --max-running 6 --decode-ms-per-token 20 $margs
     if [[ -n $ISOLATE ]]; then
-      taskset -apc 1 "${PIDS[0]}" >/dev/null
-      taskset -apc 1 "${PIDS[1]}" >/dev/null
-      taskset -apc 0 "${PIDS[2]}" >/dev/null
+      # The reserved endpoints are the pool's last ones (at least one).
+      local lane=1 m
+      [[ $flow =~ reserveEndpoints:\ ([0-9]+) ]] && lane=${BASH_REMATCH[1]}
+      for m in 0 1 2; do
+        taskset -apc "$(( m >= 3 - lane ? 0 : 1 ))" "${PIDS[m]}" >/dev/null
+      done
     fi
     python3 - "$ROOT/bench/priority_flood/base.yaml" "$WORK/template.yaml" "$flow" "$ep" "$conc" <<'PY'
 import sys
@@ -196,7 +212,8 @@ for v in variants:
         fb["outputTokensPerSecond"], tput, 100 * tput / base_batch, ", ".join("%s %d" % kv for kv in sorted(fb["outcomes"].items())), lost))
 pin = os.environ.get("PIN_SLUICE")
 if pin: print(f"pinned: sluice on CPU {pin}, mocks and driver on CPU {os.environ.get('PIN_OTHERS')}")
-if os.environ.get("ISOLATE"): print("isolated: sluice, the last endpoint's mock and the interactive driver on CPU 0; the other mocks and the flood's driver on CPU 1")
+if os.environ.get("ISOLATE"): print("isolated: sluice, the reserved endpoints' mocks (the last one where none is reserved) and the interactive driver on CPU 0; the other mocks and the flood's driver on CPU 1")
+if os.environ.get("SEED"): print(f"scenarios' seed: {os.environ['SEED']}")
 print(f"priority-flood at {commit} (3 sluice-mock endpoints, 6 sequences each, 20 ms/token; sluice admits 4 per endpoint unless noted)\n")
 print("| protection | interactive TTFT p50 / p99 ms, solo | TTFT p50 / p99, flooded (answers) | of which queued in sluice, p50 / p99 ms (requests) | e2e p50 / p99, flooded | flooded ÷ solo TTFT p99 | batch output tokens/s, flooded | batch alone, output tokens/s (vs the first row) | batch outcomes, flooded | requests without an answer |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
