@@ -50,11 +50,11 @@ fi
 # ISOLATE=1: the interactive tenant's own path on CPU 0 — sluice, the
 # pool's last endpoint (or the last N a variant's reserveEndpoints: N keeps
 # for it) and an interactive-only driver — and the flood's on CPU 1: the
-# other mocks and a driver sending only the flood. In production the tenants' clients
-# and engines are different machines and only the gateway is shared; on two
-# cores this is the nearest to that, so what the flood adds to the
-# interactive TTFT is what it does through sluice (and through the engines
-# for requests that land on a busy one).
+# other mocks and a driver sending only the flood. In production the
+# tenants' clients and engines are different machines and only the gateway
+# is shared; on two cores this is the nearest to that, so what the flood
+# adds to the interactive TTFT is what it does through sluice (and through
+# the engines for requests that land on a busy one).
 ISOLATE=${ISOLATE:-}
 if [[ -n $ISOLATE ]]; then
   [[ -z ${PIN_SLUICE:-} ]] || { echo "ISOLATE and PIN_SLUICE exclude each other" >&2; exit 1; }
@@ -67,6 +67,8 @@ fi
 # seeds sample different ones.
 seeded() {  # scenario file -> the file to run
   if [[ -z ${SEED:-} ]]; then echo "$1"; return; fi
+  # A second `seed:` would be a duplicate key, which sluice-load refuses.
+  if grep -q '^seed:' "$1"; then echo "$1 has its own seed: SEED cannot apply" >&2; exit 1; fi
   local out=$WORK/$(basename "$1" .yaml).seed$SEED.yaml
   { cat "$1"; echo "seed: $SEED"; } >"$out"
   echo "$out"

@@ -21,6 +21,8 @@ import json
 import math
 import sys
 
+POOL = 3  # bench/priority_flood.sh's endpoints: all of them are free when solo
+
 
 def interactive(path):
     with open(path) as f:
@@ -54,7 +56,7 @@ def main():
         sys.exit(__doc__)
     out, v, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
     solo = interactive(f"{out}/{v}-solo.requests.jsonl")
-    summarize("solo", solo, 3)
+    summarize("solo", solo, POOL)
     flooded = interactive(f"{out}/{v}-flooded.requests.jsonl")
     n = summarize("flooded", flooded, k)
     with open(f"{out}/{v}-solo.json") as f:
