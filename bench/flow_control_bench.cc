@@ -6,6 +6,9 @@
 //                              backlogged flows across B bands, and the
 //                              fairness + ordering policies release one.
 //                              Reports decisions/s and p99 ns per decision.
+//   BM_DispatchBatch/<policy>/F/K/H   a pass under load (below); H: the
+//                              release hints (Controller::
+//                              set_release_prefetch) off or on.
 //   BM_DispatchScheduled/E     one decision with the default scheduling
 //                              profile over E endpoints that all have room
 //                              (concurrency detector, 1000 slots each): a
@@ -133,6 +136,7 @@ void BM_DispatchBatch(benchmark::State& state, const std::string& fairness) {
   const int flows = static_cast<int>(state.range(0));
   const int k = static_cast<int>(state.range(1));
   Harness h(fairness, flows, 1, static_cast<std::uint64_t>(k));
+  h.controller->set_release_prefetch(state.range(2) != 0);
   for (int round = 0; round < 2; ++round)
     for (int f = 0; f < flows; ++f) h.controller->enqueue(h.request(f), h.now);
   h.controller->dispatch(h.now);
@@ -262,11 +266,11 @@ BENCHMARK_CAPTURE(BM_Dispatch, global_strict, std::string("global-strict-fairnes
     ->ArgsProduct({{10, 1000, 50000}, {1, 8}})
     ->ArgNames({"flows", "bands"});
 BENCHMARK_CAPTURE(BM_DispatchBatch, vtc, std::string("vtc-fairness-policy"))
-    ->ArgsProduct({{1000, 10000, 50000}, {32}})
-    ->ArgNames({"flows", "batch"});
+    ->ArgsProduct({{1000, 10000, 50000}, {32}, {0, 1}})
+    ->ArgNames({"flows", "batch", "release_hints"});
 BENCHMARK_CAPTURE(BM_DispatchBatch, round_robin, std::string("round-robin-fairness-policy"))
-    ->ArgsProduct({{1000, 10000, 50000}, {32}})
-    ->ArgNames({"flows", "batch"});
+    ->ArgsProduct({{1000, 10000, 50000}, {32}, {1}})
+    ->ArgNames({"flows", "batch", "release_hints"});
 BENCHMARK(BM_DispatchScheduled)->Arg(8)->Arg(64)->Arg(512)->ArgName("endpoints");
 BENCHMARK(BM_MoodycamelCeiling);
 BENCHMARK(BM_QueuedRequestMemory)->Arg(100000)->Iterations(3);

@@ -918,9 +918,22 @@ std::size_t Controller::dispatch(TimePoint now) {
   std::size_t released = 0;
   eviction_check_at_.reset();
   fleet_held_now_ = false;
+  Band* prefetched = nullptr;
   while (true) {
     Band* band = choose_band(now);
     if (!band) break;
+    // Each release's misses form a chain (the pick, its flow, its head
+    // item) that the next pick cannot start before this one is charged.
+    // The policy's guess of the picks to come lets those chains be
+    // started together, as many as the last pass released.
+    if (band != prefetched && release_prefetch_ && last_released_ > 1 &&
+        registry_.flow_count() >= kPrefetchFlows) {
+      prefetched = band;
+      FlowView* upcoming[kPrefetchPicks];
+      const std::size_t n = band->fairness().upcoming(
+          upcoming, std::min<std::size_t>(last_released_, kPrefetchPicks));
+      registry_.prefetch_releases(upcoming, n);
+    }
     const bool used_share = band == starving_;
     auto* flow = static_cast<Flow*>(band->fairness().pick());
     Item* item = flow->queue().head();
@@ -981,6 +994,7 @@ std::size_t Controller::dispatch(TimePoint now) {
   // A hold not renewed by this pass (no room, nothing queued) has ended: its
   // give-up time must not stay behind as a deadline already past.
   if (!fleet_held_now_) fleet_hold_since_.reset();
+  last_released_ = released;
   return released;
 }
 

@@ -184,6 +184,11 @@ class Controller {
   // Below kPrefetchFlows flows everything is in cache and the hints would
   // only cost (measured: 9-14% fewer decisions/s at 1,000 flows).
   static constexpr std::size_t kPrefetchFlows = 4096;
+  // At most this many of a band's upcoming picks are prefetched per pass
+  // (see dispatch()); on by default, off for an A/B measurement or a test
+  // that a pass decides the same either way.
+  static constexpr std::size_t kPrefetchPicks = 32;
+  void set_release_prefetch(bool on) { release_prefetch_ = on; }
   template <class RequestAt, class Handle>
   void for_each_prefetched(std::size_t n, RequestAt&& request_at, Handle&& handle) {
     if (registry_.flow_count() < kPrefetchFlows) {
@@ -412,6 +417,8 @@ class Controller {
   std::uint64_t fleet_overrides_ = 0;
   std::vector<registry::Item*> deadlines_;
   std::uint64_t sequence_ = 0;
+  std::size_t last_released_ = 0;  // by the last dispatch pass (how far to prefetch)
+  bool release_prefetch_ = true;
   std::uint32_t rotation_ = 0;
   TimePoint last_gc_{};
   registry::Band* starving_ = nullptr;  // band chosen by its share in choose_band()

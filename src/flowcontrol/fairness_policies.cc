@@ -174,6 +174,40 @@ void VtcFairness::on_idle(FlowView& flow) {
 
 FlowView* VtcFairness::pick() { return heap_.empty() ? nullptr : states_[heap_.front().slot].flow; }
 
+std::size_t VtcFairness::upcoming(FlowView** out, std::size_t max) {
+  // A frontier of heap entries (copied, so that comparing them reads no
+  // further) kept as a small binary heap of its own, smallest on top:
+  // taking one adds its up to 4 children.
+  constexpr std::size_t kMax = 32;
+  max = std::min(max, kMax);
+  if (max == 0 || heap_.empty()) return 0;
+  struct Node {
+    Entry key;
+    std::uint32_t pos;
+  };
+  Node frontier[kMax * 3 + 1];
+  std::size_t size = 0;
+  auto later = [](const Node& a, const Node& b) { return b.key < a.key; };
+  std::uint32_t slots[kMax];
+  std::size_t n = 0;
+  frontier[size++] = Node{heap_[0], 0};
+  const std::size_t count = heap_.size();
+  while (n < max && size > 0) {
+    std::pop_heap(frontier, frontier + size, later);
+    const Node top = frontier[--size];
+    slots[n++] = top.key.slot;
+    __builtin_prefetch(&states_[top.key.slot]);
+    const std::size_t first = std::size_t{top.pos} * 4 + 1;
+    const std::size_t last = std::min(first + 4, count);
+    for (std::size_t c = first; c < last && size < std::size(frontier); ++c) {
+      frontier[size++] = Node{heap_[c], static_cast<std::uint32_t>(c)};
+      std::push_heap(frontier, frontier + size, later);
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = states_[slots[i]].flow;
+  return n;
+}
+
 void VtcFairness::charge(FlowView& flow, double amount) {
   auto& s = state(flow);
   s.counter += amount / std::max(flow.weight(), 1e-9);

@@ -83,6 +83,9 @@ class VtcFairness final : public FairnessPolicy {
   void on_backlogged(FlowView& flow) override;
   void on_idle(FlowView& flow) override;
   FlowView* pick() override;
+  // The heap's smallest entries in order, by a best-first walk from its
+  // root over at most max * 4 + 1 positions (its top levels, in cache).
+  std::size_t upcoming(FlowView** out, std::size_t max) override;
   void on_dispatched(FlowView& flow, const QueuedRequest& request) override;
   void on_output_tokens(FlowView& flow, std::uint64_t tokens) override;
   void on_removed(FlowView& flow) override;

@@ -102,6 +102,7 @@ class FlowQueue {
   // The tail when the queue is a list, without a load beyond the queue
   // itself (for prefetching); null otherwise.
   Item* list_tail() const { return fifo_ ? last_ : nullptr; }
+  Item* head_if_list() const { return fifo_ ? first_ : nullptr; }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Switches ordering, keeping every item.
@@ -335,6 +336,12 @@ class FlowRegistry {
   // flow-table slot, 1 the flow, 2 its queue's tail. Only loads (see
   // Controller::for_each_prefetched).
   void prefetch_flow(int priority, std::uint64_t hash, int stage) const;
+  // Starts loading what releasing the head of each of `flows` (in the
+  // order given) reads and writes: the flow's queue, its head item, and
+  // that item's neighbours in its flow and band lists, one stage at a time
+  // for all of them, so that the misses of different flows overlap. Only
+  // loads (see Controller::dispatch).
+  void prefetch_releases(flowcontrol::FlowView* const* flows, std::size_t n) const;
   // Newcomers refused by admit_flow so far.
   std::uint64_t flow_limit_rejections() const { return flow_limit_rejections_; }
 

@@ -68,6 +68,12 @@ class FairnessPolicy {
   // The backlogged flow to serve next; null only if none is backlogged.
   // Must cost O(log F) or better.
   virtual FlowView* pick() = 0;
+  // For prefetching only: up to `max` flows likely to be picked next, best
+  // first, as if each pick were served and never picked again; returns how
+  // many it wrote. A guess that costs no more than the top of the policy's
+  // structure: callers use it to start loading what those picks will
+  // read, never to decide. Policies without a cheap guess write none.
+  virtual std::size_t upcoming(FlowView** out, std::size_t max) { return 0; }
   // `request` of `flow` was dispatched (charge input work here).
   virtual void on_dispatched(FlowView& flow, const QueuedRequest& request) {}
   // Output tokens were produced for `flow` (charge output work here). The

@@ -39,8 +39,10 @@ struct Harness {
 // newcomers (some into new flows, some without a precomputed hash, some at
 // another priority), release. Returns every decision.
 std::vector<std::array<std::uint64_t, 3>> drive(int flows, bool prefetched,
-                                                std::vector<std::size_t>* order) {
+                                                std::vector<std::size_t>* order,
+                                                bool release_prefetch = true) {
   Harness run(48);
+  run.controller->set_release_prefetch(release_prefetch);
   std::mt19937 rng(11);
   std::uint64_t cookie = 0;
   auto request = [&](int f) {
@@ -89,6 +91,19 @@ TEST(Prefetch, ABatchDecidesExactlyAsThePlainLoopAboveAndBelowTheThreshold) {
     // Each event once, in order, in every round.
     ASSERT_EQ(order.size(), 20u * 40u);
     for (std::size_t k = 0; k < order.size(); ++k) ASSERT_EQ(order[k], k % 40) << k;
+  }
+}
+
+// Dispatch starts loading the fairness policy's guess of a pass's picks
+// (their flows, head items and those items' neighbours): the decisions are
+// those of a pass without it, above the flow count where it turns on and
+// below.
+TEST(Prefetch, APassDecidesTheSameWithAndWithoutTheReleaseHints) {
+  for (int flows : {100, static_cast<int>(Controller::kPrefetchFlows) + 1000}) {
+    const auto without = drive(flows, true, nullptr, false);
+    const auto with = drive(flows, true, nullptr, true);
+    EXPECT_GT(without.size(), 20u * 20u);
+    EXPECT_EQ(with, without) << flows << " flows";
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <random>
@@ -517,6 +518,24 @@ TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
     }
     flowcontrol::FlowView* picked = vtc.pick();
     ASSERT_EQ(picked ? static_cast<int>(picked->slot()) : -1, best) << "step " << step;
+    // The guess of the picks to come (for prefetching): the smallest
+    // backlogged flows in order, as many as asked for up to 32.
+    if (step % 97 == 0) {
+      std::vector<int> order;
+      for (int j = 0; j < kFlows; ++j)
+        if (model[j].active) order.push_back(j);
+      std::sort(order.begin(), order.end(), [&](int a, int b) {
+        return std::tie(model[a].counter, model[a].last_served, a) <
+               std::tie(model[b].counter, model[b].last_served, b);
+      });
+      for (std::size_t k : {0u, 1u, 5u, 32u, 40u}) {
+        flowcontrol::FlowView* out[40];
+        const std::size_t n = vtc.upcoming(out, k);
+        ASSERT_EQ(n, std::min({k, std::size_t{32}, order.size()})) << "step " << step;
+        for (std::size_t r = 0; r < n; ++r)
+          ASSERT_EQ(static_cast<int>(out[r]->slot()), order[r]) << "step " << step << " rank " << r;
+      }
+    }
     ASSERT_DOUBLE_EQ(vtc.counter(flows[i]), m.counter) << "step " << step;
   }
 }
