@@ -242,14 +242,18 @@ void FlowRegistry::prefetch_flow(int priority, std::uint64_t hash, int stage) co
   if (!f) return;
   if (stage == 1) {
     // The lines an enqueue reads or writes: the key and band; the queue;
-    // the counts (Flow's layout).
+    // the counts; the idle links at its end (Flow's layout).
     const char* p = reinterpret_cast<const char*>(f);
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + 64);
-    __builtin_prefetch(p + 128, 1);
+    for (std::size_t at = 0; at < sizeof(Flow); at += 64) __builtin_prefetch(p + at, 1);
+    __builtin_prefetch(p + sizeof(Flow) - 1, 1);
     return;
   }
   if (const Item* tail = f->queue_.list_tail()) __builtin_prefetch(tail, 1);
+  // An idle flow leaves the idle list: its neighbours there are written.
+  if (f->idle_linked_) {
+    if (f->idle_prev_) __builtin_prefetch(&f->idle_prev_->idle_next_, 1);
+    if (f->idle_next_) __builtin_prefetch(&f->idle_next_->idle_prev_, 1);
+  }
 }
 
 void FlowRegistry::prefetch_releases(flowcontrol::FlowView* const* flows, std::size_t n) const {
