@@ -195,7 +195,10 @@ class Controller {
       for (std::size_t i = 0; i < n; ++i) handle(i);
       return;
     }
-    constexpr std::size_t kAhead[] = {8, 4, 2};  // slot, flow, tail
+    // Slot, flow, tail: 16/8/4 events ahead measured 5% more decisions/s
+    // than 8/4/2 at 50 000 flows once the whole flow is loaded (6 pinned
+    // interleaved rounds; 12/6/3 in between).
+    constexpr std::size_t kAhead[] = {16, 8, 4};
     auto hint = [&](std::size_t j, int stage) {
       if (j < n)
         if (const EnqueueRequest* r = request_at(j)) prefetch_enqueue(*r, stage);
