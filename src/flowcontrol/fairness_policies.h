@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <optional>
 #include <set>
@@ -18,22 +17,33 @@
 namespace sluice::flowcontrol {
 
 // round-robin-fairness-policy: backlogged flows take turns, one request each.
+// The ring is an intrusive list over flow slots (two 32-bit links a flow in
+// one array): no allocation when a flow becomes backlogged, and its walk
+// for upcoming() stays in a few hundred KB at 50 000 flows.
 class RoundRobinFairness final : public FairnessPolicy {
  public:
   std::string_view type() const override { return "round-robin-fairness-policy"; }
   void on_backlogged(FlowView& flow) override;
   void on_idle(FlowView& flow) override;
   FlowView* pick() override;
+  // The ring from its front: the picks to come while every flow stays
+  // backlogged.
+  std::size_t upcoming(FlowView** out, std::size_t max) override;
   void on_dispatched(FlowView& flow, const QueuedRequest& request) override;
 
  private:
-  struct State {
-    bool in_ring = false;
-    std::list<FlowView*>::iterator pos;
+  static constexpr std::uint32_t kNone = UINT32_MAX;
+  struct Links {
+    std::uint32_t prev = kNone;
+    std::uint32_t next = kNone;
   };
-  State& state(const FlowView& f);
-  std::list<FlowView*> ring_;
-  std::vector<State> states_;
+  void grow(std::uint32_t slot);
+  void link_back(std::uint32_t slot);
+  void unlink(std::uint32_t slot);
+  registry::HugeVector<Links> links_;      // by slot
+  registry::HugeVector<FlowView*> flows_;  // by slot; null: not in the ring
+  std::uint32_t front_ = kNone;
+  std::uint32_t back_ = kNone;
 };
 
 // global-strict-fairness-policy (GIE's default): the flow whose head request

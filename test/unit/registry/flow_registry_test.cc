@@ -540,6 +540,69 @@ TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
   }
 }
 
+// round-robin-fairness-policy's ring against a plain list: after every
+// random event (backlogged, idle, dispatched, removed) the flow picked is
+// the list's front, and the guess of the picks to come is the list from
+// its front.
+TEST(RoundRobinRingTest, TakesTurnsLikeAListAndGuessesItsFront) {
+  struct FakeFlow final : flowcontrol::FlowView {
+    FlowKey k;
+    std::uint32_t s = 0;
+    const FlowKey& key() const override { return k; }
+    double weight() const override { return 1; }
+    std::size_t queued() const override { return 1; }
+    const flowcontrol::QueuedRequest* head() const override { return nullptr; }
+    std::uint32_t slot() const override { return s; }
+  };
+  constexpr int kFlows = 200;
+  std::vector<FakeFlow> flows(kFlows);
+  for (int i = 0; i < kFlows; ++i) {
+    flows[i].k = FlowKey{"f" + std::to_string(i), 0};
+    flows[i].s = static_cast<std::uint32_t>(i);
+  }
+  flowcontrol::RoundRobinFairness rr;
+  std::vector<int> model;  // the ring, front first
+  auto in_model = [&](int i) { return std::find(model.begin(), model.end(), i) != model.end(); };
+  std::mt19937 rng(5);
+  for (int step = 0; step < 20000; ++step) {
+    const int i = static_cast<int>(rng() % kFlows);
+    switch (rng() % 4) {
+      case 0:
+        if (!in_model(i)) model.push_back(i);
+        rr.on_backlogged(flows[i]);
+        break;
+      case 1:
+        model.erase(std::remove(model.begin(), model.end(), i), model.end());
+        rr.on_idle(flows[i]);
+        break;
+      case 2: {  // the front is served (or, at times, another flow)
+        const int served = !model.empty() && rng() % 4 != 0 ? model.front() : i;
+        if (in_model(served)) {
+          model.erase(std::find(model.begin(), model.end(), served));
+          model.push_back(served);
+        }
+        rr.on_dispatched(flows[served], flowcontrol::QueuedRequest{});
+        break;
+      }
+      case 3:
+        if (!in_model(i)) rr.on_removed(flows[i]);
+        break;
+    }
+    flowcontrol::FlowView* picked = rr.pick();
+    ASSERT_EQ(picked ? static_cast<int>(picked->slot()) : -1, model.empty() ? -1 : model.front())
+        << "step " << step;
+    if (step % 89 == 0) {
+      for (std::size_t k : {0u, 1u, 7u, 32u, 50u}) {
+        flowcontrol::FlowView* out[50];
+        const std::size_t n = rr.upcoming(out, k);
+        ASSERT_EQ(n, std::min({k, std::size_t{32}, model.size()})) << "step " << step;
+        for (std::size_t r = 0; r < n; ++r)
+          ASSERT_EQ(static_cast<int>(out[r]->slot()), model[r]) << "step " << step << " rank " << r;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice::registry
 
