@@ -143,6 +143,7 @@ void Controller::reevaluate_deadlines() {
       if (q.deadline) heap_push(i);
     }
   }
+  registry_.resort_ordered_bands();
 }
 
 void Controller::set_scheduler(std::unique_ptr<scheduling::Scheduler> s) {

@@ -541,6 +541,14 @@ void FlowRegistry::apply_band_config(Band& band, const BandConfig& config, bool 
   }
 }
 
+void FlowRegistry::resort_ordered_bands() {
+  for (auto& [priority, band] : bands_) {
+    if (band->ordering_->is_fifo()) continue;
+    for (Flow* flow : band->flows_) flow->queue_.reorder(band->ordering_.get());
+    band->fairness_->set_ordering(band->ordering_.get());
+  }
+}
+
 void FlowRegistry::set_band(const BandConfig& config, TimePoint now) {
   (void)now;
   auto it = bands_.find(config.priority);

@@ -385,6 +385,13 @@ class FlowRegistry {
   void apply(const RegistryConfig& config, const std::unordered_map<std::string, double>& weights,
              const PolicyFactory* factory, TimePoint now);
 
+  // The deadlines of queued requests changed in place (a new TTL regime):
+  // every queue whose band orders by something other than arrival, and
+  // its fairness policy, sorts again. Their ordered sets would otherwise
+  // hold items out of order, and a removal that searches by key could
+  // miss its item and leave it queued after release. O(queued) in those
+  // bands.
+  void resort_ordered_bands();
   // Drops flows that have been empty and idle for `idle` (none in flight).
   // Costs O(flows dropped): idle flows are kept in a list by idle time.
   std::size_t collect_idle_flows(TimePoint now, Duration idle);
