@@ -50,7 +50,14 @@ void FlowQueue::remove(Item* item) {
     item->prev = item->next = nullptr;
     return;
   }
-  ordered_.erase(item);
+  if (ordered_.erase(item) == 0) {
+    // Not found by its key, which must then have changed in place (see
+    // FlowRegistry::resort_ordered_bands): found by its address instead,
+    // rather than left queued after its release.
+    assert(false && "queued item's order key changed in place");
+    auto it = std::find(ordered_.begin(), ordered_.end(), item);
+    if (it != ordered_.end()) ordered_.erase(it);
+  }
 }
 
 Item* FlowQueue::head() const {
