@@ -271,6 +271,9 @@ BENCHMARK_CAPTURE(BM_DispatchBatch, vtc, std::string("vtc-fairness-policy"))
 BENCHMARK_CAPTURE(BM_DispatchBatch, round_robin, std::string("round-robin-fairness-policy"))
     ->ArgsProduct({{1000, 10000, 50000}, {32}, {0, 1}})
     ->ArgNames({"flows", "batch", "release_hints"});
+BENCHMARK_CAPTURE(BM_DispatchBatch, global_strict, std::string("global-strict-fairness-policy"))
+    ->ArgsProduct({{1000, 10000, 50000}, {32}, {0, 1}})
+    ->ArgNames({"flows", "batch", "release_hints"});
 BENCHMARK(BM_DispatchScheduled)->Arg(8)->Arg(64)->Arg(512)->ArgName("endpoints");
 BENCHMARK(BM_MoodycamelCeiling);
 BENCHMARK(BM_QueuedRequestMemory)->Arg(100000)->Iterations(3);

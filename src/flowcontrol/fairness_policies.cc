@@ -77,14 +77,33 @@ bool GlobalStrictFairness::HeadOrder::operator()(const FlowView* a, const FlowVi
 
 GlobalStrictFairness::State& GlobalStrictFairness::state(const FlowView& f) {
   if (f.slot() >= states_.size()) states_.resize(f.slot() + 1);
-  return states_[f.slot()];
+  auto& s = states_[f.slot()];
+  s.flow = const_cast<FlowView*>(&f);
+  return s;
+}
+
+GlobalStrictFairness::Entry GlobalStrictFairness::entry(const FlowView& f) const {
+  const QueuedRequest* head = f.head();
+  return Entry{ordering_->order_key(*head), head->sequence, f.slot()};
 }
 
 void GlobalStrictFairness::set_ordering(const OrderingPolicy* ordering) {
+  // Every backlogged flow is learnt again under the new order (also how
+  // the registry has it sort again after queued keys changed).
+  std::vector<FlowView*> flows;
+  if (keyed_) {
+    for (std::uint32_t pos = 0; pos < heap_.size(); ++pos)
+      flows.push_back(states_[heap_[pos].slot].flow);
+    heap_.clear();
+  } else {
+    flows.assign(set_.begin(), set_.end());
+    for (FlowView* f : flows) state(*f).in_set = false;
+  }
   ordering_ = ordering;
-  std::vector<FlowView*> flows(set_.begin(), set_.end());
+  keyed_ = ordering && ordering->has_order_key();
   set_ = Set(HeadOrder{ordering});
-  for (auto* f : flows) state(*f).pos = set_.insert(f).first;
+  spare_ = {};
+  for (FlowView* f : flows) on_backlogged(*f);
 }
 
 // The set's nodes are reused, not freed and allocated again: a head change
@@ -92,6 +111,10 @@ void GlobalStrictFairness::set_ordering(const OrderingPolicy* ordering) {
 // that went idle last is kept for the next one that becomes backlogged.
 void GlobalStrictFairness::on_backlogged(FlowView& flow) {
   auto& s = state(flow);
+  if (keyed_) {
+    if (s.heap_pos == kNotInHeap) heap_.push(entry(flow));
+    return;
+  }
   if (s.in_set) return;
   if (spare_) {
     spare_.value() = &flow;
@@ -104,6 +127,10 @@ void GlobalStrictFairness::on_backlogged(FlowView& flow) {
 
 void GlobalStrictFairness::on_idle(FlowView& flow) {
   auto& s = state(flow);
+  if (keyed_) {
+    if (s.heap_pos != kNotInHeap) heap_.erase(s.heap_pos);
+    return;
+  }
   if (!s.in_set) return;
   // By position: the flow's key (its head) has changed.
   if (spare_) {
@@ -116,12 +143,21 @@ void GlobalStrictFairness::on_idle(FlowView& flow) {
 
 void GlobalStrictFairness::on_head_changed(FlowView& flow) {
   auto& s = state(flow);
+  if (keyed_) {
+    if (s.heap_pos == kNotInHeap) return;
+    heap_[s.heap_pos] = entry(flow);
+    heap_.update(s.heap_pos);
+    return;
+  }
   if (!s.in_set) return;
   auto node = set_.extract(s.pos);
   s.pos = set_.insert(std::move(node)).position;
 }
 
-FlowView* GlobalStrictFairness::pick() { return set_.empty() ? nullptr : *set_.begin(); }
+FlowView* GlobalStrictFairness::pick() {
+  if (keyed_) return heap_.empty() ? nullptr : states_[heap_.top().slot].flow;
+  return set_.empty() ? nullptr : *set_.begin();
+}
 
 // ---------------------------------------------------------------- VTC
 
@@ -138,53 +174,7 @@ double VtcFairness::counter(const FlowView& flow) const {
 
 void VtcFairness::heap_push(std::uint32_t slot) {
   const State& s = states_[slot];
-  heap_.push_back(Entry{s.counter, s.last_served, slot});
-  states_[slot].heap_pos = static_cast<std::uint32_t>(heap_.size() - 1);
-  sift_up(static_cast<std::uint32_t>(heap_.size() - 1));
-}
-
-void VtcFairness::heap_erase(std::uint32_t pos) {
-  states_[heap_[pos].slot].heap_pos = kNotInHeap;
-  const Entry last = heap_.back();
-  heap_.pop_back();
-  if (pos == heap_.size()) return;
-  place(pos, last);
-  heap_update(pos);
-}
-
-void VtcFairness::heap_update(std::uint32_t pos) {
-  if (pos > 0 && heap_[pos] < heap_[(pos - 1) / 4])
-    sift_up(pos);
-  else
-    sift_down(pos);
-}
-
-void VtcFairness::sift_up(std::uint32_t pos) {
-  const Entry e = heap_[pos];
-  while (pos > 0) {
-    const std::uint32_t parent = (pos - 1) / 4;
-    if (!(e < heap_[parent])) break;
-    place(pos, heap_[parent]);
-    pos = parent;
-  }
-  place(pos, e);
-}
-
-void VtcFairness::sift_down(std::uint32_t pos) {
-  const Entry e = heap_[pos];
-  const std::size_t n = heap_.size();
-  for (;;) {
-    const std::size_t first = std::size_t{pos} * 4 + 1;
-    if (first >= n) break;
-    std::size_t best = first;
-    const std::size_t last = std::min(first + 4, n);
-    for (std::size_t c = first + 1; c < last; ++c)
-      if (heap_[c] < heap_[best]) best = c;
-    if (!(heap_[best] < e)) break;
-    place(pos, heap_[best]);
-    pos = static_cast<std::uint32_t>(best);
-  }
-  place(pos, e);
+  heap_.push(Entry{s.counter, s.last_served, slot});
 }
 
 void VtcFairness::on_backlogged(FlowView& flow) {
@@ -193,7 +183,7 @@ void VtcFairness::on_backlogged(FlowView& flow) {
   // No saving up credit while idle: start no lower than the flows that are
   // competing now (or, with none, than the last one served).
   // In a fleet, the flows competing elsewhere count too.
-  double floor = heap_.empty() ? last_counter_ : heap_.front().counter;
+  double floor = heap_.empty() ? last_counter_ : heap_.top().counter;
   if (fleet_floor_) floor = heap_.empty() ? *fleet_floor_ : std::min(floor, *fleet_floor_);
   s.counter = std::max(s.counter, floor);
   heap_push(flow.slot());
@@ -201,42 +191,19 @@ void VtcFairness::on_backlogged(FlowView& flow) {
 
 void VtcFairness::on_idle(FlowView& flow) {
   auto& s = state(flow);
-  if (s.active()) heap_erase(s.heap_pos);
+  if (s.active()) heap_.erase(s.heap_pos);
 }
 
-FlowView* VtcFairness::pick() { return heap_.empty() ? nullptr : states_[heap_.front().slot].flow; }
+FlowView* VtcFairness::pick() { return heap_.empty() ? nullptr : states_[heap_.top().slot].flow; }
 
 std::size_t VtcFairness::upcoming(FlowView** out, std::size_t max) {
-  // A frontier of heap entries (copied, so that comparing them reads no
-  // further) kept as a small binary heap of its own, smallest on top:
-  // taking one adds its up to 4 children.
-  constexpr std::size_t kMax = 32;
-  max = std::min(max, kMax);
-  if (max == 0 || heap_.empty()) return 0;
-  struct Node {
-    Entry key;
-    std::uint32_t pos;
-  };
-  Node frontier[kMax * 3 + 1];
-  std::size_t size = 0;
-  auto later = [](const Node& a, const Node& b) { return b.key < a.key; };
-  std::uint32_t slots[kMax];
-  std::size_t n = 0;
-  frontier[size++] = Node{heap_[0], 0};
-  const std::size_t count = heap_.size();
-  while (n < max && size > 0) {
-    std::pop_heap(frontier, frontier + size, later);
-    const Node top = frontier[--size];
-    slots[n++] = top.key.slot;
-    __builtin_prefetch(&states_[top.key.slot]);
-    const std::size_t first = std::size_t{top.pos} * 4 + 1;
-    const std::size_t last = std::min(first + 4, count);
-    for (std::size_t c = first; c < last && size < std::size(frontier); ++c) {
-      frontier[size++] = Node{heap_[c], static_cast<std::uint32_t>(c)};
-      std::push_heap(frontier, frontier + size, later);
-    }
+  std::uint32_t at[32];
+  const std::size_t n = heap_.smallest(at, std::min<std::size_t>(max, std::size(at)));
+  for (std::size_t i = 0; i < n; ++i) {
+    at[i] = heap_[at[i]].slot;
+    __builtin_prefetch(&states_[at[i]]);
   }
-  for (std::size_t i = 0; i < n; ++i) out[i] = states_[slots[i]].flow;
+  for (std::size_t i = 0; i < n; ++i) out[i] = states_[at[i]].flow;
   return n;
 }
 
@@ -245,7 +212,7 @@ void VtcFairness::charge(FlowView& flow, double amount) {
   s.counter += amount / std::max(flow.weight(), 1e-9);
   if (!s.active()) return;
   heap_[s.heap_pos].counter = s.counter;
-  heap_update(s.heap_pos);
+  heap_.update(s.heap_pos);
 }
 
 void VtcFairness::on_dispatched(FlowView& flow, const QueuedRequest& request) {
@@ -257,7 +224,7 @@ void VtcFairness::on_dispatched(FlowView& flow, const QueuedRequest& request) {
   if (!s.active()) return;
   heap_[s.heap_pos].counter = s.counter;
   heap_[s.heap_pos].last_served = s.last_served;
-  heap_update(s.heap_pos);
+  heap_.update(s.heap_pos);
 }
 
 void VtcFairness::on_output_tokens(FlowView& flow, std::uint64_t tokens) {
@@ -270,7 +237,7 @@ void VtcFairness::on_fleet_service(FlowView& flow, double service) {
 
 std::optional<double> VtcFairness::fleet_backlog_min() const {
   if (heap_.empty()) return std::nullopt;
-  return heap_.front().counter;
+  return heap_.top().counter;
 }
 
 void VtcFairness::on_removed(FlowView& flow) {

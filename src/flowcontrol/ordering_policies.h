@@ -16,6 +16,10 @@ class FcfsOrdering final : public OrderingPolicy {
     return a.sequence < b.sequence;
   }
   bool is_fifo() const override { return true; }
+  bool has_order_key() const override { return true; }
+  std::int64_t order_key(const QueuedRequest& r) const override {
+    return static_cast<std::int64_t>(r.sequence);
+  }
 };
 
 // edf-ordering-policy: earliest deadline (enqueue time + TTL) first; a request
@@ -26,6 +30,10 @@ class EdfOrdering final : public OrderingPolicy {
   bool before(const QueuedRequest& a, const QueuedRequest& b) const override {
     return a.deadline.value_or(TimePoint::max()) < b.deadline.value_or(TimePoint::max());
   }
+  bool has_order_key() const override { return true; }
+  std::int64_t order_key(const QueuedRequest& r) const override {
+    return r.deadline.value_or(TimePoint::max()).time_since_epoch().count();
+  }
 };
 
 // slo-deadline-ordering-policy: earliest received time + x-slo-ttft-ms first;
@@ -35,6 +43,10 @@ class SloDeadlineOrdering final : public OrderingPolicy {
   std::string_view type() const override { return "slo-deadline-ordering-policy"; }
   bool before(const QueuedRequest& a, const QueuedRequest& b) const override {
     return a.slo_deadline.value_or(TimePoint::max()) < b.slo_deadline.value_or(TimePoint::max());
+  }
+  bool has_order_key() const override { return true; }
+  std::int64_t order_key(const QueuedRequest& r) const override {
+    return r.slo_deadline.value_or(TimePoint::max()).time_since_epoch().count();
   }
 };
 

@@ -29,6 +29,12 @@ class OrderingPolicy {
   virtual bool before(const QueuedRequest& a, const QueuedRequest& b) const = 0;
   // True if arrival order is dispatch order, so a FIFO list suffices.
   virtual bool is_fifo() const { return false; }
+  // A number that orders requests as before() does (before(a, b) exactly
+  // when order_key(a) < order_key(b)), for policies that have one
+  // (has_order_key()): a fairness policy can then copy it into a flat
+  // structure instead of reading each request it compares.
+  virtual bool has_order_key() const { return false; }
+  virtual std::int64_t order_key(const QueuedRequest& r) const { return 0; }
 };
 
 // A read-only view of one flow of a band, for fairness policies.

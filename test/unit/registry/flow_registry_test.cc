@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "flowcontrol/fairness_policies.h"
+#include "flowcontrol/ordering_policies.h"
 #include "sluice/extensions.h"
 
 namespace sluice::registry {
@@ -537,6 +538,106 @@ TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
       }
     }
     ASSERT_DOUBLE_EQ(vtc.counter(flows[i]), m.counter) << "step " << step;
+  }
+}
+
+// global-strict-fairness-policy against a brute-force scan of the
+// backlogged flows' heads, by each built-in ordering (a heap of copied
+// order keys) and by an ordering without a key (the set): after every
+// random event (backlogged, idle, head changed, ordering switched) the
+// flow picked has the best head.
+TEST(GlobalStrictTest, PicksTheBestHeadLikeABruteForceScan) {
+  struct FakeFlow final : flowcontrol::FlowView {
+    FlowKey k;
+    std::uint32_t s = 0;
+    flowcontrol::QueuedRequest h;
+    const FlowKey& key() const override { return k; }
+    double weight() const override { return 1; }
+    std::size_t queued() const override { return 1; }
+    const flowcontrol::QueuedRequest* head() const override { return &h; }
+    std::uint32_t slot() const override { return s; }
+  };
+  // Deadline order, without an order key: the set.
+  struct Keyless final : flowcontrol::OrderingPolicy {
+    std::string_view type() const override { return "keyless"; }
+    bool before(const flowcontrol::QueuedRequest& a,
+                const flowcontrol::QueuedRequest& b) const override {
+      return a.deadline.value_or(TimePoint::max()) < b.deadline.value_or(TimePoint::max());
+    }
+  };
+  flowcontrol::FcfsOrdering fcfs;
+  flowcontrol::EdfOrdering edf;
+  Keyless keyless;
+  const flowcontrol::OrderingPolicy* orderings[] = {&fcfs, &edf, &keyless};
+  constexpr int kFlows = 150;
+  std::vector<FakeFlow> flows(kFlows);
+  std::vector<bool> active(kFlows, false);
+  std::mt19937 rng(3);
+  std::uint64_t sequence = 0;
+  auto new_head = [&](FakeFlow& f) {
+    f.h = flowcontrol::QueuedRequest{};
+    f.h.sequence = ++sequence;
+    // Few distinct deadlines, so that ties (broken by arrival) are common.
+    if (rng() % 4 != 0) f.h.deadline = TimePoint{} + std::chrono::seconds(rng() % 20);
+  };
+  for (int i = 0; i < kFlows; ++i) {
+    flows[i].k = FlowKey{"f" + std::to_string(i), 0};
+    flows[i].s = static_cast<std::uint32_t>(i);
+    new_head(flows[i]);
+  }
+  flowcontrol::GlobalStrictFairness gs;
+  const flowcontrol::OrderingPolicy* ordering = orderings[0];
+  gs.set_ordering(ordering);
+  auto better = [&](int a, int b) {
+    const auto& ha = flows[a].h;
+    const auto& hb = flows[b].h;
+    if (ordering->before(ha, hb)) return true;
+    if (ordering->before(hb, ha)) return false;
+    return ha.sequence < hb.sequence;
+  };
+  for (int step = 0; step < 30000; ++step) {
+    const int i = static_cast<int>(rng() % kFlows);
+    switch (rng() % 9) {
+      case 0:
+      case 1:
+        active[i] = true;
+        gs.on_backlogged(flows[i]);
+        break;
+      case 2:
+        active[i] = false;
+        gs.on_idle(flows[i]);
+        new_head(flows[i]);  // whatever it holds next time
+        break;
+      case 3:
+      case 4:
+      case 5:
+        if (active[i]) {
+          new_head(flows[i]);
+          gs.on_head_changed(flows[i]);
+        }
+        break;
+      case 6:  // the best is served: its next head
+        if (flowcontrol::FlowView* p = gs.pick()) {
+          new_head(flows[p->slot()]);
+          gs.on_head_changed(flows[p->slot()]);
+        }
+        break;
+      case 7:
+        if (rng() % 50 == 0) {
+          ordering = orderings[rng() % 3];
+          gs.set_ordering(ordering);
+        }
+        break;
+      case 8:
+        break;
+    }
+    std::vector<int> order;
+    for (int j = 0; j < kFlows; ++j)
+      if (active[j]) order.push_back(j);
+    std::sort(order.begin(), order.end(), better);
+    flowcontrol::FlowView* picked = gs.pick();
+    ASSERT_EQ(picked ? static_cast<int>(picked->slot()) : -1, order.empty() ? -1 : order.front())
+        << "step " << step << " ordering " << ordering->type();
   }
 }
 
