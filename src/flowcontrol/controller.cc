@@ -919,17 +919,19 @@ std::size_t Controller::dispatch(TimePoint now) {
   std::size_t released = 0;
   eviction_check_at_.reset();
   fleet_held_now_ = false;
-  Band* prefetched = nullptr;
+  bool prefetched = false;
   while (true) {
     Band* band = choose_band(now);
     if (!band) break;
     // Each release's misses form a chain (the pick, its flow, its head
     // item) that the next pick cannot start before this one is charged.
     // The policy's guess of the picks to come lets those chains be
-    // started together, as many as the last pass released.
-    if (band != prefetched && release_prefetch_ && last_released_ > 1 &&
+    // started together, as many as the last pass released: once a pass,
+    // for the first band it serves (bands that take turns would otherwise
+    // start a guess's loads for every release).
+    if (!prefetched && release_prefetch_ && last_released_ > 1 &&
         registry_.flow_count() >= kPrefetchFlows) {
-      prefetched = band;
+      prefetched = true;
       FlowView* upcoming[kPrefetchPicks];
       const std::size_t n = band->fairness().upcoming(
           upcoming, std::min<std::size_t>(last_released_, kPrefetchPicks));
@@ -937,7 +939,10 @@ std::size_t Controller::dispatch(TimePoint now) {
     }
     const bool used_share = band == starving_;
     auto* flow = static_cast<Flow*>(band->fairness().pick());
-    Item* item = flow->queue().head();
+    // A backlogged band's policy always has a pick with a head; one that
+    // does not (an extension's bug) stops the pass rather than the process.
+    Item* item = flow ? flow->queue().head() : nullptr;
+    if (!item) break;
     Decision d =
         decision(item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched);
     const int ep = route(item, now, d);

@@ -389,8 +389,8 @@ class FlowRegistry {
   // every queue whose band orders by something other than arrival, and
   // its fairness policy, sorts again. Their ordered sets would otherwise
   // hold items out of order, and a removal that searches by key could
-  // miss its item and leave it queued after release. O(queued) in those
-  // bands.
+  // miss its item and leave it queued after release. O(flows + queued x
+  // log) in those bands, on that rare change of regime.
   void resort_ordered_bands();
   // Drops flows that have been empty and idle for `idle` (none in flight).
   // Costs O(flows dropped): idle flows are kept in a list by idle time.

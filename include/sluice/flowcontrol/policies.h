@@ -61,8 +61,12 @@ class FairnessPolicy {
  public:
   virtual ~FairnessPolicy() = default;
   virtual std::string_view type() const = 0;
-  // The band's ordering policy (set before any flow event, and again when an
-  // operator changes it); policies that compare heads use it.
+  // The band's ordering policy: set before any flow event, and again when
+  // the order of queued requests may have changed (an operator changed the
+  // ordering, or a new TTL regime changed queued deadlines in place).
+  // Policies that compare heads use it, and must then order their
+  // backlogged flows again, keeping every one of them: no flow is
+  // announced again afterwards.
   virtual void set_ordering(const OrderingPolicy* ordering) {}
   // A flow of the band went from empty to non-empty.
   virtual void on_backlogged(FlowView& flow) = 0;

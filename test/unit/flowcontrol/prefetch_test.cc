@@ -18,9 +18,9 @@ namespace sluice::flowcontrol {
 namespace {
 
 struct Harness {
-  explicit Harness(std::uint64_t slots) {
+  explicit Harness(std::uint64_t slots, const std::string& fairness = "vtc-fairness-policy") {
     ControllerConfig cfg;
-    cfg.registry.default_band.fairness = "vtc-fairness-policy";
+    cfg.registry.default_band.fairness = fairness;
     controller = std::make_unique<Controller>(
         cfg, std::make_unique<ConcurrencyDetector>(ConcurrencyParams{false, slots, 1000000, 0}),
         [this](const Decision& d) {
@@ -38,10 +38,10 @@ struct Harness {
 // `flows` tenants, then rounds of: complete what is in flight, a batch of
 // newcomers (some into new flows, some without a precomputed hash, some at
 // another priority), release. Returns every decision.
-std::vector<std::array<std::uint64_t, 3>> drive(int flows, bool prefetched,
-                                                std::vector<std::size_t>* order,
-                                                bool release_prefetch = true) {
-  Harness run(48);
+std::vector<std::array<std::uint64_t, 3>> drive(
+    int flows, bool prefetched, std::vector<std::size_t>* order, bool release_prefetch = true,
+    const std::string& fairness = "vtc-fairness-policy") {
+  Harness run(48, fairness);
   run.controller->set_release_prefetch(release_prefetch);
   std::mt19937 rng(11);
   std::uint64_t cookie = 0;
@@ -99,11 +99,14 @@ TEST(Prefetch, ABatchDecidesExactlyAsThePlainLoopAboveAndBelowTheThreshold) {
 // those of a pass without it, above the flow count where it turns on and
 // below.
 TEST(Prefetch, APassDecidesTheSameWithAndWithoutTheReleaseHints) {
-  for (int flows : {100, static_cast<int>(Controller::kPrefetchFlows) + 1000}) {
-    const auto without = drive(flows, true, nullptr, false);
-    const auto with = drive(flows, true, nullptr, true);
-    EXPECT_GT(without.size(), 20u * 20u);
-    EXPECT_EQ(with, without) << flows << " flows";
+  for (const char* fairness :
+       {"vtc-fairness-policy", "round-robin-fairness-policy", "global-strict-fairness-policy"}) {
+    for (int flows : {100, static_cast<int>(Controller::kPrefetchFlows) + 1000}) {
+      const auto without = drive(flows, true, nullptr, false, fairness);
+      const auto with = drive(flows, true, nullptr, true, fairness);
+      EXPECT_GT(without.size(), 20u * 20u);
+      EXPECT_EQ(with, without) << fairness << ", " << flows << " flows";
+    }
   }
 }
 
