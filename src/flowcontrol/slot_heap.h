@@ -99,8 +99,12 @@ class SlotHeap {
     }
     put(pos, e);
   }
+  // Bottom-up: the smallest children move up all the way to a leaf
+  // without comparing them with the entry (which, raised, usually belongs
+  // near the bottom), then the entry rises from there to its place.
   void sift_down(std::uint32_t pos) {
     const Entry e = heap_[pos];
+    const std::uint32_t start = pos;
     const std::size_t n = heap_.size();
     for (;;) {
       const std::size_t first = std::size_t{pos} * 4 + 1;
@@ -109,9 +113,14 @@ class SlotHeap {
       const std::size_t last = std::min(first + 4, n);
       for (std::size_t c = first + 1; c < last; ++c)
         if (less_(heap_[c], heap_[best])) best = c;
-      if (!less_(heap_[best], e)) break;
       put(pos, heap_[best]);
       pos = static_cast<std::uint32_t>(best);
+    }
+    while (pos > start) {
+      const std::uint32_t parent = (pos - 1) / 4;
+      if (!less_(e, heap_[parent])) break;
+      put(pos, heap_[parent]);
+      pos = parent;
     }
     put(pos, e);
   }
