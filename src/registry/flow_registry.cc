@@ -237,6 +237,17 @@ Flow* FlowRegistry::admit_flow(const FlowKey& key, std::uint64_t hash, TimePoint
   return &flow(key, hash, now);
 }
 
+namespace {
+
+// Starts loading every line of the object at `p`, for writing.
+void prefetch_whole(const void* p, std::size_t size) {
+  const char* at = static_cast<const char*>(p);
+  for (std::size_t i = 0; i < size; i += 64) __builtin_prefetch(at + i, 1);
+  __builtin_prefetch(at + size - 1, 1);
+}
+
+}  // namespace
+
 void FlowRegistry::prefetch_flow(int priority, std::uint64_t hash, int stage) const {
   auto b = bands_.find(priority);
   if (b == bands_.end()) return;
@@ -250,9 +261,7 @@ void FlowRegistry::prefetch_flow(int priority, std::uint64_t hash, int stage) co
   if (stage == 1) {
     // The lines an enqueue reads or writes: the key and band; the queue;
     // the counts; the idle links at its end (Flow's layout).
-    const char* p = reinterpret_cast<const char*>(f);
-    for (std::size_t at = 0; at < sizeof(Flow); at += 64) __builtin_prefetch(p + at, 1);
-    __builtin_prefetch(p + sizeof(Flow) - 1, 1);
+    prefetch_whole(f, sizeof(Flow));
     return;
   }
   if (const Item* tail = f->queue_.list_tail()) __builtin_prefetch(tail, 1);
@@ -264,20 +273,13 @@ void FlowRegistry::prefetch_flow(int priority, std::uint64_t hash, int stage) co
 }
 
 void FlowRegistry::prefetch_releases(flowcontrol::FlowView* const* flows, std::size_t n) const {
-  for (std::size_t i = 0; i < n; ++i) {
-    // The whole flow: the queue at its start, the counts and the
-    // series a dispatch updates at its end.
-    const char* p = reinterpret_cast<const char*>(static_cast<const Flow*>(flows[i]));
-    for (std::size_t at = 0; at < sizeof(Flow); at += 64) __builtin_prefetch(p + at, 1);
-    __builtin_prefetch(p + sizeof(Flow) - 1, 1);
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    const Item* head = static_cast<const Flow*>(flows[i])->queue_.head_if_list();
-    if (!head) continue;
-    const char* p = reinterpret_cast<const char*>(head);
-    for (std::size_t at = 0; at < sizeof(Item); at += 64) __builtin_prefetch(p + at, 1);
-    __builtin_prefetch(p + sizeof(Item) - 1, 1);
-  }
+  // The whole flow: the queue at its start, the counts and the series a
+  // dispatch updates at its end.
+  for (std::size_t i = 0; i < n; ++i)
+    prefetch_whole(static_cast<const Flow*>(flows[i]), sizeof(Flow));
+  for (std::size_t i = 0; i < n; ++i)
+    if (const Item* head = static_cast<const Flow*>(flows[i])->queue_.head_if_list())
+      prefetch_whole(head, sizeof(Item));
   for (std::size_t i = 0; i < n; ++i) {
     const Item* head = static_cast<const Flow*>(flows[i])->queue_.head_if_list();
     if (!head) continue;

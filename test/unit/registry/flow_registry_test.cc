@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <set>
@@ -436,21 +437,37 @@ TEST(FlowTableTest, MatchesAMapUnderChurnWithCollidingHashes) {
   EXPECT_EQ(table.find("tenant-b"), nullptr);
 }
 
+// A flow as the fairness policies see it, for their oracle tests.
+struct FakeFlow final : flowcontrol::FlowView {
+  FlowKey k;
+  double w = 1;
+  std::uint32_t s = 0;
+  flowcontrol::QueuedRequest h;
+  const FlowKey& key() const override { return k; }
+  double weight() const override { return w; }
+  std::size_t queued() const override { return 1; }
+  const flowcontrol::QueuedRequest* head() const override { return &h; }
+  std::uint32_t slot() const override { return s; }
+};
+
+// A policy's guess of its next picks, asked for `k` of them for each k in
+// `ks`, is the first min(k, 32) slots of `expected`.
+void ExpectUpcoming(flowcontrol::FairnessPolicy& policy, const std::vector<int>& expected,
+                    std::initializer_list<std::size_t> ks, int step) {
+  for (std::size_t k : ks) {
+    flowcontrol::FlowView* out[64];
+    const std::size_t n = policy.upcoming(out, std::min<std::size_t>(k, std::size(out)));
+    ASSERT_EQ(n, std::min({k, std::size_t{32}, expected.size()})) << "step " << step;
+    for (std::size_t r = 0; r < n; ++r)
+      ASSERT_EQ(static_cast<int>(out[r]->slot()), expected[r]) << "step " << step << " rank " << r;
+  }
+}
+
 // vtc-fairness-policy's heap against a brute-force oracle: after every
 // random event (backlogged, idle, dispatched, output tokens, removed), the
 // flow picked is the backlogged one with the smallest (counter, last
 // served, slot), and every counter matches the oracle's.
 TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
-  struct FakeFlow final : flowcontrol::FlowView {
-    FlowKey k;
-    double w = 1;
-    std::uint32_t s = 0;
-    const FlowKey& key() const override { return k; }
-    double weight() const override { return w; }
-    std::size_t queued() const override { return 1; }
-    const flowcontrol::QueuedRequest* head() const override { return nullptr; }
-    std::uint32_t slot() const override { return s; }
-  };
   struct Model {
     double counter = 0;
     std::uint64_t last_served = 0;
@@ -529,13 +546,7 @@ TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
         return std::tie(model[a].counter, model[a].last_served, a) <
                std::tie(model[b].counter, model[b].last_served, b);
       });
-      for (std::size_t k : {0u, 1u, 5u, 32u, 40u}) {
-        flowcontrol::FlowView* out[40];
-        const std::size_t n = vtc.upcoming(out, k);
-        ASSERT_EQ(n, std::min({k, std::size_t{32}, order.size()})) << "step " << step;
-        for (std::size_t r = 0; r < n; ++r)
-          ASSERT_EQ(static_cast<int>(out[r]->slot()), order[r]) << "step " << step << " rank " << r;
-      }
+      ASSERT_NO_FATAL_FAILURE(ExpectUpcoming(vtc, order, {0, 1, 5, 32, 40}, step));
     }
     ASSERT_DOUBLE_EQ(vtc.counter(flows[i]), m.counter) << "step " << step;
   }
@@ -547,16 +558,6 @@ TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
 // random event (backlogged, idle, head changed, ordering switched) the
 // flow picked has the best head.
 TEST(GlobalStrictTest, PicksTheBestHeadLikeABruteForceScan) {
-  struct FakeFlow final : flowcontrol::FlowView {
-    FlowKey k;
-    std::uint32_t s = 0;
-    flowcontrol::QueuedRequest h;
-    const FlowKey& key() const override { return k; }
-    double weight() const override { return 1; }
-    std::size_t queued() const override { return 1; }
-    const flowcontrol::QueuedRequest* head() const override { return &h; }
-    std::uint32_t slot() const override { return s; }
-  };
   // Deadline order, without an order key: the set.
   struct Keyless final : flowcontrol::OrderingPolicy {
     std::string_view type() const override { return "keyless"; }
@@ -646,15 +647,6 @@ TEST(GlobalStrictTest, PicksTheBestHeadLikeABruteForceScan) {
 // the list's front, and the guess of the picks to come is the list from
 // its front.
 TEST(RoundRobinRingTest, TakesTurnsLikeAListAndGuessesItsFront) {
-  struct FakeFlow final : flowcontrol::FlowView {
-    FlowKey k;
-    std::uint32_t s = 0;
-    const FlowKey& key() const override { return k; }
-    double weight() const override { return 1; }
-    std::size_t queued() const override { return 1; }
-    const flowcontrol::QueuedRequest* head() const override { return nullptr; }
-    std::uint32_t slot() const override { return s; }
-  };
   constexpr int kFlows = 200;
   std::vector<FakeFlow> flows(kFlows);
   for (int i = 0; i < kFlows; ++i) {
@@ -693,13 +685,7 @@ TEST(RoundRobinRingTest, TakesTurnsLikeAListAndGuessesItsFront) {
     ASSERT_EQ(picked ? static_cast<int>(picked->slot()) : -1, model.empty() ? -1 : model.front())
         << "step " << step;
     if (step % 89 == 0) {
-      for (std::size_t k : {0u, 1u, 7u, 32u, 50u}) {
-        flowcontrol::FlowView* out[50];
-        const std::size_t n = rr.upcoming(out, k);
-        ASSERT_EQ(n, std::min({k, std::size_t{32}, model.size()})) << "step " << step;
-        for (std::size_t r = 0; r < n; ++r)
-          ASSERT_EQ(static_cast<int>(out[r]->slot()), model[r]) << "step " << step << " rank " << r;
-      }
+      ASSERT_NO_FATAL_FAILURE(ExpectUpcoming(rr, model, {0, 1, 7, 32, 50}, step));
     }
   }
 }
