@@ -1,6 +1,7 @@
 #include "flowcontrol/fairness_policies.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace sluice::flowcontrol {
 
@@ -172,9 +173,21 @@ double VtcFairness::counter(const FlowView& flow) const {
   return flow.slot() < states_.size() ? states_[flow.slot()].counter : 0;
 }
 
+// Doubles as unsigned integers in the same order: a non-negative double's
+// bits with the sign bit set, a negative one's bits inverted. -0 is made
+// +0 first (they are equal as doubles; here the next field must decide).
+std::uint64_t VtcFairness::order_bits(double counter) {
+  const auto bits = std::bit_cast<std::uint64_t>(counter + 0.0);
+  return (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
+}
+
+double VtcFairness::from_order_bits(std::uint64_t bits) {
+  return std::bit_cast<double>((bits >> 63) != 0 ? bits & ~(std::uint64_t{1} << 63) : ~bits);
+}
+
 void VtcFairness::heap_push(std::uint32_t slot) {
   const State& s = states_[slot];
-  heap_.push(Entry{s.counter, s.last_served, slot});
+  heap_.push(Entry{order_bits(s.counter), serve_bits(s.last_served, slot), slot});
 }
 
 void VtcFairness::on_backlogged(FlowView& flow) {
@@ -183,7 +196,7 @@ void VtcFairness::on_backlogged(FlowView& flow) {
   // No saving up credit while idle: start no lower than the flows that are
   // competing now (or, with none, than the last one served).
   // In a fleet, the flows competing elsewhere count too.
-  double floor = heap_.empty() ? last_counter_ : heap_.top().counter;
+  double floor = heap_.empty() ? last_counter_ : from_order_bits(heap_.top().high);
   if (fleet_floor_) floor = heap_.empty() ? *fleet_floor_ : std::min(floor, *fleet_floor_);
   s.counter = std::max(s.counter, floor);
   heap_push(flow.slot());
@@ -211,7 +224,7 @@ void VtcFairness::charge(FlowView& flow, double amount) {
   auto& s = state(flow);
   s.counter += amount / std::max(flow.weight(), 1e-9);
   if (!s.active()) return;
-  heap_[s.heap_pos].counter = s.counter;
+  heap_[s.heap_pos].high = order_bits(s.counter);
   heap_.update(s.heap_pos);
 }
 
@@ -222,8 +235,8 @@ void VtcFairness::on_dispatched(FlowView& flow, const QueuedRequest& request) {
       input_price_ * static_cast<double>(request.input_tokens) / std::max(flow.weight(), 1e-9);
   last_counter_ = s.counter;
   if (!s.active()) return;
-  heap_[s.heap_pos].counter = s.counter;
-  heap_[s.heap_pos].last_served = s.last_served;
+  heap_[s.heap_pos].high = order_bits(s.counter);
+  heap_[s.heap_pos].low = serve_bits(s.last_served, flow.slot());
   heap_.update(s.heap_pos);
 }
 
@@ -237,7 +250,7 @@ void VtcFairness::on_fleet_service(FlowView& flow, double service) {
 
 std::optional<double> VtcFairness::fleet_backlog_min() const {
   if (heap_.empty()) return std::nullopt;
-  return heap_.top().counter;
+  return from_order_bits(heap_.top().high);
 }
 
 void VtcFairness::on_removed(FlowView& flow) {

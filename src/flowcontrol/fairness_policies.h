@@ -143,6 +143,10 @@ class VtcFairness final : public FairnessPolicy {
   void set_fleet_floor(std::optional<double> floor) override { fleet_floor_ = floor; }
 
   double counter(const FlowView& flow) const;
+  // A counter as an unsigned integer in the same order (equal doubles, -0
+  // and +0 too, equal integers), and back.
+  static std::uint64_t order_bits(double counter);
+  static double from_order_bits(std::uint64_t bits);
 
  private:
   static constexpr std::uint32_t kNotInHeap = UINT32_MAX;  // = SlotHeap's
@@ -154,20 +158,27 @@ class VtcFairness final : public FairnessPolicy {
     bool active() const { return heap_pos != kNotInHeap; }
   };
   // A heap entry: the flow's key (counter, last served, slot), copied so
-  // that comparisons read only the heap.
+  // that comparisons read only the heap, and packed into one 128-bit
+  // integer so that they compile without branches (a sift picks the
+  // smallest of four children by data the branch predictor cannot guess):
+  //   high: the counter's bits, mapped so that unsigned order is the
+  //         doubles' order (order_bits);
+  //   low:  the last serve's sequence + 2^32, or for a flow never served
+  //         its slot, which is below every served flow's (sequences are
+  //         unique, so the slot breaks ties only among the never served).
   struct Entry {
-    double counter;
-    std::uint64_t last_served;
+    std::uint64_t high;
+    std::uint64_t low;
     std::uint32_t slot;
-    bool operator<(const Entry& o) const {
-      if (counter != o.counter) return counter < o.counter;
-      if (last_served != o.last_served) return last_served < o.last_served;
-      return slot < o.slot;
-    }
+    unsigned __int128 key() const { return (static_cast<unsigned __int128>(high) << 64) | low; }
   };
   struct EntryLess {
-    bool operator()(const Entry& a, const Entry& b) const { return a < b; }
+    static constexpr bool kBranchFree = true;  // SlotHeap selects without branches
+    bool operator()(const Entry& a, const Entry& b) const { return a.key() < b.key(); }
   };
+  static std::uint64_t serve_bits(std::uint64_t last_served, std::uint32_t slot) {
+    return last_served != 0 ? last_served + (std::uint64_t{1} << 32) : slot;
+  }
   // Keeps State::heap_pos of every entry the heap moves.
   struct PlaceInState {
     VtcFairness* self;

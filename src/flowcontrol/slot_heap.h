@@ -109,10 +109,7 @@ class SlotHeap {
     for (;;) {
       const std::size_t first = std::size_t{pos} * 4 + 1;
       if (first >= n) break;
-      std::size_t best = first;
-      const std::size_t last = std::min(first + 4, n);
-      for (std::size_t c = first + 1; c < last; ++c)
-        if (less_(heap_[c], heap_[best])) best = c;
+      const std::size_t best = smallest_child(first, n);
       put(pos, heap_[best]);
       pos = static_cast<std::uint32_t>(best);
     }
@@ -123,6 +120,32 @@ class SlotHeap {
       pos = parent;
     }
     put(pos, e);
+  }
+
+  // The smallest of the (up to four) children from `first` on. A Less
+  // that declares itself branch-free (kBranchFree) gets four, the usual
+  // case, as a tournament of selects that compiles to conditional moves:
+  // a branch on keys the predictor cannot guess costs a miss on most
+  // levels (vtc: +20% decisions at 1 000 flows). A Less with branches of
+  // its own keeps the loop, which measured faster for global-strict, whose
+  // keys (arrival order) the predictor guesses well.
+  std::size_t smallest_child(std::size_t first, std::size_t n) const {
+    if constexpr (requires { Less::kBranchFree; }) {
+      if (first + 4 <= n) {
+        const Entry* c = &heap_[first];
+        // Arithmetic on the comparisons' results: written as `?:`, gcc 12
+        // turns two of the three back into branches.
+        const std::size_t a = static_cast<std::size_t>(less_(c[1], c[0]));
+        const std::size_t b = 2 + static_cast<std::size_t>(less_(c[3], c[2]));
+        const std::size_t take_b = static_cast<std::size_t>(less_(c[b], c[a]));
+        return first + (a ^ ((a ^ b) & (0 - take_b)));
+      }
+    }
+    std::size_t best = first;
+    const std::size_t last = std::min(first + 4, n);
+    for (std::size_t c = first + 1; c < last; ++c)
+      if (less_(heap_[c], heap_[best])) best = c;
+    return best;
   }
 
   Less less_;

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -550,6 +552,39 @@ TEST(VtcHeapTest, PicksTheSmallestCounterLikeABruteForceScan) {
     }
     ASSERT_DOUBLE_EQ(vtc.counter(flows[i]), m.counter) << "step " << step;
   }
+}
+
+// vtc's heap compares counters as integers (one 128-bit comparison, no
+// branch): the mapping keeps the doubles' order and equality, and inverts.
+TEST(VtcHeapTest, CounterBitsKeepTheOrderOfDoubles) {
+  using V = flowcontrol::VtcFairness;
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> values = {-inf,
+                                      -1e300,
+                                      -2.5,
+                                      -1,
+                                      -std::numeric_limits<double>::min(),
+                                      -std::numeric_limits<double>::denorm_min(),
+                                      -0.0,
+                                      0.0,
+                                      std::numeric_limits<double>::denorm_min(),
+                                      std::numeric_limits<double>::min(),
+                                      1e-9,
+                                      1,
+                                      1.0000000000000002,
+                                      2.5,
+                                      400,
+                                      1e15,
+                                      1e300,
+                                      inf};
+  for (double a : values) {
+    EXPECT_EQ(V::from_order_bits(V::order_bits(a)), a) << a;
+    for (double b : values) {
+      EXPECT_EQ(V::order_bits(a) < V::order_bits(b), a < b) << a << " " << b;
+      EXPECT_EQ(V::order_bits(a) == V::order_bits(b), a == b) << a << " " << b;
+    }
+  }
+  EXPECT_FALSE(std::signbit(V::from_order_bits(V::order_bits(-0.0))));
 }
 
 // global-strict-fairness-policy against a brute-force scan of the
