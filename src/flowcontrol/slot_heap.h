@@ -109,6 +109,7 @@ class SlotHeap {
     for (;;) {
       const std::size_t first = std::size_t{pos} * 4 + 1;
       if (first >= n) break;
+      prefetch_grandchildren(first, n);
       const std::size_t best = smallest_child(first, n);
       put(pos, heap_[best]);
       pos = static_cast<std::uint32_t>(best);
@@ -120,6 +121,21 @@ class SlotHeap {
       pos = parent;
     }
     put(pos, e);
+  }
+
+  // Starts loading the children of the four entries from `first` on (the
+  // 16 from first * 4 + 1, six or seven cache lines): the next level of a
+  // sift-down, whichever child wins, so that its misses overlap this
+  // level's. With the selects below: vtc's pass +5% at 50 000 flows, +7%
+  // at 10 000 (5 interleaved pinned pairs); without them it measured
+  // within noise.
+  void prefetch_grandchildren(std::size_t first, std::size_t n) const {
+    const std::size_t from = first * 4 + 1;
+    if (from >= n) return;
+    const char* p = reinterpret_cast<const char*>(heap_.data() + from);
+    const char* end = reinterpret_cast<const char*>(heap_.data() + std::min(from + 16, n));
+    for (; p < end; p += 64) __builtin_prefetch(p);
+    __builtin_prefetch(end - 1);  // the last line, when `from` is not at a line's start
   }
 
   // The smallest of the (up to four) children from `first` on. A Less
