@@ -920,6 +920,7 @@ std::size_t Controller::dispatch(TimePoint now) {
   eviction_check_at_.reset();
   fleet_held_now_ = false;
   bool prefetched = false;
+  const bool large = registry_.flow_count() >= kPrefetchFlows;
   while (true) {
     Band* band = choose_band(now);
     if (!band) break;
@@ -929,8 +930,7 @@ std::size_t Controller::dispatch(TimePoint now) {
     // started together, as many as the last pass released: once a pass,
     // for the first band it serves (bands that take turns would otherwise
     // start a guess's loads for every release).
-    if (!prefetched && release_prefetch_ && last_released_ > 1 &&
-        registry_.flow_count() >= kPrefetchFlows) {
+    if (!prefetched && release_prefetch_ && last_released_ > 1 && large) {
       prefetched = true;
       FlowView* upcoming[kPrefetchPicks];
       const std::size_t n = band->fairness().upcoming(
@@ -943,6 +943,12 @@ std::size_t Controller::dispatch(TimePoint now) {
     // does not (an extension's bug) stops the pass rather than the process.
     Item* item = flow ? flow->queue().head() : nullptr;
     if (!item) break;
+    if (large) {
+      // What releasing it writes next: its neighbours in its flow (the
+      // next head, whose key the policy reads) and in its band.
+      if (item->next) __builtin_prefetch(item->next, 1);
+      if (item->band_next) __builtin_prefetch(item->band_next, 1);
+    }
     Decision d =
         decision(item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched);
     const int ep = route(item, now, d);
