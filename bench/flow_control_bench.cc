@@ -23,11 +23,13 @@
 //
 // The dispatch benchmarks time only the controller's calls (manual time):
 // the harness builds each arriving request first, untimed, as the I/O
-// threads do on their own cores. Until f6b085c that build was timed too;
+// threads do on their own cores. Before 4b6512b that build was timed too;
 // at 50 000 flows its read of a random flow's id and hash was a cache miss
 // per request (vtc's pass: 1.65 M decisions/s with it, 2.0 M without, in
-// interleaved runs of the same build). Handing the request over between
-// threads is measured apart, by BM_MoodycamelCeiling.
+// interleaved runs of the same build). Not in these figures: handing the
+// request over between threads, which brings it from another core's cache
+// (here it is built on this core, as it was before); BM_MoodycamelCeiling
+// is the queue's own cost on one thread, a lower bound of that.
 #include <benchmark/benchmark.h>
 #include <concurrentqueue/blockingconcurrentqueue.h>
 #include <malloc.h>

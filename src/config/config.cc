@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -202,6 +203,10 @@ struct Reader {
       used = 0;
     }
     if (used == 0 || used != s.size()) fail(source, n, path, "expected a number, got '" + s + "'");
+    // stod reads "nan" and "inf" too: no field means them, and a NaN or
+    // infinite price, weight or share would poison what is computed from
+    // it (a NaN VTC counter sorts before every other).
+    if (!std::isfinite(v)) fail(source, n, path, "expected a finite number, got '" + s + "'");
     return v;
   }
   bool boolean(const YAML::Node& n, const std::string& path) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 namespace sluice::flowcontrol {
 
@@ -177,6 +178,9 @@ double VtcFairness::counter(const FlowView& flow) const {
 // bits with the sign bit set, a negative one's bits inverted. -0 is made
 // +0 first (they are equal as doubles; here the next field must decide).
 std::uint64_t VtcFairness::order_bits(double counter) {
+  // A NaN (of either sign; config takes finite prices only, so none is
+  // expected) goes last, as an infinite counter would, not first.
+  if (std::isnan(counter)) return UINT64_MAX;
   const auto bits = std::bit_cast<std::uint64_t>(counter + 0.0);
   return (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
 }

@@ -133,9 +133,9 @@ class SlotHeap {
     const std::size_t from = first * 4 + 1;
     if (from >= n) return;
     const char* p = reinterpret_cast<const char*>(heap_.data() + from);
-    const char* end = reinterpret_cast<const char*>(heap_.data() + std::min(from + 16, n));
-    for (; p < end; p += 64) __builtin_prefetch(p);
-    __builtin_prefetch(end - 1);  // the last line, when `from` is not at a line's start
+    const std::size_t bytes = (std::min(from + 16, n) - from) * sizeof(Entry);
+    for (std::size_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at);
+    __builtin_prefetch(p + bytes - 1);  // the last line, when `from` is not at a line's start
   }
 
   // The smallest of the (up to four) children from `first` on. A Less
@@ -146,7 +146,7 @@ class SlotHeap {
   // its own keeps the loop, which measured faster for global-strict, whose
   // keys (arrival order) the predictor guesses well.
   std::size_t smallest_child(std::size_t first, std::size_t n) const {
-    if constexpr (requires { Less::kBranchFree; }) {
+    if constexpr (requires { requires Less::kBranchFree; }) {
       if (first + 4 <= n) {
         const Entry* c = &heap_[first];
         // Arithmetic on the comparisons' results: written as `?:`, gcc 12

@@ -130,6 +130,30 @@ TEST(Config, ProfileMustReferToDeclaredPlugin) {
       "not in plugins");
 }
 
+// A number field takes finite numbers only: "nan" and "inf" parse as
+// doubles, and a NaN VTC price made a NaN counter that sorts before every
+// other, starving the band's other tenants.
+TEST(Config, NumbersMustBeFinite) {
+  const std::string head =
+      "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n"
+      "plugins:\n  - type: vtc-fairness-policy\n    parameters:\n";
+  const std::string field = "test.yaml:6: plugins[vtc-fairness-policy].parameters.inputPrice: ";
+  for (const char* bad : {"nan", "NaN", "inf", "-inf", "infinity"}) {
+    std::string input = head;
+    input += "      inputPrice: ";
+    input += bad;
+    input += "\n";
+    std::string expected = field;
+    expected += "expected a finite number, got '";
+    expected += bad;
+    expected += "'";
+    EXPECT_EQ(error_of(input), expected) << bad;
+  }
+  // Out of a double's range: not read as infinity either.
+  EXPECT_EQ(error_of(head + "      inputPrice: 1e999\n"), field + "expected a number, got '1e999'");
+  EXPECT_EQ(error_of(head + "      outputPrice: 2.5\n"), "");
+}
+
 TEST(Config, FlowControlSection) {
   auto c = load_config_string(R"(
 apiVersion: inference.networking.x-k8s.io/v1alpha1
@@ -566,7 +590,7 @@ TEST(ConfigUsageLimit, BadParametersNameFileLineAndField) {
   EXPECT_EQ(error_of(with_policy(p + "      minCeiling: -0.1\n")),
             "test.yaml:6: plugins[ul].parameters.minCeiling: must be in [0, 1)");
   EXPECT_EQ(error_of(with_policy(p + "      minCeiling: nan\n")),
-            "test.yaml:6: plugins[ul].parameters.minCeiling: must be in [0, 1)");
+            "test.yaml:6: plugins[ul].parameters.minCeiling: expected a finite number, got 'nan'");
   EXPECT_EQ(error_of(with_policy(p + "      minCeiling: 0.5\n      shape: sigmoid\n")),
             "test.yaml:7: plugins[ul].parameters.shape: must be linear (the only shape llm-d has)");
   EXPECT_EQ(error_of(with_policy(p + "      minCeiling: 0.5\n      domain: log\n")),

@@ -585,6 +585,11 @@ TEST(VtcHeapTest, CounterBitsKeepTheOrderOfDoubles) {
     }
   }
   EXPECT_FALSE(std::signbit(V::from_order_bits(V::order_bits(-0.0))));
+  // A NaN of either sign goes after +inf (a negative NaN's bits would
+  // otherwise sort before every counter and starve the band).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_GT(V::order_bits(nan), V::order_bits(inf));
+  EXPECT_GT(V::order_bits(-nan), V::order_bits(inf));
 }
 
 // global-strict-fairness-policy against a brute-force scan of the
