@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 all_targets=(fuzz_request fuzz_response fuzz_config fuzz_endpoints_file fuzz_prometheus
-  fuzz_scenario fuzz_json_render fuzz_admin_body)
+  fuzz_scenario fuzz_json_render fuzz_admin_body fuzz_flow_control)
 
 smoke=0
 build_it=1
