@@ -3,12 +3,14 @@
 // and for FlowControlOps.* (a fixed set of random streams in `make test`).
 //
 // The bytes choose a configuration (fairness and ordering policy, bands,
-// limits, TTLs, the no-endpoint TTL, slots, eviction in flight) and then
+// limits, TTLs, the no-endpoint TTL, slots, eviction in flight, headroom,
+// a usage-limit policy) and then
 // operations as the proxy makes them: enqueue (a few tenants and bands, own
 // TTLs and deadlines), dispatch, complete, output tokens, cancel (queued,
 // in flight or already answered), time passing with expiry, the pool
-// emptying and filling, a reload of TTLs and policies, and the idle flows'
-// collection. After every operation:
+// emptying and filling, a reload of TTLs and policies, and the admin
+// plane's changes (a tenant's weight, pin or queue limit; bands added,
+// changed, removed). After every operation:
 //   - each request has had at most one answer while queued (dispatched,
 //     rejected or evicted), and once dispatched only kEvictedPreempted;
 //   - a decision names a request that was queued (or in flight, for a
@@ -31,6 +33,7 @@
 
 #include "flowcontrol/controller.h"
 #include "flowcontrol/saturation_detectors.h"
+#include "flowcontrol/usage_limit_policies.h"
 
 namespace sluice::testing {
 
@@ -99,6 +102,17 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
   flowcontrol::ControllerConfig cfg = config();
   cfg.eviction.enabled = in.pick(3) == 0;
   const std::uint64_t slots = 1 + in.pick(3);
+  if (in.pick(3) == 0) {  // headroom for the top band: a reserve, lent when idle
+    cfg.headroom.enabled = true;
+    cfg.headroom.protected_priority = static_cast<int>(in.pick(2));
+    // As config validation requires: below the detector's slots (else the
+    // lower bands never run).
+    cfg.headroom.reserve = in.pick(static_cast<unsigned>(slots));
+    cfg.headroom.lend = in.pick(2) != 0;
+    cfg.headroom.over_admission = in.pick(2);
+    cfg.headroom.reserve_endpoints = in.pick(2);
+  }
+  const unsigned usage_limit = in.pick(4);  // none, static, holdback, soft
 
   enum class State { kQueued, kInFlight, kPreempted, kDone };
   struct Request {
@@ -150,8 +164,16 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
         }
       });
 
-  const std::vector<flowcontrol::EndpointIdentity> pool = {
-      flowcontrol::EndpointIdentity{"127.0.0.1:1"}, flowcontrol::EndpointIdentity{"127.0.0.1:2"}};
+  if (usage_limit == 1)
+    c.set_usage_limit_policy(std::make_unique<flowcontrol::StaticUsageLimitPolicy>(0.5));
+  if (usage_limit == 2)
+    c.set_usage_limit_policy(std::make_unique<flowcontrol::PriorityHoldbackPolicy>(
+        0.3, 0.9, flowcontrol::PriorityHoldbackPolicy::Domain::kRank));
+  if (usage_limit == 3)
+    c.set_usage_limit_policy(std::make_unique<flowcontrol::SoftReflectiveCeilingPolicy>());
+  std::vector<flowcontrol::EndpointIdentity> pool(2);
+  pool[0].address = "127.0.0.1:1";
+  pool[1].address = "127.0.0.1:2";
   c.set_endpoints({pool[0]});
   flowcontrol::TimePoint now{};
   std::uint64_t next_cookie = 1;
@@ -177,7 +199,7 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
 
   for (int step = 0; step < 4000 && !in.empty() && violation.empty(); ++step) {
     if (coverage) coverage->operations += 1;
-    switch (in.pick(10)) {
+    switch (in.pick(14)) {
       case 0:
       case 1:
       case 2: {  // a request arrives
@@ -240,11 +262,37 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
         flowcontrol::ControllerReload reload;
         reload.config = config();
         reload.config.eviction = cfg.eviction;
-        reload.detector = std::make_unique<flowcontrol::ConcurrencyDetector>(
-            flowcontrol::ConcurrencyParams{false, 1 + in.pick(3), 1000000, 0});
+        reload.config.headroom = cfg.headroom;
+        reload.detector =
+            std::make_unique<flowcontrol::ConcurrencyDetector>(flowcontrol::ConcurrencyParams{
+                false, cfg.headroom.reserve + 1 + in.pick(3), 1000000, 0});
         c.apply(std::move(reload), now);
         break;
       }
+      case 10: {  // the admin plane: a tenant's weight, pin or queue limit
+        registry::FlowOverride o;
+        if (in.pick(2)) o.weight = 0.25 * (1 + in.pick(8));
+        if (in.pick(2)) o.priority = static_cast<int>(in.pick(3)) - 1;
+        if (in.pick(3) == 0) o.max_queued = in.pick(4);
+        c.registry().set_flow_override("tenant-" + std::to_string(in.pick(5)), o, now);
+        break;
+      }
+      case 11:
+        c.registry().clear_flow_override("tenant-" + std::to_string(in.pick(5)), now);
+        break;
+      case 12: {  // the admin plane: a band added or changed
+        registry::BandConfig b;
+        b.priority = static_cast<int>(in.pick(3)) - 1;
+        b.fairness = kFairness[in.pick(3)];
+        b.ordering = kOrdering[in.pick(3)];
+        b.max_requests = in.pick(6);
+        b.share = in.pick(2) ? 0.3 : 0;
+        c.registry().set_band(b, now);
+        break;
+      }
+      case 13:  // the admin plane: a band removed (its requests stay)
+        c.registry().remove_band(static_cast<int>(in.pick(3)) - 1, now);
+        break;
     }
     if (violation.empty() && c.queued() != count(State::kQueued))
       fail("the controller holds " + std::to_string(c.queued()) + " queued, the model " +
