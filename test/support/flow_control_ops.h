@@ -4,13 +4,14 @@
 //
 // The bytes choose a configuration (fairness and ordering policy, bands,
 // limits, TTLs, the no-endpoint TTL, slots, eviction in flight, headroom,
-// a usage-limit policy) and then
+// a usage-limit policy, a fleet) and then
 // operations as the proxy makes them: enqueue (a few tenants and bands, own
 // TTLs and deadlines), dispatch, complete, output tokens, cancel (queued,
 // in flight or already answered), time passing with expiry, the pool
 // emptying and filling, a reload of TTLs and policies, and the admin
 // plane's changes (a tenant's weight, pin or queue limit; bands added,
-// changed, removed). After every operation:
+// changed, removed) and, in a fleet, the other replicas' state. After
+// every operation:
 //   - each request has had at most one answer while queued (dispatched,
 //     rejected or evicted), and once dispatched only kEvictedPreempted;
 //   - a decision names a request that was queued (or in flight, for a
@@ -113,6 +114,7 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
     cfg.headroom.reserve_endpoints = in.pick(2);
   }
   const unsigned usage_limit = in.pick(4);  // none, static, holdback, soft
+  const bool fleet = in.pick(3) == 0;       // a replica of a fleet (fleet_view.h)
 
   enum class State { kQueued, kInFlight, kPreempted, kDone };
   struct Request {
@@ -164,6 +166,13 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
         }
       });
 
+  if (fleet) {
+    flowcontrol::FleetSettings f;
+    f.enabled = true;
+    f.fairness_slack = 10.0 * in.pick(40);
+    f.max_hold = std::chrono::milliseconds(50) * in.pick(6);
+    c.set_fleet(f);
+  }
   if (usage_limit == 1)
     c.set_usage_limit_policy(std::make_unique<flowcontrol::StaticUsageLimitPolicy>(0.5));
   if (usage_limit == 2)
@@ -199,7 +208,7 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
 
   for (int step = 0; step < 4000 && !in.empty() && violation.empty(); ++step) {
     if (coverage) coverage->operations += 1;
-    switch (in.pick(14)) {
+    switch (in.pick(fleet ? 15 : 14)) {
       case 0:
       case 1:
       case 2: {  // a request arrives
@@ -293,6 +302,36 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
       case 13:  // the admin plane: a band removed (its requests stay)
         c.registry().remove_band(static_cast<int>(in.pick(3)) - 1, now);
         break;
+      case 14: {  // the other replicas' state, as fleet_sync reads it
+        // (finite, non-negative: it refuses other values)
+        flowcontrol::FleetInbound f;
+        for (const auto& e : pool)
+          if (in.pick(2))
+            f.endpoints.push_back(
+                flowcontrol::FleetEndpointLoad{e.address, in.pick(4), in.pick(3), in.pick(500)});
+        for (unsigned t = in.pick(4); t > 0; --t)
+          f.service.emplace_back(
+              flowcontrol::fleet_flow_key(static_cast<int>(in.pick(3)) - 1,
+                                          "tenant-" + std::to_string(in.pick(5))),
+              in.pick(2) ? 1.0 * in.pick(300) : 1e6 * in.pick(50));
+        for (unsigned b = in.pick(3); b > 0; --b) {
+          flowcontrol::FleetBandBacklog l;
+          l.priority = static_cast<int>(in.pick(3)) - 1;
+          l.has_counter = in.pick(2) != 0;
+          l.min_counter = 100.0 * in.pick(100);
+          l.queued = in.pick(10);
+          l.queued_before = in.pick(l.queued + 1);
+          f.backlog.push_back(l);
+        }
+        f.replicas = in.pick(4);
+        f.rank = in.pick(f.replicas + 1);
+        f.queued = in.pick(10);
+        f.queued_before = in.pick(static_cast<unsigned>(f.queued) + 1);
+        f.ready = in.pick(4) != 0;
+        flowcontrol::FleetOutbound out;
+        c.exchange_fleet(f, out, now);
+        break;
+      }
     }
     if (violation.empty() && c.queued() != count(State::kQueued))
       fail("the controller holds " + std::to_string(c.queued()) + " queued, the model " +
@@ -301,7 +340,12 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
   if (!violation.empty()) return violation;
 
   // Drain: room, every request in flight ends, until nothing is queued.
+  // The other replicas (if any) have gone: nothing queued or held there.
   c.set_endpoints(pool);
+  if (fleet) {
+    flowcontrol::FleetOutbound out;
+    c.exchange_fleet(flowcontrol::FleetInbound{}, out, now);
+  }
   for (int round = 0; round < 10000 && count(State::kQueued) > 0; ++round) {
     now += 10ms;
     c.expire(now);
