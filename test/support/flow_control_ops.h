@@ -4,11 +4,12 @@
 //
 // The bytes choose a configuration (fairness and ordering policy, bands,
 // limits, TTLs, the no-endpoint TTL, slots, eviction in flight, headroom,
-// a usage-limit policy, a fleet) and then
+// a usage-limit policy, a fleet, the default scheduling profile) and then
 // operations as the proxy makes them: enqueue (a few tenants and bands, own
 // TTLs and deadlines), dispatch, complete, output tokens, cancel (queued,
 // in flight or already answered), time passing with expiry, the pool
-// emptying and filling, a reload of TTLs and policies, and the admin
+// emptying and filling, metrics scrapes, a reload of TTLs, policies and
+// the scheduler (requests in flight under the old one), and the admin
 // plane's changes (a tenant's weight, pin or queue limit; bands added,
 // changed, removed) and, in a fleet, the other replicas' state. After
 // every operation:
@@ -35,6 +36,7 @@
 #include "flowcontrol/controller.h"
 #include "flowcontrol/saturation_detectors.h"
 #include "flowcontrol/usage_limit_policies.h"
+#include "scheduling/from_config.h"
 
 namespace sluice::testing {
 
@@ -115,6 +117,10 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
   }
   const unsigned usage_limit = in.pick(4);  // none, static, holdback, soft
   const bool fleet = in.pick(3) == 0;       // a replica of a fleet (fleet_view.h)
+  const bool scheduled = in.pick(2) != 0;   // the default profile, not least-in-flight
+  auto scheduler = [] {
+    return scheduling::build_scheduler(config::load_config_string("{}\n", "ops"));
+  };
 
   enum class State { kQueued, kInFlight, kPreempted, kDone };
   struct Request {
@@ -166,6 +172,7 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
         }
       });
 
+  if (scheduled) c.set_scheduler(scheduler());
   if (fleet) {
     flowcontrol::FleetSettings f;
     f.enabled = true;
@@ -184,6 +191,7 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
   pool[0].address = "127.0.0.1:1";
   pool[1].address = "127.0.0.1:2";
   c.set_endpoints({pool[0]});
+  unsigned endpoints = 1;
   flowcontrol::TimePoint now{};
   std::uint64_t next_cookie = 1;
 
@@ -262,9 +270,19 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
         now += std::chrono::milliseconds(50) * in.pick(40);
         c.expire(now);
         break;
-      case 8: {  // the pool changes: empty, one, two endpoints
-        const unsigned n = in.pick(3);
-        c.set_endpoints(std::vector<flowcontrol::EndpointIdentity>(pool.begin(), pool.begin() + n));
+      case 8: {  // the pool changes: empty, one, two endpoints; or a scrape
+        const unsigned n = in.pick(4);
+        if (n < 3) {
+          endpoints = n;
+          c.set_endpoints(
+              std::vector<flowcontrol::EndpointIdentity>(pool.begin(), pool.begin() + n));
+        } else if (endpoints > 0) {
+          flowcontrol::EndpointMetrics m;
+          m.waiting_queue_size = in.pick(8);
+          m.running_requests_size = in.pick(32);
+          m.kv_cache_usage = in.pick(101) / 100.0;
+          c.update_metrics(in.pick(endpoints), m, now);
+        }
         break;
       }
       case 9: {  // a reload: new TTLs, policies, limits
@@ -275,6 +293,8 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
         reload.detector =
             std::make_unique<flowcontrol::ConcurrencyDetector>(flowcontrol::ConcurrencyParams{
                 false, cfg.headroom.reserve + 1 + in.pick(3), 1000000, 0});
+        // A new scheduler while requests are in flight under the old one.
+        if (scheduled && in.pick(2)) reload.scheduler = scheduler();
         c.apply(std::move(reload), now);
         break;
       }
