@@ -943,12 +943,7 @@ std::size_t Controller::dispatch(TimePoint now) {
     // does not (an extension's bug) stops the pass rather than the process.
     Item* item = flow ? flow->queue().head() : nullptr;
     if (!item) break;
-    if (large) {
-      // What releasing it writes next: its neighbours in its flow (the
-      // next head, whose key the policy reads) and in its band.
-      if (item->next) __builtin_prefetch(item->next, 1);
-      if (item->band_next) __builtin_prefetch(item->band_next, 1);
-    }
+    if (large) registry::FlowRegistry::prefetch_neighbours(item);
     Decision d =
         decision(item->cookie, registry::FlowRegistry::ticket(item), QueueOutcome::kDispatched);
     const int ep = route(item, now, d);

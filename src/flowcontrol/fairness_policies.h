@@ -65,8 +65,9 @@ class GlobalStrictFairness final : public FairnessPolicy {
   FlowView* pick() override;
   // No upcoming(): its heap's smallest entries, prefetched as vtc's are,
   // measured no faster at 50 000 flows and 20% slower at 10 000 (a pass
-  // of the benchmark, fcfs: a released flow's next head is often among
-  // the oldest again, so the guess goes wrong early).
+  // of the benchmark, fcfs), and again +2% / -15% once the benchmark timed
+  // the controller only. Each release's neighbours are loaded instead
+  // (Controller::dispatch).
 
  private:
   static constexpr std::uint32_t kNotInHeap = UINT32_MAX;  // = SlotHeap's

@@ -280,13 +280,9 @@ void FlowRegistry::prefetch_releases(flowcontrol::FlowView* const* flows, std::s
   for (std::size_t i = 0; i < n; ++i)
     if (const Item* head = static_cast<const Flow*>(flows[i])->queue_.head_if_list())
       prefetch_whole(head, sizeof(Item));
-  for (std::size_t i = 0; i < n; ++i) {
-    const Item* head = static_cast<const Flow*>(flows[i])->queue_.head_if_list();
-    if (!head) continue;
-    if (head->next) __builtin_prefetch(head->next, 1);
-    if (head->band_prev) __builtin_prefetch(head->band_prev, 1);
-    if (head->band_next) __builtin_prefetch(head->band_next, 1);
-  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (const Item* head = static_cast<const Flow*>(flows[i])->queue_.head_if_list())
+      prefetch_neighbours(head);
 }
 
 void FlowRegistry::touch(Flow& f, TimePoint now) {

@@ -342,6 +342,14 @@ class FlowRegistry {
   // for all of them, so that the misses of different flows overlap. Only
   // loads (see Controller::dispatch).
   void prefetch_releases(flowcontrol::FlowView* const* flows, std::size_t n) const;
+  // Starts loading what releasing `item` writes besides itself: its
+  // neighbours in its flow (the next head, whose key a policy reads) and
+  // in its band. Only loads.
+  static void prefetch_neighbours(const Item* item) {
+    if (item->next) __builtin_prefetch(item->next, 1);
+    if (item->band_prev) __builtin_prefetch(item->band_prev, 1);
+    if (item->band_next) __builtin_prefetch(item->band_next, 1);
+  }
   // Newcomers refused by admit_flow so far.
   std::uint64_t flow_limit_rejections() const { return flow_limit_rejections_; }
 
