@@ -127,8 +127,7 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
     State state = State::kQueued;
     std::uint64_t ticket = 0;
   };
-  std::map<std::uint64_t, Request> requests;         // by cookie
-  std::map<std::uint64_t, std::uint64_t> cookie_of;  // by ticket
+  std::map<std::uint64_t, Request> requests;  // by cookie
   std::string violation;
   auto fail = [&](std::string what) {
     if (violation.empty()) violation = std::move(what);
@@ -162,7 +161,6 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
           if (r.ticket != 0 && r.ticket != d.ticket)
             return fail(name(d.cookie) + " decided under another ticket");
           r.ticket = d.ticket;
-          cookie_of[d.ticket] = d.cookie;
         }
         if (d.outcome == QueueOutcome::kDispatched) {
           if (d.cookie == enqueuing) return fail(name(d.cookie) + " dispatched inside enqueue");
@@ -240,7 +238,6 @@ inline std::string run_flow_control_ops(const std::uint8_t* data, std::size_t si
         } else {
           if (m.state == State::kDone) fail(name(r.cookie) + " answered and given a ticket");
           m.ticket = ticket;
-          cookie_of[ticket] = r.cookie;
         }
         break;
       }
