@@ -292,6 +292,11 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       fail(r.source, n, f.child("maxHeaderBytes"), "must be between 1Ki and 1Mi");
     s.max_header_bytes = static_cast<std::uint32_t>(v);
   }
+  if (auto n = f.take("sseEventHoldBytes")) {
+    auto v = r.quantity(n, f.child("sseEventHoldBytes"));
+    if (v > (16u << 20)) fail(r.source, n, f.child("sseEventHoldBytes"), "must be at most 16Mi");
+    s.sse_event_hold_bytes = static_cast<std::uint32_t>(v);
+  }
   if (auto n = f.take("maxFairnessIdBytes")) {
     auto v = r.integer(n, f.child("maxFairnessIdBytes"));
     if (v < 1 || v > 1024)

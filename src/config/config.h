@@ -36,6 +36,11 @@ struct ServerOptions {
   std::string dispatcher = "auto";
   std::uint64_t max_body_bytes = 8ull << 20;
   std::uint32_t max_header_bytes = 16u << 10;
+  // An SSE stream's part of an event is held back until its blank line
+  // comes (a client can use only whole events, and an early end then sends
+  // an error event that parses); an event longer than this goes out as it
+  // comes, and a stream that ends inside it ends without the error event.
+  std::uint32_t sse_event_hold_bytes = 64u << 10;
   // Longest fairness id / objective name accepted (x-gateway-inference-*);
   // longer, or with bytes outside server/steering.h's set: 400.
   std::uint32_t max_fairness_id_bytes = 128;

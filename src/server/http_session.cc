@@ -807,6 +807,13 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
   if (state_ == State::kClosed) return;  // the client left meanwhile
   if (evicted_) return finish_evicted();
   auto& p = *response_parser_;
+  // The part of an SSE event held back from the last read goes first.
+  const std::size_t held = sse_held_.size();
+  if (held > 0) {
+    if (response_.body.empty()) response_.body.swap(worker_.relay_body);
+    response_.body += sse_held_;
+    sse_held_.clear();
+  }
   if (ec == net::error::eof && p.got_some()) {
     // A body delimited by the connection's end is complete now.
     p.put_eof(ec);
@@ -867,11 +874,12 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     return upstream_failed_before_response(http::error::bad_transfer_encoding,
                                            "reading the response (unsupported transfer coding)");
   if (!head_built_) build_client_head();
-  if (!response_.body.empty()) {
-    tokens_.feed(response_.body);
+  if (response_.body.size() > held) {
+    tokens_.feed(std::string_view(response_.body).substr(held));
     // Charge output to the flow as it streams (VTC), every 16 tokens.
     if (ticket_ && tokens_.tokens() >= ticket_.reported() + 16) ticket_.report(tokens_.tokens());
   }
+  if (response_.is_sse && framing_ == Framing::kChunked && !p.is_done()) hold_partial_event(held);
   // Write when there is something to send: the head (at once, so a streaming
   // client sees the response start before the first token; together with
   // the body when it came in the same read), body bytes, or the end.
@@ -991,8 +999,29 @@ void HttpSession::record_endpoint_failure(const char* what) {
   }
 }
 
+void HttpSession::hold_partial_event(std::size_t scanned) {
+  auto& body = response_.body;
+  const std::size_t whole =
+      whole_events_length(body, scanned, /*at_line_start=*/!sse_client_mid_event_);
+  if (whole == body.size()) {
+    sse_client_mid_event_ = false;
+    return;
+  }
+  // An event longer than the hold goes out as it comes (the client then
+  // holds part of it; see end_stream_with_error).
+  if (body.size() - whole > ctx_.config.server.sse_event_hold_bytes) {
+    sse_client_mid_event_ = true;
+    return;
+  }
+  sse_held_.assign(body, whole);
+  body.resize(whole);
+  if (whole > 0) sse_client_mid_event_ = false;
+}
+
 void HttpSession::build_client_head() {
   head_built_ = true;
+  sse_held_.clear();
+  sse_client_mid_event_ = false;
   auto& p = *response_parser_;
   const int status = response_.status;
   const bool bodyless = status / 100 == 1 || status == 204 || status == 304;
@@ -1167,6 +1196,16 @@ void HttpSession::upstream_failed_mid_response(error_code ec) {
 void HttpSession::end_stream_with_error(std::string_view message, std::string_view code,
                                         bool end_stream) {
   if (!response_.is_sse || framing_ != Framing::kChunked) return close();
+  // Only whole events reach the client: the part of one that came before
+  // the end is dropped (with what was held back). A client holding part of
+  // an event longer than the hold gets no error event (it would be read as
+  // the rest of that event): the stream just ends, visibly incomplete, and
+  // an SSE client discards the unfinished event.
+  auto& body = response_.body;
+  body.resize(whole_events_length(body, 0, !sse_client_mid_event_));
+  sse_held_.clear();
+  if (!body.empty()) sse_client_mid_event_ = false;
+  if (sse_client_mid_event_) return close();
   std::string event =
       "data: " + flowcontrol::openai_error_body(message, "server_error", code) + "\n\n";
   char prefix[24];

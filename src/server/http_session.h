@@ -23,6 +23,7 @@
 #include "server/proxy_parsers.h"
 #include "server/routes.h"
 #include "server/server.h"
+#include "server/sse_events.h"
 #include "server/upstream_pool.h"
 
 namespace sluice::server {
@@ -149,6 +150,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Def
   void on_relay_read(error_code ec, std::size_t n);
   void on_relay_written(error_code ec, std::size_t n);
   void upstream_failed_mid_response(error_code ec);
+  // An SSE stream relayed chunked: the end of this read's body that is part
+  // of an event (past its last blank line) is held back for the next read,
+  // so the client only ever holds whole events (server/sse_events.h).
+  // `scanned`: bytes at the front already known to hold no event's end.
+  void hold_partial_event(std::size_t scanned);
   // Ends a relayed chunked SSE stream with an error event (`code`), then
   // the final chunk if `end_stream` (else the transfer is left visibly
   // incomplete), and closes.
@@ -222,6 +228,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Def
   char chunk_prefix_[24];
   std::size_t chunk_prefix_size_ = 0;
   std::string error_event_;
+  std::string sse_held_;  // hold_partial_event's bytes, relayed with the next read's
+  // The client holds part of an event: one longer than
+  // server.sseEventHoldBytes went out as it came.
+  bool sse_client_mid_event_ = false;
   std::optional<boost::beast::http::response<boost::beast::http::string_body>> answer_;
   // Flow control.
   std::uint64_t cookie_ = 0;  // this request's id towards the dispatcher

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flow_control_harness.h"
@@ -325,6 +327,127 @@ TEST(HeaderAliases, LlmdNamesWinOverTheirAliasesAndNeitherIsForwarded) {
       EXPECT_EQ(r.header(h), "") << h;
   }
   EXPECT_EQ(up.requests().size(), cases.size());
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// A stream that ends early must leave its client only events that parse:
+// the part of an event that came before the end is never relayed, so the
+// error event is not glued to it (issue 33, defect 1).
+const char kSseHead[] =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+std::string chunk(const std::string& bytes) {
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+  return size + bytes + "\r\n";
+}
+
+// Every event parses as JSON; returns the last one's error code ("" if none).
+std::string check_events(const StreamResult& s) {
+  for (const auto& e : s.events)
+    EXPECT_TRUE(json::accept(e.data)) << "an event that does not parse: " << e.data;
+  if (s.events.empty() || !json::accept(s.events.back().data)) return "";
+  const auto last = json::parse(s.events.back().data);
+  return last.contains("error") ? last["error"].value("code", "") : "";
+}
+
+// Waits (bounded) until `flag` is set.
+bool wait_for(const std::atomic<bool>& flag) {
+  return eventually([&] { return flag.load(); }, 10000ms);
+}
+
+TEST(SseEnds, AnUpstreamFailureAfterHalfAnEventEndsWithAnErrorEventThatParses) {
+  std::atomic<bool> first_seen{false};
+  std::atomic<int> streams{0};
+  FakeUpstream up([&](const UpstreamRequest& r) {
+    if (r.body.find("\"stream\":true") == std::string::npos) return echo(r);
+    streams += 1;
+    FakeUpstream::Reply reply;
+    // One whole event and the start of the next; then (once the client has
+    // the first) the rest of that one and half of a third, and the close.
+    reply.bytes = std::string(kSseHead) + chunk("data: {\"n\":1}\n\ndata: {\"n\"");
+    reply.then = [&] {
+      wait_for(first_seen);
+      return chunk(":2}\n\ndata: {\"rid\": \"fac85");
+    };
+    reply.close_after = true;
+    return reply;
+  });
+  TempFile cfg(make_config({up.address()}, "  endpointEjectionConsecutiveFailures: 0\n"));
+  auto sluice = start_sluice(cfg);
+  HttpClient client(kHost, sluice->port());
+  auto s = client.stream("/v1/completions", completion_body(8, true), {},
+                         [&](const Response&, const SseEvent&) {
+                           first_seen = true;
+                           return true;
+                         });
+  EXPECT_EQ(s.head.status, 200);
+  EXPECT_FALSE(s.complete);  // the transfer is visibly cut
+  ASSERT_EQ(s.events.size(), 3u) << s.error;
+  EXPECT_EQ(s.events[0].data, "{\"n\":1}");
+  EXPECT_EQ(s.events[1].data, "{\"n\":2}");
+  EXPECT_EQ(check_events(s), "upstream-error");
+  // Nothing else lost: the next request is served whole, and both are counted.
+  HttpClient next(kHost, sluice->port());
+  auto r = next.post_json("/v1/completions", completion_body(1, false, "after"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("after"), std::string::npos);
+  EXPECT_EQ(streams.load(), 1);
+  EXPECT_TRUE(eventually([&] {
+    return outcome_count(sluice->admin_port(), "upstream-error") == 1 &&
+           outcome_count(sluice->admin_port(), "served") == 1;
+  }));
+}
+
+TEST(SseEnds, AnEvictionAfterHalfAnEventEndsWithAnErrorEventThatParses) {
+  std::atomic<bool> first_seen{false}, release{false};
+  FakeUpstream up([&](const UpstreamRequest& r) {
+    if (r.body.find("\"stream\":true") == std::string::npos) return echo(r);
+    FakeUpstream::Reply reply;
+    reply.bytes = std::string(kSseHead) + chunk("data: {\"n\":1}\n\ndata: {\"rid\": \"fac85");
+    reply.then = [&] {
+      wait_for(release);  // sluice closes this connection long before
+      return chunk("\"}\n\n");
+    };
+    reply.close_after = true;
+    return reply;
+  });
+  TempFile cfg(fc_config(up.address(), 1, "round-robin-fairness-policy",
+                         "  enableEviction: true\n"
+                         "  priorityBands:\n    - {priority: 100}\n    - {priority: -10}\n"));
+  auto sluice = start_sluice(cfg);
+  StreamResult s;
+  std::thread streamer([&] {
+    HttpClient c(kHost, sluice->port());
+    s = c.stream("/v1/completions", completion_body(8, true), flow("batch", "best-effort"),
+                 [&](const Response&, const SseEvent&) {
+                   first_seen = true;
+                   return true;
+                 });
+  });
+  ASSERT_TRUE(wait_for(first_seen));
+  // The one slot is the stream's: an interactive request evicts it.
+  HttpClient hi(kHost, sluice->port());
+  auto r = hi.post_json("/v1/completions", completion_body(1, false, "protected"),
+                        flow("chat", "interactive"));
+  streamer.join();
+  release = true;
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("protected"), std::string::npos);
+  EXPECT_EQ(s.head.status, 200);
+  EXPECT_TRUE(s.complete) << s.error;  // the eviction ends the stream properly
+  ASSERT_EQ(s.events.size(), 2u) << s.error;
+  EXPECT_EQ(s.events[0].data, "{\"n\":1}");
+  EXPECT_EQ(check_events(s), "evicted-preempted");
+  EXPECT_TRUE(eventually([&] {
+    return outcome_count(sluice->admin_port(), "evicted-preempted") == 1 &&
+           outcome_count(sluice->admin_port(), "served") == 1;
+  }));
 }
 
 }  // namespace
