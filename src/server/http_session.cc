@@ -1234,10 +1234,16 @@ void HttpSession::on_evicted(std::uint64_t ticket) {
   // eviction; a later request on this connection has another ticket.
   if (state_ != State::kProxying || !ticket_ || ticket_.id() != ticket || evicted_) return;
   evicted_ = true;
-  // A write to the client is under way: its handler finishes the eviction.
+  // A write to the client is under way: the slot is freed now (the engine
+  // sees its connection close and stops), whatever the client's reading;
+  // the write's handler then finishes the eviction (the error event).
   // Otherwise the upstream has an operation pending (connect, write or
   // read): cancelled, its handler does.
-  if (client_write_pending_) return;
+  if (client_write_pending_) {
+    drop_upstream();
+    release_dispatch();
+    return;
+  }
   if (upstream_) {
     upstream_->stream.cancel();
     return;

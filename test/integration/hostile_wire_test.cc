@@ -452,3 +452,62 @@ TEST(SseEnds, AnEvictionAfterHalfAnEventEndsWithAnErrorEventThatParses) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Issue 33, rough edge 6: an evicted request whose client does not read
+// kept its upstream (and its slot) until clientWriteTimeout; the protected
+// request waited 18 s. Eviction now frees the slot at once, whatever the
+// client's write state: the protected request is served while the stalled
+// client's connection is still open (its write timeout is a minute away).
+TEST(SseEnds, AnEvictedStreamWhoseClientDoesNotReadFreesItsSlotAtOnce) {
+  FakeUpstream up([&](const UpstreamRequest& r) {
+    if (r.body.find("\"stream\":true") == std::string::npos) return echo(r);
+    // 64 MiB: far more than every buffer between here and the client holds.
+    std::string events;
+    for (int i = 0; i < 1024; ++i)
+      events += "data: {\"token\":\"" + std::string(4000, 't') + "\"}\n\n";
+    FakeUpstream::Reply reply{std::string(kSseHead), true};
+    for (int i = 0; i < 16; ++i) reply.bytes += chunk(events);
+    return reply;
+  });
+  TempFile cfg(with_server(fc_config(up.address(), 1, "round-robin-fairness-policy",
+                                     "  enableEviction: true\n"
+                                     "  priorityBands:\n    - {priority: 100}\n"
+                                     "    - {priority: -10}\n"),
+                           "  clientWriteTimeout: 60s\n"));
+  auto sluice = start_sluice(cfg);
+  // A client that asks for the stream and never reads it, with a small window.
+  RawConnection stalled(kHost, sluice->port(), 4096);
+  const std::string body = completion_body(100000, true);
+  ASSERT_TRUE(stalled.send(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "x-gateway-inference-fairness-id: batch\r\nx-gateway-inference-objective: best-effort\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body));
+  // sluice's socket to that client holds what the client's window does not
+  // take: its write to the client is under way, and stays so.
+  ASSERT_TRUE(eventually(
+      [&] { return tcp_send_queue(sluice->port(), stalled.local_port()) >= 256 * 1024; }, 10000ms))
+      << tcp_send_queue(sluice->port(), stalled.local_port());
+  EXPECT_EQ(up.requests().size(), 1u);
+
+  HttpClient hi(kHost, sluice->port(), 30000ms);
+  auto r = hi.post_json("/v1/completions", completion_body(1, false, "protected"),
+                        flow("chat", "interactive"));
+  EXPECT_EQ(r.status, 200) << r.error << r.body;
+  EXPECT_NE(r.body.find("protected"), std::string::npos);
+  // Served while the stalled client is still connected: the eviction did
+  // not wait for its write.
+  EXPECT_GE(tcp_send_queue(sluice->port(), stalled.local_port()), 0);
+  // The engine saw its connection close (its reply stopped going out).
+  EXPECT_TRUE(eventually([&] { return up.send_failures() == 1; }));
+  EXPECT_TRUE(eventually([&] {
+    return scrape_metric(kHost, sluice->admin_port(),
+                         "sluice_flow_control_evictions_total{result=\"issued\"}") == 1;
+  }));
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -138,18 +138,21 @@ void FakeUpstream::serve(int fd) {
       Reply reply = responder_(r);
       std::string last = std::move(reply.bytes);
       if (reply.then) {
-        if (!last.empty() && !send_all(fd, last)) goto done;
+        if (!last.empty() && !send_all(fd, last)) goto failed;
         last = reply.then();
       }
       if (reply.close_after && reply.close_with_bytes) {
         const int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
       }
-      if (!last.empty() && !send_all(fd, last)) goto done;
+      if (!last.empty() && !send_all(fd, last)) goto failed;
       if (reply.close_after && reply.close_with_bytes) ::shutdown(fd, SHUT_WR);
       if (reply.close_after) goto done;
     }
   }
+  // A reply the peer stopped taking (it closed or reset the connection).
+failed:
+  send_failures_ += 1;
 done:
   ::shutdown(fd, SHUT_RDWR);
   std::lock_guard<std::mutex> lock(mu_);

@@ -51,6 +51,9 @@ class FakeUpstream {
   // with 404 and not recorded).
   std::vector<UpstreamRequest> requests();
   int connections() const { return connections_.load(); }
+  // Replies whose sending failed: the peer (sluice) closed or reset the
+  // connection while they went out.
+  int send_failures() const { return send_failures_.load(); }
   // Request bytes read so far, all connections.
   std::uint64_t bytes_received() const { return bytes_received_.load(); }
 
@@ -67,6 +70,7 @@ class FakeUpstream {
   std::uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> connections_{0};
+  std::atomic<int> send_failures_{0};
   std::atomic<std::uint64_t> bytes_received_{0};
   std::thread acceptor_;
   std::mutex mu_;

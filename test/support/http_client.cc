@@ -10,6 +10,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -179,8 +180,10 @@ StreamResult HttpClient::stream(
   return out;
 }
 
-RawConnection::RawConnection(const std::string& host, std::uint16_t port) {
+RawConnection::RawConnection(const std::string& host, std::uint16_t port, int receive_buffer) {
   fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (receive_buffer > 0)
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -189,6 +192,32 @@ RawConnection::RawConnection(const std::string& host, std::uint16_t port) {
     ::close(fd_);
     fd_ = -1;
   }
+}
+
+std::uint16_t RawConnection::local_port() const {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  if (fd_ < 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  return ntohs(addr.sin_port);
+}
+
+long tcp_send_queue(std::uint16_t local_port, std::uint16_t remote_port) {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    // "  N: LOCAL_HEX_IP:PORT REMOTE_HEX_IP:PORT ST TX_QUEUE:RX_QUEUE ..."
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues;
+    if (!(fields >> slot >> local >> remote >> state >> queues)) continue;
+    auto port_of = [](const std::string& a) {
+      const auto colon = a.rfind(':');
+      return colon == std::string::npos ? 0ul : std::stoul(a.substr(colon + 1), nullptr, 16);
+    };
+    if (port_of(local) != local_port || port_of(remote) != remote_port) continue;
+    return static_cast<long>(std::stoul(queues.substr(0, queues.find(':')), nullptr, 16));
+  }
+  return -1;
 }
 
 RawConnection::~RawConnection() {

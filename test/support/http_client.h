@@ -77,9 +77,12 @@ class HttpClient {
 // A plain TCP connection for sending malformed or slow requests.
 class RawConnection {
  public:
-  RawConnection(const std::string& host, std::uint16_t port);
+  // `receive_buffer` > 0: SO_RCVBUF, set before connecting (a client whose
+  // window closes after a few KiB when it does not read).
+  RawConnection(const std::string& host, std::uint16_t port, int receive_buffer = 0);
   ~RawConnection();
   bool connected() const { return fd_ >= 0; }
+  std::uint16_t local_port() const;
   bool send(const std::string& bytes);
   // Reads until the peer closes or `timeout` passes. `closed` says which.
   std::string read_until_close(std::chrono::milliseconds timeout, bool* closed);
@@ -87,6 +90,11 @@ class RawConnection {
  private:
   int fd_ = -1;
 };
+
+// The send queue (bytes written but not yet taken by the peer) of the IPv4
+// TCP socket from local_port to remote_port on this host, from
+// /proc/net/tcp; -1 if there is none.
+long tcp_send_queue(std::uint16_t local_port, std::uint16_t remote_port);
 
 // GETs http://host:port/metrics and returns the value of the first sample
 // whose line starts with `name` (name may include labels), or -1.
