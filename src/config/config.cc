@@ -286,6 +286,12 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     if (s.max_body_bytes == 0)
       fail(r.source, n, f.child("maxBodyBytes"), "must be greater than zero");
   }
+  if (auto n = f.take("maxBufferedBodyBytes")) {
+    s.max_buffered_body_bytes = r.quantity(n, f.child("maxBufferedBodyBytes"));
+    if (s.max_buffered_body_bytes < s.max_body_bytes)
+      fail(r.source, n, f.child("maxBufferedBodyBytes"),
+           "must be at least maxBodyBytes (" + std::to_string(s.max_body_bytes) + ")");
+  }
   if (auto n = f.take("maxHeaderBytes")) {
     auto v = r.quantity(n, f.child("maxHeaderBytes"));
     if (v < 1024 || v > (1u << 20))

@@ -35,6 +35,9 @@ struct ServerOptions {
   // I/O thread's event loop), "auto" (inline with one I/O thread).
   std::string dispatcher = "auto";
   std::uint64_t max_body_bytes = 8ull << 20;
+  // Request-body bytes held at once, all connections (server/body_budget.h);
+  // 0: a quarter of the memory sluice may use, at least maxBodyBytes.
+  std::uint64_t max_buffered_body_bytes = 0;
   std::uint32_t max_header_bytes = 16u << 10;
   // An SSE stream's part of an event is held back until its blank line
   // comes (a client can use only whole events, and an early end then sends

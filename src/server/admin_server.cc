@@ -385,6 +385,17 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
            static_cast<double>(ctx.connections.refused()));
   m.sample("sluice_connections_refused_total", {{"listener", "admin"}},
            static_cast<double>(ctx.admin_connections.refused()));
+  m.family("sluice_request_body_bytes", "gauge",
+           "Request-body bytes charged to server.maxBufferedBodyBytes now (bodies being read, "
+           "queued or in flight; each connection's first 16 KiB are not charged).");
+  m.sample("sluice_request_body_bytes", {}, static_cast<double>(ctx.body_budget.held()));
+  m.family("sluice_request_body_budget_bytes", "gauge",
+           "server.maxBufferedBodyBytes as it runs (the default: a quarter of the memory limit).");
+  m.sample("sluice_request_body_budget_bytes", {}, static_cast<double>(ctx.body_budget.max()));
+  m.family("sluice_request_body_budget_refused_total", "counter",
+           "Requests answered 503 body-budget-exhausted.");
+  m.sample("sluice_request_body_budget_refused_total", {},
+           static_cast<double>(ctx.body_budget.refused()));
   m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
   m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
   m.family("sluice_dispatcher_events_total", "counter",

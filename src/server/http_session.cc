@@ -94,7 +94,8 @@ HttpSession::HttpSession(Socket socket, Worker& worker, ProxyContext& ctx,
     : client_(std::move(socket)),
       worker_(worker),
       ctx_(ctx),
-      connection_permit_(std::move(permit)) {
+      connection_permit_(std::move(permit)),
+      body_lease_(ctx.body_budget.lease()) {
   registration_ = worker_.sessions.insert(worker_.sessions.end(), this);
 }
 
@@ -132,6 +133,10 @@ void HttpSession::wait_for_request() {
   request_id_.clear();
   route_ = Route::kUnknown;
   request_parser_.reset();
+  // The last request's body is not kept (nor charged) while the connection
+  // waits for the next one.
+  if (request_.body.capacity() > BodyBudget::kAllowance) std::string().swap(request_.body);
+  body_lease_.reset();
   if (client_buffer_.size() == 0 && client_buffer_.capacity() > kKeepReadBufferBytes)
     client_buffer_ = beast::flat_buffer();                // a large body's buffer is not kept idle
   if (client_buffer_.size() > 0) return parse_request();  // pipelined bytes
@@ -193,6 +198,14 @@ void HttpSession::parse_request() {
     return answer(client_error(413, "body-too-large", "request body exceeds the limit"));
   if (ec)
     return answer(client_error(400, "bad-request", "malformed HTTP request: " + ec.message()));
+  if (!body_lease_.hold(request_.body.size() + client_buffer_.size())) {
+    auto a = client_error(503, "body-budget-exhausted",
+                          "sluice holds as many request bodies as it may "
+                          "(server.maxBufferedBodyBytes); try again shortly");
+    a.retry_after_seconds = 1;
+    a.close_connection = true;  // the rest of the body is not read
+    return answer(a);
+  }
   if (p.is_done()) return handle_request();
   // Past the head, what stays buffered is an unfinished chunk-size line or
   // trailer (chunk data is consumed as it comes): Beast 1.81 bounds neither,
@@ -1341,6 +1354,9 @@ void HttpSession::on_answer_written(error_code ec, std::size_t) {
 
 void HttpSession::linger() {
   state_ = State::kLingering;
+  // The refused request's body is not needed (nor charged) while draining.
+  std::string().swap(request_.body);
+  body_lease_.reset();
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   client_.expires_after(std::chrono::seconds(2));  // for the whole drain

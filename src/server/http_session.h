@@ -178,6 +178,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession>, public Def
   ProxyContext& ctx_;
   ConnectionLimit::Permit
       connection_permit_;  // one of server.maxConnections, for this session's life
+  // The request's body bytes, charged to server.maxBufferedBodyBytes while
+  // it is read and until the request ends.
+  BodyBudget::Lease body_lease_;
   std::list<HttpSession*>::iterator registration_;
   State state_ = State::kIdle;
   bool closing_ = false;

@@ -47,7 +47,10 @@ ProxyContext::ProxyContext(const config::Config& c)
     : config(c),
       endpoints(c.endpoints),
       connections(c.server.max_connections),
-      admin_connections(c.server.admin_max_connections) {
+      admin_connections(c.server.admin_max_connections),
+      body_budget(c.server.max_buffered_body_bytes > 0
+                      ? c.server.max_buffered_body_bytes
+                      : default_body_budget(c.server.max_body_bytes)) {
   auto controller = flowcontrol::make_controller(c);
   controller->set_metrics_max_flows(c.server.metrics_max_flows);
   policy = make_policy(c, controller->scheduler()->preparation());

@@ -29,6 +29,7 @@
 #include "fleet/fleet_sync.h"
 #include "flowcontrol/controller_shell.h"
 #include "server/access_log.h"
+#include "server/body_budget.h"
 #include "server/connection_limit.h"
 #include "server/deferred_watch.h"
 #include "server/hinted_reads.h"
@@ -89,6 +90,7 @@ struct ProxyContext {
   AccessLog access_log;               // opened before start(); then read-only
   ConnectionLimit connections;        // server.maxConnections
   ConnectionLimit admin_connections;  // server.adminMaxConnections
+  BodyBudget body_budget;             // server.maxBufferedBodyBytes
   // Requests proxied right now (inference and pass-through), all threads.
   std::size_t in_flight() const;
 };

@@ -659,3 +659,91 @@ TEST(Hostile, ClientsLeavingDuringALargeUpstreamWriteNeverEndTheProcess) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Issue 33, defect 3: request bodies being read had no aggregate bound (600
+// connections each sending 1 MiB of an announced 8 MB body took 763 MiB).
+// At server.maxBufferedBodyBytes the request whose bytes would pass it gets
+// 503 body-budget-exhausted with Retry-After and is closed; the bodies
+// within the budget finish and are served; small requests (under the
+// per-connection allowance) are served throughout; the charge comes back.
+TEST(Hostile, RequestBodiesBeingReadStopAtTheBudgetWithATyped503) {
+  // An endpoint that answers at once, whatever the prompt's size.
+  FakeUpstream up([](const UpstreamRequest& r) {
+    return FakeUpstream::Reply{FakeUpstream::response(200, json{{"bytes", r.body.size()}}.dump())};
+  });
+  TempFile cfg(make_config({up.address()},
+                           "  maxBodyBytes: 512Ki\n  maxBufferedBodyBytes: 1Mi\n"
+                           "  bodyReadTimeout: 60s\n"));
+  auto sluice = start_sluice(cfg);
+  HttpClient scraper(kHost, sluice->admin_port());
+  auto held = [&] { return admin_metric(scraper, "sluice_request_body_bytes"); };
+  EXPECT_EQ(admin_metric(scraper, "sluice_request_body_budget_bytes"), 1 << 20);
+
+  // Bodies of 320 KiB whose first 300 KiB are sent now: three fit (900 KiB
+  // charged, 960 KiB once whole), the fourth's bytes would pass 1 MiB.
+  const std::size_t body_size = 320 * 1024, first_part = 300 * 1024;
+  auto body_for = [&](int i) {
+    std::string prompt = "request " + std::to_string(i) + " ";
+    std::string b = completion_body(1, false, prompt);
+    // Padding inside the prompt keeps it valid JSON of exactly body_size.
+    const auto at = b.find(prompt) + prompt.size();
+    b.insert(at, std::string(body_size - b.size(), 'x'));
+    return b;
+  };
+  auto head = [&](std::size_t length) {
+    return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           "Connection: close\r\nContent-Length: " +
+           std::to_string(length) + "\r\n\r\n";
+  };
+  std::vector<std::unique_ptr<RawConnection>> senders;
+  std::vector<std::string> bodies;
+  for (int i = 0; i < 3; ++i) {
+    bodies.push_back(body_for(i));
+    senders.push_back(std::make_unique<RawConnection>(kHost, sluice->port()));
+    ASSERT_TRUE(senders.back()->send(head(body_size) + bodies.back().substr(0, first_part)));
+    ASSERT_TRUE(eventually([&] { return held() >= (i + 1) * static_cast<double>(first_part); }))
+        << held();
+  }
+  EXPECT_LE(held(), 1 << 20);
+
+  RawConnection over(kHost, sluice->port());
+  ASSERT_TRUE(over.send(head(body_size) + body_for(3).substr(0, first_part)));
+  bool closed = false;
+  const std::string text = over.read_until_close(10000ms, &closed);
+  EXPECT_EQ(text.rfind("HTTP/1.1 503 ", 0), 0u) << text.substr(0, 300);
+  EXPECT_NE(text.find("Retry-After: 1"), std::string::npos) << text.substr(0, 300);
+  const auto body_at = text.find("\r\n\r\n");
+  ASSERT_NE(body_at, std::string::npos);
+  EXPECT_EQ(json::parse(text.substr(body_at + 4))["error"]["code"], "body-budget-exhausted");
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(admin_metric(scraper, "sluice_request_body_budget_refused_total"), 1);
+  EXPECT_LE(held(), 1 << 20);
+
+  // A small request is served while the budget is spent.
+  expect_serving(sluice->port());
+
+  // Nothing else lost: the three bodies finish and are served whole.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(senders[i]->send(bodies[i].substr(first_part)));
+  for (int i = 0; i < 3; ++i) {
+    const std::string answer = senders[i]->read_until_close(10000ms, &closed);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200 ", 0), 0u) << i << ": " << answer.substr(0, 300);
+    EXPECT_NE(answer.find("{\"bytes\":" + std::to_string(body_size) + "}"), std::string::npos)
+        << answer;
+  }
+  // The refused one never reached the endpoint (three bodies and the small one did).
+  EXPECT_EQ(up.requests().size(), 4u);
+  senders.clear();
+  // The charge comes back once the requests end.
+  EXPECT_TRUE(eventually([&] { return held() == 0; })) << held();
+  // And a body as large as before is taken again.
+  HttpClient big(kHost, sluice->port());
+  EXPECT_EQ(big.post_json("/v1/completions", body_for(4)).status, 200);
+  EXPECT_TRUE(sluice->running());
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test
