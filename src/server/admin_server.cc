@@ -107,81 +107,6 @@ json band_json(const registry::Band& b, const flowcontrol::Controller& c) {
   return j;
 }
 
-class AdminSession : public std::enable_shared_from_this<AdminSession> {
- public:
-  AdminSession(tcp::socket s, AdminServer& admin, ConnectionLimit::Permit permit)
-      : stream_(std::move(s)), admin_(admin), permit_(std::move(permit)) {}
-  void start() { read(); }
-
- private:
-  void read() {
-    parser_.emplace();
-    parser_->body_limit(1u << 20);
-    parser_->header_limit(16u << 10);
-    stream_.expires_after(std::chrono::seconds(30));
-    http::async_read(
-        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-          if (!ec) return self->on_request();
-          // A request we refuse gets an answer, then the
-          // connection closes (its remaining bytes are unread).
-          self->keep_alive_ = false;
-          if (ec == http::error::body_limit)
-            return self->write(
-                error_reply(413, "body-too-large", "admin request body exceeds 1 MiB"));
-          if (ec == http::error::header_limit)
-            return self->write(
-                error_reply(431, "headers-too-large", "admin request headers exceed 16 KiB"));
-          if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
-              ec != http::error::end_of_stream && ec != http::error::partial_message)
-            return self->write(
-                error_reply(400, "bad-request", "malformed HTTP request: " + ec.message()));
-          self->close();  // timeout, reset, or the client closed
-        });
-  }
-
-  void on_request() {
-    auto& req = parser_->get();
-    keep_alive_ = req.keep_alive();
-    admin_.handle(std::string(req.method_string()), std::string(req.target()),
-                  std::string(req[http::field::authorization]), req.body(),
-                  [self = shared_from_this()](Reply r) { self->write(std::move(r)); });
-  }
-
-  void write(Reply r) {
-    res_ = {};
-    res_.result(static_cast<http::status>(r.status));
-    res_.version(11);
-    res_.set(http::field::content_type, r.status == 200 && r.body.rfind("# HELP", 0) == 0
-                                            ? "text/plain; version=0.0.4"
-                                            : "application/json");
-    if (r.status == 401) res_.set(http::field::www_authenticate, "Bearer");
-    if (r.total) res_.set("x-total-count", std::to_string(*r.total));
-    res_.keep_alive(keep_alive_);
-    res_.body() = std::move(r.body);
-    res_.prepare_payload();
-    http::async_write(stream_, res_,
-                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                        if (ec || !self->keep_alive_) return self->close();
-                        self->read();
-                      });
-  }
-
-  void close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  }
-
-  beast::tcp_stream stream_;
-  AdminServer& admin_;
-  // Unparsed bytes at most: a head, a chunk-size line or a trailer (Beast
-  // 1.81 bounds the last two by nothing else); over it, 400 bad-request.
-  beast::flat_buffer buffer_{(1u << 20) + (64u << 10)};
-  ConnectionLimit::Permit permit_;  // one of server.adminMaxConnections
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::response<http::string_body> res_;
-  bool keep_alive_ = true;
-};
-
 // GIE's names for how a queued request's wait ended.
 std::string_view queue_outcome_name(QueueOutcome o) {
   switch (o) {
@@ -396,6 +321,11 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
            "Requests answered 503 body-budget-exhausted.");
   m.sample("sluice_request_body_budget_refused_total", {},
            static_cast<double>(ctx.body_budget.refused()));
+  m.family("sluice_admin_connections_displaced_total", "counter",
+           "Admin connections without a whole request closed to make room for a new one at "
+           "server.adminMaxConnections.");
+  m.sample("sluice_admin_connections_displaced_total", {},
+           static_cast<double>(ctx.admin_connections.displaced()));
   m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
   m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
   m.family("sluice_dispatcher_events_total", "counter",
@@ -466,6 +396,104 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
 }
 
 }  // namespace
+
+// One admin connection (outside the anonymous namespace: AdminServer lists
+// the ones still reading, see reading_).
+class AdminSession : public std::enable_shared_from_this<AdminSession> {
+ public:
+  AdminSession(tcp::socket s, AdminServer& admin, ConnectionLimit::Permit permit)
+      : stream_(std::move(s)), admin_(admin), permit_(std::move(permit)) {}
+  ~AdminSession() { stop_reading(); }
+  void start() { read(); }
+
+  // Makes room for a newer connection (AdminServer::reading_): closes this
+  // one, whose request is not whole, and hands over its slot.
+  ConnectionLimit::Permit give_up_slot() {
+    stop_reading();
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();  // the pending read ends, and with it the session
+    return std::move(permit_);
+  }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(1u << 20);
+    parser_->header_limit(16u << 10);
+    stream_.expires_after(std::chrono::seconds(30));
+    reading_at_ = admin_.reading_.insert(admin_.reading_.end(), this);
+    reading_ = true;
+    http::async_read(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          self->stop_reading();
+          if (!ec) return self->on_request();
+          // A request we refuse gets an answer, then the
+          // connection closes (its remaining bytes are unread).
+          self->keep_alive_ = false;
+          if (ec == http::error::body_limit)
+            return self->write(
+                error_reply(413, "body-too-large", "admin request body exceeds 1 MiB"));
+          if (ec == http::error::header_limit)
+            return self->write(
+                error_reply(431, "headers-too-large", "admin request headers exceed 16 KiB"));
+          if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+              ec != http::error::end_of_stream && ec != http::error::partial_message)
+            return self->write(
+                error_reply(400, "bad-request", "malformed HTTP request: " + ec.message()));
+          self->close();  // timeout, reset, or the client closed
+        });
+  }
+
+  void on_request() {
+    auto& req = parser_->get();
+    keep_alive_ = req.keep_alive();
+    admin_.handle(std::string(req.method_string()), std::string(req.target()),
+                  std::string(req[http::field::authorization]), req.body(),
+                  [self = shared_from_this()](Reply r) { self->write(std::move(r)); });
+  }
+
+  void write(Reply r) {
+    res_ = {};
+    res_.result(static_cast<http::status>(r.status));
+    res_.version(11);
+    res_.set(http::field::content_type, r.status == 200 && r.body.rfind("# HELP", 0) == 0
+                                            ? "text/plain; version=0.0.4"
+                                            : "application/json");
+    if (r.status == 401) res_.set(http::field::www_authenticate, "Bearer");
+    if (r.total) res_.set("x-total-count", std::to_string(*r.total));
+    res_.keep_alive(keep_alive_);
+    res_.body() = std::move(r.body);
+    res_.prepare_payload();
+    http::async_write(stream_, res_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        if (ec || !self->keep_alive_) return self->close();
+                        self->read();
+                      });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  void stop_reading() {
+    if (reading_) admin_.reading_.erase(reading_at_);
+    reading_ = false;
+  }
+
+  beast::tcp_stream stream_;
+  AdminServer& admin_;
+  // Unparsed bytes at most: a head, a chunk-size line or a trailer (Beast
+  // 1.81 bounds the last two by nothing else); over it, 400 bad-request.
+  beast::flat_buffer buffer_{(1u << 20) + (64u << 10)};
+  ConnectionLimit::Permit permit_;  // one of server.adminMaxConnections
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::response<http::string_body> res_;
+  bool keep_alive_ = true;
+  bool reading_ = false;  // listed in admin_.reading_ at reading_at_
+  std::list<AdminSession*>::iterator reading_at_;
+};
 
 bool is_loopback_host(const std::string& host) {
   if (host == "localhost") return true;
@@ -542,7 +570,17 @@ void AdminServer::accept() {
       });
       return;
     }
-    auto permit = ctx_.admin_connections.try_acquire();
+    auto permit = ctx_.admin_connections.try_acquire(/*count_refusal=*/reading_.empty());
+    if (!permit && !reading_.empty()) {
+      // Full: the connection that has waited longest without a whole
+      // request makes room (reading_).
+      permit = reading_.front()->give_up_slot();
+      ctx_.admin_connections.note_displaced();
+      SLUICE_LOG_LIMITED(kWarn, "admin",
+                         ctx_.admin_connections.max()
+                             << " connections open (server.adminMaxConnections): closed the "
+                                "oldest one without a whole request to make room");
+    }
     if (!permit) {
       SLUICE_LOG_LIMITED(kWarn, "admin",
                          "connection refused: " << ctx_.admin_connections.max()

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +26,8 @@ namespace sluice::server {
 
 struct ProxyContext;
 class Server;
+
+class AdminSession;
 
 class AdminServer {
  public:
@@ -92,6 +96,15 @@ class AdminServer {
   Server& server_;
   ProxyContext& ctx_;
   std::string token_;
+  // Connections whose request is not yet whole (waiting for it, or reading
+  // it), oldest first. At adminMaxConnections a new connection takes the
+  // oldest one's place instead of being refused: a flood of connections
+  // that never finish a request cannot keep the liveness and readiness
+  // probes out (which take a slot for a millisecond). Admin thread only.
+  // Declared before ioc_: sessions that its destructor destroys unlist
+  // themselves.
+  friend class AdminSession;
+  std::list<AdminSession*> reading_;
   boost::asio::io_context ioc_{1};
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<flowcontrol::ControllerShell::Producer> producer_;  // admin thread only

@@ -44,11 +44,12 @@ class ConnectionLimit {
     ConnectionLimit* limit_ = nullptr;
   };
 
-  // A permit, or an empty one (and the refusal counted) at the limit.
-  Permit try_acquire() {
+  // A permit, or an empty one at the limit (the refusal counted unless the
+  // caller makes room another way).
+  Permit try_acquire(bool count_refusal = true) {
     if (open_.fetch_add(1, std::memory_order_relaxed) >= max_) {
       open_.fetch_sub(1, std::memory_order_relaxed);
-      refused_.fetch_add(1, std::memory_order_relaxed);
+      if (count_refusal) refused_.fetch_add(1, std::memory_order_relaxed);
       return Permit();
     }
     return Permit(this);
@@ -57,6 +58,9 @@ class ConnectionLimit {
   std::uint64_t max() const { return max_; }
   std::uint64_t open() const { return open_.load(std::memory_order_relaxed); }
   std::uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  // A connection closed to make room for a new one (the admin plane).
+  void note_displaced() { displaced_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t displaced() const { return displaced_.load(std::memory_order_relaxed); }
 
   // Best effort, never blocking: writes a 503 `too-many-connections`
   // (Retry-After: 1, Connection: close) to a freshly accepted socket and
@@ -67,6 +71,7 @@ class ConnectionLimit {
  private:
   std::atomic<std::uint64_t> open_{0};
   std::atomic<std::uint64_t> refused_{0};
+  std::atomic<std::uint64_t> displaced_{0};
   const std::uint64_t max_;
 };
 

@@ -516,9 +516,10 @@ double connections_open(HttpClient& admin, const char* listener) {
   return admin_metric(admin, std::string("sluice_connections{listener=\"") + listener + "\"}");
 }
 
-// Connections are a bounded resource: past server.maxConnections (and
-// adminMaxConnections) a new one gets a typed 503 and is closed, and the
-// permits come back as connections close.
+// Connections are a bounded resource: past server.maxConnections a new one
+// gets a typed 503 and is closed, and the permits come back as connections
+// close. Past adminMaxConnections the oldest admin connection without a
+// whole request makes room for the new one.
 TEST(Hostile, ConnectionsPastTheLimitGetA503AndTheRestKeepServing) {
   auto mock = start_mock();
   TempFile cfg(make_config({mock->address()},
@@ -554,23 +555,27 @@ TEST(Hostile, ConnectionsPastTheLimitGetA503AndTheRestKeepServing) {
 
   // The admin plane (limit 3): the scraper's connection holds one permit
   // and no other admin connection was ever opened, so two more are
-  // admitted and stay silent (nothing sent, nothing answered) and the
-  // third is answered 503 at once and closed. Accepted in order, each
-  // refusal written before the next accept.
+  // admitted and stay silent (nothing sent). A fourth is not refused: the
+  // connection that has waited longest without a whole request (the first
+  // silent one; the scraper's has just had its answer) is closed to make
+  // room for it.
   ASSERT_EQ(scraper.connections_opened(), 1);
   std::vector<std::unique_ptr<RawConnection>> admin_idle;
   for (int i = 0; i < 2; ++i)
     admin_idle.push_back(std::make_unique<RawConnection>(kHost, sluice->admin_port()));
-  RawConnection admin_over(kHost, sluice->admin_port());
-  std::string refused = admin_over.read_until_close(5000ms, &closed);
-  EXPECT_EQ(refused.rfind("HTTP/1.1 503 ", 0), 0u) << refused;
-  EXPECT_NE(refused.find("too-many-connections"), std::string::npos) << refused;
-  EXPECT_TRUE(closed);
-  for (auto& admitted : admin_idle) {
-    bool admitted_closed = false;
-    EXPECT_EQ(admitted->read_until_close(50ms, &admitted_closed), "");
-    EXPECT_FALSE(admitted_closed) << "an admin connection within the limit was refused";
+  ASSERT_TRUE(eventually([&] { return connections_open(scraper, "admin") == 3; }));
+  {
+    HttpClient probe(kHost, sluice->admin_port());
+    EXPECT_EQ(probe.request("GET", "/healthz").status, 200);
   }
+  bool first_closed = false, second_closed = false;
+  EXPECT_EQ(admin_idle[0]->read_until_close(5000ms, &first_closed), "");
+  EXPECT_TRUE(first_closed) << "the oldest silent admin connection was not closed";
+  EXPECT_EQ(admin_idle[1]->read_until_close(50ms, &second_closed), "");
+  EXPECT_FALSE(second_closed) << "a newer silent admin connection was closed";
+  EXPECT_EQ(admin_metric(scraper, "sluice_admin_connections_displaced_total"), 1);
+  EXPECT_EQ(admin_metric(scraper, "sluice_connections_refused_total{listener=\"admin\"}"), 0);
+  EXPECT_EQ(scraper.connections_opened(), 1);  // the scraper's connection was kept
   admin_idle.clear();
   EXPECT_TRUE(eventually([&] {
     HttpClient admin(kHost, sluice->admin_port());
@@ -743,6 +748,73 @@ TEST(Hostile, RequestBodiesBeingReadStopAtTheBudgetWithATyped503) {
   EXPECT_EQ(big.post_json("/v1/completions", body_for(4)).status, 200);
   EXPECT_TRUE(sluice->running());
   EXPECT_EQ(sluice->stop(), 0);
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Issue 33, defect 4: connections that never finish a request head filled
+// adminMaxConnections before any token check, and /healthz answered 503 to
+// the liveness probe (a pod restart per flood). A new admin connection now
+// takes the place of the oldest one without a whole request: with the
+// flood kept up (every connection closed is opened again at once), every
+// liveness and readiness probe is answered, and an operator's request too.
+TEST(Hostile, AnAdminFloodOfUnfinishedRequestsNeverKeepsTheProbesOut) {
+  auto mock = start_mock();
+  TempFile token("s3cret-token\n");
+  TempFile cfg(make_config({mock->address()}, "  adminMaxConnections: 8\n"));
+  auto sluice = start_sluice(cfg, {"--admin-token-file", token.path()});
+  const auto admin = sluice->admin_port();
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> opened{0};
+  std::thread flood([&] {
+    std::vector<std::unique_ptr<RawConnection>> held;
+    const auto until = Clock::now() + 60s;  // bound, whatever the test does
+    while (!stop.load() && Clock::now() < until) {
+      // Keep 8 open, each with a head that never ends.
+      for (auto& c : held) {
+        bool closed = false;
+        if (c) c->read_until_close(5ms, &closed);
+        if (closed) c.reset();
+      }
+      std::erase(held, nullptr);
+      while (held.size() < 8) {
+        held.push_back(std::make_unique<RawConnection>(kHost, admin));
+        held.back()->send("GET /admin/v1/flows HTTP/1.1\r\nHost: x\r\nAuthorization: Bea");
+        opened += 1;
+      }
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return opened.load() >= 8; }));
+
+  int answered = 0;
+  for (int i = 0; i < 20; ++i) {
+    HttpClient probe(kHost, admin, 5000ms);
+    auto r = probe.request("GET", i % 2 ? "/readyz" : "/healthz");
+    EXPECT_EQ(r.status, 200) << i << ": " << r.error << r.body;
+    answered += r.status == 200;
+  }
+  EXPECT_EQ(answered, 20);
+  // An operator's call gets in too, and the data plane never noticed.
+  HttpClient op(kHost, admin, 5000ms);
+  auto flows = op.request("GET", "/admin/v1/flows", "", {{"Authorization", "Bearer s3cret-token"}});
+  EXPECT_EQ(flows.status, 200) << flows.error << flows.body;
+  expect_serving(sluice->port());
+  stop = true;
+  flood.join();
+  EXPECT_GT(opened.load(), 8);  // the flood was kept up: its closed connections came back
+  HttpClient scraper(kHost, admin, 5000ms);
+  auto metrics =
+      scraper.request("GET", "/metrics", "", {{"Authorization", "Bearer s3cret-token"}}).body;
+  const std::string name = "\nsluice_admin_connections_displaced_total ";
+  const auto at = metrics.find(name);
+  ASSERT_NE(at, std::string::npos) << metrics.substr(0, 200);
+  EXPECT_GE(std::stod(metrics.substr(at + name.size())), 1);
+  EXPECT_TRUE(sluice->running());
 }
 
 }  // namespace
