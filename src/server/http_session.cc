@@ -81,12 +81,6 @@ class SessionWaiter final : public flowcontrol::Waiter {
   Worker& worker_;
 };
 
-bool parse_ms(std::string_view v, std::uint64_t& out) {
-  if (v.empty() || v.size() > 12) return false;
-  auto r = std::from_chars(v.data(), v.data() + v.size(), out);
-  return r.ec == std::errc() && r.ptr == v.data() + v.size();
-}
-
 }  // namespace
 
 HttpSession::HttpSession(Socket socket, Worker& worker, ProxyContext& ctx,
@@ -322,6 +316,10 @@ void HttpSession::handle_request() {
 
 void HttpSession::admit(const OpenAIRequest& parsed) {
   flowcontrol::EnqueueRequest e;
+  if (!request_.repeated_steering.empty())
+    return answer(client_error(400, "repeated-steering-header",
+                               "the steering header " + request_.repeated_steering +
+                                   " was sent more than once; send each at most once"));
   // Steering values become table keys, labels and log fields: validated
   // here, once (server/steering.h), so nothing behind sees raw bytes.
   const std::size_t max_id = ctx_.config.server.max_fairness_id_bytes;
@@ -350,15 +348,16 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   }
   if (!request_.ttl_ms.empty()) {
     std::uint64_t ms = 0;
-    if (!parse_ms(request_.ttl_ms, ms))
+    if (!parse_whole_ms(request_.ttl_ms, ms))
       return answer(client_error(
           400, "invalid-ttl", "x-gateway-inference-ttl-ms must be a whole number of milliseconds"));
+    // 0 is no TTL of the request's own, as 0 is in the config.
     std::chrono::nanoseconds header_ttl = std::chrono::milliseconds(ms);
-    if (!ttl || header_ttl < *ttl) ttl = header_ttl;
+    if (ms > 0 && (!ttl || header_ttl < *ttl)) ttl = header_ttl;
   }
   e.ttl = ttl;
   std::uint64_t slo_ms = 0;
-  if (parse_ms(request_.slo_ttft_ms, slo_ms)) e.slo_ttft = std::chrono::milliseconds(slo_ms);
+  if (parse_whole_ms(request_.slo_ttft_ms, slo_ms)) e.slo_ttft = std::chrono::milliseconds(slo_ms);
   e.received = flowcontrol::Clock::now();
   e.bytes = request_.body.size();
   e.input_tokens = parsed.estimated_input_tokens;

@@ -102,6 +102,8 @@ void RequestHead::clear() {
   ttl_ms.clear();
   slo_ttft_ms.clear();
   fairness_id_llmd = objective_llmd = slo_ttft_llmd = false;
+  steering_seen = 0;
+  repeated_steering.clear();
   session_token.clear();
   connection_options.clear();
   unsupported_transfer_coding = false;
@@ -154,22 +156,38 @@ void ProxyRequestParser::on_field_impl(http::field name, string_view name_string
           capture = &field;
           return false;
         };
+        // Each steering name at most once: which of two copies steers is
+        // anyone's guess (a proxy in front may join them, or keep either),
+        // so a repeated one refuses the request (RequestHead).
+        auto once = [&](std::uint8_t bit) {
+          if (head_.steering_seen & bit) {
+            if (head_.repeated_steering.empty())
+              head_.repeated_steering.assign(name_string.data(), name_string.size());
+            return false;
+          }
+          head_.steering_seen |= bit;
+          return true;
+        };
         if (iequals(name_string, "x-request-id")) {
           capture = &head_.request_id;
         } else if (iequals(name_string, "x-llm-d-inference-fairness-id")) {
+          if (!once(1)) return;
           llmd(head_.fairness_id, head_.fairness_id_llmd);
         } else if (iequals(name_string, "x-gateway-inference-fairness-id")) {
-          if (alias(head_.fairness_id, head_.fairness_id_llmd)) return;
+          if (!once(2) || alias(head_.fairness_id, head_.fairness_id_llmd)) return;
         } else if (iequals(name_string, "x-llm-d-inference-objective")) {
+          if (!once(4)) return;
           llmd(head_.objective, head_.objective_llmd);
         } else if (iequals(name_string, "x-gateway-inference-objective")) {
-          if (alias(head_.objective, head_.objective_llmd)) return;
+          if (!once(8) || alias(head_.objective, head_.objective_llmd)) return;
         } else if (iequals(name_string, "x-gateway-inference-ttl-ms")) {
+          if (!once(16)) return;
           capture = &head_.ttl_ms;
         } else if (iequals(name_string, "x-llm-d-slo-ttft-ms")) {
+          if (!once(32)) return;
           llmd(head_.slo_ttft_ms, head_.slo_ttft_llmd);
         } else if (iequals(name_string, "x-slo-ttft-ms")) {
-          if (alias(head_.slo_ttft_ms, head_.slo_ttft_llmd)) return;
+          if (!once(64) || alias(head_.slo_ttft_ms, head_.slo_ttft_llmd)) return;
         } else if (iequals(name_string, "x-session-token")) {
           capture = &head_.session_token;
         } else if (iequals(name_string, "x-prefiller-host-port")) {

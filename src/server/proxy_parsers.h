@@ -7,6 +7,7 @@
 #pragma once
 
 #include <boost/beast/http/basic_parser.hpp>
+#include <cstdint>
 #include <string>
 
 namespace sluice::server {
@@ -33,6 +34,10 @@ struct RequestHead {
   std::string ttl_ms;
   std::string slo_ttft_ms;
   bool fairness_id_llmd = false, objective_llmd = false, slo_ttft_llmd = false;
+  // Each steering name may come once: the first name sent twice (the
+  // request is refused, 400 repeated-steering-header); the names seen.
+  std::string repeated_steering;
+  std::uint8_t steering_seen = 0;
   std::string session_token;  // x-session-token (session affinity)
   // Options of Connection headers: fields named there are not forwarded.
   std::string connection_options;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace sluice::server {
@@ -43,6 +44,22 @@ inline bool is_valid_steering_value(std::string_view v, std::size_t max_bytes) {
   if (v.empty() || v.size() > max_bytes) return false;
   for (char c : v)
     if (!is_steering_byte(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+// Milliseconds in a header (x-gateway-inference-ttl-ms, x-slo-ttft-ms): a
+// whole number, digits only, of any length; past kMaxHeaderMs (about 31
+// years, already longer than any deadline) it is taken as kMaxHeaderMs.
+// False for anything else (a sign, a point, a space, nothing).
+inline constexpr std::uint64_t kMaxHeaderMs = 1'000'000'000'000;
+inline bool parse_whole_ms(std::string_view v, std::uint64_t& out) {
+  if (v.empty()) return false;
+  std::uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return false;
+    n = n >= kMaxHeaderMs ? kMaxHeaderMs : n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  out = n > kMaxHeaderMs ? kMaxHeaderMs : n;
   return true;
 }
 

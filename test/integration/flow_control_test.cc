@@ -98,9 +98,32 @@ TEST(FlowControl, TtlExpiryIs503WithReason) {
   auto b = c.post_json("/v1/completions", completion_body(2), bad);
   EXPECT_EQ(b.status, 400);
   EXPECT_EQ(json::parse(b.body)["error"]["code"], "invalid-ttl");
+  // 0 is no TTL of the request's own, as 0 is in the config (it used to
+  // expire at once), and a whole number past any clock's range is a long
+  // TTL (it used to be refused): both wait for the slot and are served.
+  Response zero, huge;
+  auto queue_with_ttl = [&](const std::string& ttl, Response& out) {
+    return std::thread([&out, ttl, port = sluice->port()] {
+      Headers h = flow("a");
+      h.emplace_back("x-gateway-inference-ttl-ms", ttl);
+      HttpClient q(kHost, port, 30000ms);
+      out = q.post_json("/v1/completions", completion_body(1), h);
+    });
+  };
+  std::thread t_zero = queue_with_ttl("0", zero);
+  std::thread t_huge = queue_with_ttl("18446744073709551616000", huge);
+  EXPECT_TRUE(eventually([&] {
+    return scrape_metric(kHost, sluice->admin_port(),
+                         "inference_extension_flow_control_queue_size{fairness_id=\"a\","
+                         "priority=\"0\"}") == 2;
+  }));
+  EXPECT_EQ(busy.finish().status, 200);
+  t_zero.join();
+  t_huge.join();
+  EXPECT_EQ(zero.status, 200) << zero.body;
+  EXPECT_EQ(huge.status, 200) << huge.body;
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
-  EXPECT_EQ(busy.finish().status, 200);
 }
 
 TEST(FlowControl, CapacityRejectionAndDisplacementOnTheWire) {

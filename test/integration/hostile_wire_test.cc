@@ -511,3 +511,49 @@ TEST(SseEnds, AnEvictedStreamWhoseClientDoesNotReadFreesItsSlotAtOnce) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Issue 33, rough edge 11: a steering header sent twice was taken silently
+// (the last copy won). Which copy a proxy in front keeps or joins is
+// anyone's guess, so the request is refused, 400 repeated-steering-header,
+// and nothing reaches the endpoint; the llm-d name next to its alias is not
+// a repeat (the llm-d one wins, as documented).
+TEST(HeaderAliases, ASteeringHeaderSentTwiceIsRefused) {
+  FakeUpstream up(echo);
+  TempFile cfg(make_config({up.address()}));
+  auto sluice = start_sluice(cfg);
+  const std::string body = completion_body(1);
+  for (const char* name : {"x-llm-d-inference-fairness-id", "x-gateway-inference-fairness-id",
+                           "x-llm-d-inference-objective", "x-gateway-inference-objective",
+                           "x-gateway-inference-ttl-ms", "x-llm-d-slo-ttft-ms", "x-slo-ttft-ms"}) {
+    SCOPED_TRACE(name);
+    RawConnection raw(kHost, sluice->port());
+    ASSERT_TRUE(raw.send(std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                     "Content-Type: application/json\r\nConnection: close\r\n") +
+                         name + ": 100\r\nX-Other: 1\r\n" + name + ": 200\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body));
+    bool closed = false;
+    const std::string text = raw.read_until_close(10000ms, &closed);
+    EXPECT_EQ(text.rfind("HTTP/1.1 400 ", 0), 0u) << text;
+    const auto at = text.find("\r\n\r\n");
+    ASSERT_NE(at, std::string::npos) << text;
+    const auto error = json::parse(text.substr(at + 4))["error"];
+    EXPECT_EQ(error["code"], "repeated-steering-header");
+    EXPECT_NE(error["message"].get<std::string>().find(name), std::string::npos);
+  }
+  EXPECT_EQ(up.requests().size(), 0u);
+  // An llm-d name with its alias is no repeat; the next request is served.
+  HttpClient client(kHost, sluice->port());
+  auto r = client.post_json(
+      "/v1/completions", body,
+      {{"x-llm-d-inference-fairness-id", "a"}, {"x-gateway-inference-fairness-id", "b"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(up.requests().size(), 1u);
+  EXPECT_TRUE(eventually(
+      [&] { return outcome_count(sluice->admin_port(), "repeated-steering-header") == 7; }));
+}
+
+}  // namespace
+}  // namespace sluice::test
