@@ -489,8 +489,8 @@ void read_flows(const Reader& r, const YAML::Node& node, std::vector<FlowConfig>
     fl.id = unique_key(r, f, item, "id", seen, "flow");
     if (auto n = f.take("weight")) {
       fl.weight = r.number(n, f.child("weight"));
-      if (!(fl.weight > 0) || fl.weight > 1e6)
-        fail(r.source, n, f.child("weight"), "must be greater than 0 and at most 1000000");
+      if (!(fl.weight >= kMinFlowWeight) || fl.weight > kMaxFlowWeight)
+        fail(r.source, n, f.child("weight"), "must be at least 0.000001 and at most 1000000");
     }
   });
 }
@@ -720,7 +720,7 @@ void read_band(const Reader& r, const Config& c, const YAML::Node& node, const s
   }
   if (auto n = f.take("antiStarvationShare")) {
     b.anti_starvation_share = r.number(n, f.child("antiStarvationShare"));
-    if (b.anti_starvation_share < 0 || b.anti_starvation_share >= 1)
+    if (std::signbit(b.anti_starvation_share) || b.anti_starvation_share >= 1)
       fail(r.source, n, f.child("antiStarvationShare"), "must be at least 0 and below 1");
   }
   f.finish();

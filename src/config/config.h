@@ -143,6 +143,12 @@ struct ObjectiveConfig {
   bool operator==(const ObjectiveConfig&) const = default;
 };
 
+// A flow's weight, in the config and through the admin API: a tiny one (a
+// subnormal such as 1e-320) makes a VTC cost per token overflow to
+// infinity, so weights are bounded on both sides.
+inline constexpr double kMinFlowWeight = 1e-6;
+inline constexpr double kMaxFlowWeight = 1e6;
+
 struct FlowConfig {
   std::string id;
   double weight = 1.0;

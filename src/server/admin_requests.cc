@@ -1,8 +1,10 @@
 #include "server/admin_requests.h"
 
 #include <charconv>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "config/config.h"
 #include "sluice/extensions.h"
 
 namespace sluice::server {
@@ -39,9 +41,32 @@ std::optional<std::size_t> limit_param(const std::string& target, std::size_t fa
   return fallback;
 }
 
+namespace {
+
+// The body as one JSON object, nothing before or after it: the JSON reader
+// stops at a NUL byte as at the end, so `{...}\0garbage` would pass.
+json parse_object(const std::string& body) {
+  if (body.find('\0') != std::string::npos) return json(json::value_t::discarded);
+  return json::parse(body, nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace
+
+std::optional<int> parse_priority(std::string_view text) {
+  // Canonical only: "7", "-3", "0"; never "-0", "07", "+7" (two spellings
+  // of one band would be two names for it in paths, logs and audits).
+  const bool negative = !text.empty() && text[0] == '-';
+  const std::string_view digits = negative ? text.substr(1) : text;
+  if (digits.empty() || (digits[0] == '0' && (digits.size() > 1 || negative))) return std::nullopt;
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 std::optional<registry::FlowOverride> parse_override(const std::string& body,
                                                      registry::FlowOverride o, Reply& error) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json j = parse_object(body);
   if (j.is_discarded() || !j.is_object()) {
     error = error_reply(400, "invalid-json", "body must be a JSON object");
     return std::nullopt;
@@ -50,9 +75,10 @@ std::optional<registry::FlowOverride> parse_override(const std::string& body,
     const std::string& k = it.key();
     const json& v = it.value();
     if (k == "weight") {
-      if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e6) {
+      if (!v.is_number() || !(v.get<double>() >= config::kMinFlowWeight) ||
+          v.get<double>() > config::kMaxFlowWeight) {
         error = error_reply(400, "invalid-field",
-                            "weight must be a number greater than 0 and at most 1000000");
+                            "weight must be a number at least 0.000001 and at most 1000000");
         return std::nullopt;
       }
       o.weight = v.get<double>();
@@ -87,7 +113,7 @@ std::optional<registry::FlowOverride> parse_override(const std::string& body,
 }
 
 bool parse_band(const std::string& body, registry::BandConfig& c, Reply& error) {
-  json j = json::parse(body, nullptr, false);
+  json j = parse_object(body);
   if (j.is_discarded() || !j.is_object()) {
     error = error_reply(400, "invalid-json", "body must be a JSON object");
     return false;
@@ -120,7 +146,8 @@ bool parse_band(const std::string& body, registry::BandConfig& c, Reply& error) 
       }
       c.ordering = v.get<std::string>();
     } else if (k == "antiStarvationShare") {
-      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() >= 1) {
+      // -0.0 is not a share (it compares equal to 0 but is not 0).
+      if (!v.is_number() || std::signbit(v.get<double>()) || v.get<double>() >= 1) {
         error =
             error_reply(400, "invalid-field", "antiStarvationShare must be at least 0 and below 1");
         return false;

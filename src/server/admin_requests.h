@@ -29,6 +29,10 @@ AdminReply error_reply(int status, std::string_view code, const std::string& mes
 std::optional<std::size_t> limit_param(const std::string& target, std::size_t fallback,
                                        std::size_t most);
 
+// A band's priority in a path (/admin/v1/bands/{priority}): a whole number
+// in its one canonical spelling ("-3", "0", "12"; not "-0", "012", "+12").
+std::optional<int> parse_priority(std::string_view text);
+
 // PUT /admin/v1/flows/{id}: {weight, priority, maxQueued} merged into `o`;
 // anything else is an error (in `error`) and nothing changes.
 std::optional<registry::FlowOverride> parse_override(const std::string& body,

@@ -934,11 +934,13 @@ void AdminServer::route(const std::string& method, const std::string& target,
   const std::string bands_prefix = "/admin/v1/bands/";
   if (path.rfind(bands_prefix, 0) == 0 && path.size() > bands_prefix.size()) {
     const std::string p = path.substr(bands_prefix.size());
-    int priority = 0;
-    auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), priority);
-    if (ec != std::errc() || ptr != p.data() + p.size())
+    const auto parsed = parse_priority(p);
+    if (!parsed)
       return respond(error_reply(400, "invalid-priority",
-                                 "band priority must be a whole number, got '" + p + "'"));
+                                 "band priority must be a whole number written without leading "
+                                 "zeros or a sign on 0, got '" +
+                                     p + "'"));
+    const int priority = *parsed;
     auto find = [priority](flowcontrol::Controller& c) -> registry::Band* {
       auto& bands = c.registry().bands();
       auto it = bands.find(priority);

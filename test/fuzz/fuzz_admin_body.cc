@@ -36,7 +36,7 @@ void check_error(const AdminReply& r) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const int which = data[0] % 3;
+  const int which = data[0] % 4;
   const std::string input(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
     if (which == 0) {
@@ -47,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!o) {
         check_error(error);
       } else {
-        if (o->weight && !(*o->weight > 0 && *o->weight <= 1e6)) violation("weight out of range");
+        if (o->weight && !(*o->weight >= 1e-6 && *o->weight <= 1e6))
+          violation("weight out of range");
         if (o->priority && (*o->priority < -1000000 || *o->priority > 1000000))
           violation("priority out of range");
         if (o->max_queued && *o->max_queued == 0) violation("maxQueued 0 kept as a limit");
@@ -60,9 +61,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!sluice::server::parse_band(input, c, error)) {
         check_error(error);
       } else {
-        if (!(c.share >= 0 && c.share < 1)) violation("antiStarvationShare out of range");
+        if (!(c.share >= 0 && c.share < 1) || std::signbit(c.share))
+          violation("antiStarvationShare out of range");
         if (c.priority != before.priority) violation("a band body changed its priority");
       }
+    } else if (which == 2) {
+      // A band's priority in a path: canonical, so printing it back gives it.
+      if (auto p = sluice::server::parse_priority(input); p && std::to_string(*p) != input)
+        violation("a priority accepted in a spelling that is not its own");
     } else {
       auto n = sluice::server::limit_param(input, 1000, 4096);
       if (n && (*n == 0 || *n > 4096)) violation("limit out of range");

@@ -414,3 +414,60 @@ TEST(Admin, BandsChangeAtRuntimeWithValidation) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Issue 33, rough edge 12: admin values that make no sense were accepted: a
+// subnormal weight (a VTC cost per token of infinity), JSON followed by a
+// NUL byte, `bands/-0` and `bands/01` (two more names for band 0), and an
+// antiStarvationShare of -0.0. Each is refused, 400 with its code, and
+// nothing changes.
+TEST(Admin, ValuesThatMakeNoSenseAreRefusedAndChangeNothing) {
+  auto mock = start_mock();
+  TempFile cfg(admin_config(mock->address()));
+  auto sluice = start_sluice(cfg);
+  HttpClient admin(kHost, sluice->admin_port());
+  const Headers json_ct = {{"Content-Type", "application/json"}};
+  auto expect_400 = [&](const std::string& method, const std::string& target,
+                        const std::string& body, const std::string& code) {
+    SCOPED_TRACE(method + " " + target + " " + body);
+    auto r = admin.request(method, target, body, json_ct);
+    EXPECT_EQ(r.status, 400) << r.body;
+    auto j = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.body;
+    EXPECT_EQ(j["error"]["code"], code) << r.body;
+  };
+  const auto flow_before = admin.request("GET", "/admin/v1/flows/configured-tenant").body;
+  const auto bands_before = admin.request("GET", "/admin/v1/bands").body;
+  expect_400("PUT", "/admin/v1/flows/configured-tenant", R"({"weight":1e-320})", "invalid-field");
+  expect_400("PUT", "/admin/v1/flows/configured-tenant", R"({"weight":1e-7})", "invalid-field");
+  expect_400("PUT", "/admin/v1/flows/configured-tenant", std::string(R"({"weight":3})") + '\0',
+             "invalid-json");
+  expect_400("PUT", "/admin/v1/flows/configured-tenant",
+             std::string(R"({"weight":3})") + '\0' + "garbage", "invalid-json");
+  expect_400("PUT", "/admin/v1/bands/0", std::string(R"({"maxRequests":5})") + '\0',
+             "invalid-json");
+  expect_400("PUT", "/admin/v1/bands/0", R"({"antiStarvationShare":-0.0})", "invalid-field");
+  for (const char* alias : {"-0", "01", "+0", "00", "-01"}) {
+    expect_400("GET", std::string("/admin/v1/bands/") + alias, "", "invalid-priority");
+    expect_400("PUT", std::string("/admin/v1/bands/") + alias, R"({"maxRequests":5})",
+               "invalid-priority");
+  }
+  EXPECT_EQ(admin.request("GET", "/admin/v1/flows/configured-tenant").body, flow_before);
+  EXPECT_EQ(admin.request("GET", "/admin/v1/bands").body, bands_before);
+  // Values in range still apply: the smallest weight, a share of 0, band 0.
+  EXPECT_EQ(
+      admin.request("PUT", "/admin/v1/flows/configured-tenant", R"({"weight":0.000001})", json_ct)
+          .status,
+      200);
+  EXPECT_EQ(
+      admin.request("PUT", "/admin/v1/bands/0", R"({"antiStarvationShare":0})", json_ct).status,
+      200);
+  EXPECT_EQ(admin.request("GET", "/admin/v1/bands/0").status, 200);
+  HttpClient client(kHost, sluice->port());
+  EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -405,7 +405,7 @@ TEST(Operator, SluiceCtlDrivesTheAdminPlane) {
   // Validation: the server's message, exit 1.
   r = ctl(auth + " flow set tenant-a --weight 0");
   EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.err.find("400 invalid-field: weight must be a number greater than 0"),
+  EXPECT_NE(r.err.find("400 invalid-field: weight must be a number at least 0.000001"),
             std::string::npos)
       << r.err;
   r = ctl(auth + " flow set nobody --weight 2");

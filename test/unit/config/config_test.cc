@@ -103,7 +103,10 @@ TEST(Config, BadValuesNamePathAndLine) {
             "test.yaml:3: endpoints[0].engine: unknown engine 'tgi' (expected vllm, sglang or "
             "trtllm-serve)");
   EXPECT_EQ(error_of("flows:\n  - id: a\n    weight: 0\n"),
-            "test.yaml:3: flows[0].weight: must be greater than 0 and at most 1000000");
+            "test.yaml:3: flows[0].weight: must be at least 0.000001 and at most 1000000");
+  // A tiny weight makes VTC's cost per token overflow (issue 33, rough edge 12).
+  EXPECT_EQ(error_of("flows:\n  - id: a\n    weight: 1e-300\n"),
+            "test.yaml:3: flows[0].weight: must be at least 0.000001 and at most 1000000");
   EXPECT_EQ(error_of("objectives:\n  - name: x\n    ttl: abc\n"),
             "test.yaml:3: objectives[0].ttl: expected a duration like 500ms or 30s, got 'abc'");
   EXPECT_EQ(error_of("server:\n  threads: -1\n"),
@@ -278,6 +281,12 @@ TEST(Config, FlowControlBadInputsNameTheField) {
   EXPECT_EQ(
       error_of(
           "flowControl:\n  priorityBands:\n    - priority: 1\n      antiStarvationShare: 1.5\n"),
+      "test.yaml:4: flowControl.priorityBands[0].antiStarvationShare: must be at least 0 and below "
+      "1");
+  // -0.0 compares equal to 0 but is not a share (issue 33, rough edge 12).
+  EXPECT_EQ(
+      error_of(
+          "flowControl:\n  priorityBands:\n    - priority: 1\n      antiStarvationShare: -0.0\n"),
       "test.yaml:4: flowControl.priorityBands[0].antiStarvationShare: must be at least 0 and below "
       "1");
   EXPECT_EQ(
