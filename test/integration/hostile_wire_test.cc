@@ -486,10 +486,11 @@ TEST(SseEnds, AnEvictedStreamWhoseClientDoesNotReadFreesItsSlotAtOnce) {
       "x-gateway-inference-fairness-id: batch\r\nx-gateway-inference-objective: best-effort\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body));
-  // sluice's socket to that client holds what the client's window does not
-  // take: its write to the client is under way, and stays so.
-  ASSERT_TRUE(eventually(
-      [&] { return tcp_send_queue(sluice->port(), stalled.local_port()) >= 256 * 1024; }, 10000ms))
+  // sluice's socket to that client is full (what the client's window does
+  // not take has filled its send buffer): its write to the client is under
+  // way, and stays so.
+  ASSERT_TRUE(eventually([&] { return tcp_send_buffer_full(sluice->port(), stalled.local_port()); },
+                         10000ms))
       << tcp_send_queue(sluice->port(), stalled.local_port());
   EXPECT_EQ(up.requests().size(), 1u);
 

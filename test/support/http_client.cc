@@ -10,6 +10,9 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -218,6 +221,25 @@ long tcp_send_queue(std::uint16_t local_port, std::uint16_t remote_port) {
     return static_cast<long>(std::stoul(queues.substr(0, queues.find(':')), nullptr, 16));
   }
   return -1;
+}
+
+bool tcp_send_buffer_full(std::uint16_t local_port, std::uint16_t remote_port) {
+  const std::string command = "ss -tmin '( sport = :" + std::to_string(local_port) +
+                              " and dport = :" + std::to_string(remote_port) + " )' 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return false;
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) text.append(buf, n);
+  ::pclose(pipe);
+  // skmem:(r0,rb131072,t0,tb3939840,f2176,w3942272,o0,bl0,d0)
+  auto field = [&](const char* name) -> long long {
+    const auto at = text.find(std::string(",") + name);
+    if (at == std::string::npos) return -1;
+    return std::atoll(text.c_str() + at + 1 + std::strlen(name));
+  };
+  const long long queued = field("w"), size = field("tb");
+  return queued > 0 && size > 0 && queued >= size;
 }
 
 RawConnection::~RawConnection() {

@@ -95,6 +95,10 @@ class RawConnection {
 // TCP socket from local_port to remote_port on this host, from
 // /proc/net/tcp; -1 if there is none.
 long tcp_send_queue(std::uint16_t local_port, std::uint16_t remote_port);
+// True while that socket's send buffer is full (`ss -tmi`: the bytes queued,
+// skmem w, have reached its size, tb): a write to it now takes part or
+// nothing, so the writer's next write waits for the peer to read.
+bool tcp_send_buffer_full(std::uint16_t local_port, std::uint16_t remote_port);
 
 // GETs http://host:port/metrics and returns the value of the first sample
 // whose line starts with `name` (name may include labels), or -1.
