@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <set>
 
 namespace sluice::datalayer {
@@ -25,6 +27,11 @@ bool init_state(res_state st, const DnsOptions& o, std::string& error) {
   }
   st->retrans = static_cast<int>(std::max<long long>(1, (o.timeout.count() + 999) / 1000));
   st->retry = 1;
+  // EDNS0: UDP answers up to glibc's 1200 bytes (about 70 A records)
+  // instead of 512. A larger one comes back truncated (TC) and glibc asks
+  // again over TCP, which RES_IGNTC would turn off.
+  st->options |= RES_USE_EDNS0;
+  st->options &= ~static_cast<decltype(st->options)>(RES_IGNTC);
   if (!o.servers.empty()) {
     int n = 0;
     for (const auto& s : o.servers) {
@@ -42,14 +49,19 @@ bool init_state(res_state st, const DnsOptions& o, std::string& error) {
   return true;
 }
 
+// The largest DNS message: a TCP answer's length is 16 bits. Hundreds of
+// records (a big headless Service) outgrow any smaller buffer.
+constexpr std::size_t kMaxMessage = NS_MAXMSG;
+
+std::uint16_t get16(const unsigned char* p) { return static_cast<std::uint16_t>(p[0] << 8 | p[1]); }
+
 // The addresses of one record type; false: the query failed (not NXDOMAIN
-// or no data, which are an answer with none).
-bool query(res_state st, const DnsName& name, int type, std::set<std::string>& out,
-           std::string& error) {
-  unsigned char buf[8192];
+// or no data, which are an answer with none). `buf` holds kMaxMessage bytes.
+bool query(res_state st, const DnsName& name, int type, unsigned char* buf,
+           std::set<std::string>& out, std::string& error) {
   // nsearch: a short name gets the search domains of resolv.conf (a pod's
   // namespace), as the system resolver would.
-  const int n = res_nsearch(st, name.name.c_str(), ns_c_in, type, buf, sizeof buf);
+  const int n = res_nsearch(st, name.name.c_str(), ns_c_in, type, buf, kMaxMessage);
   if (n < 0) {
     if (st->res_h_errno == HOST_NOT_FOUND || st->res_h_errno == NO_DATA) return true;
     error = st->res_h_errno == TRY_AGAIN
@@ -57,36 +69,65 @@ bool query(res_state st, const DnsName& name, int type, std::set<std::string>& o
                 : "lookup failed (" + std::to_string(st->res_h_errno) + ")";
     return false;
   }
-  ns_msg msg;
-  if (ns_initparse(buf, n, &msg) != 0) {
+  // glibc returns the answer's full length when it had to cut it to fit the
+  // buffer (TC set): only what is in the buffer is read.
+  const std::size_t len = std::min<std::size_t>(static_cast<std::size_t>(n), kMaxMessage);
+  if (!parse_dns_answer(buf, len, type, name.port, out)) {
     error = "malformed answer";
     return false;
-  }
-  const int count = ns_msg_count(msg, ns_s_an);
-  for (int i = 0; i < count; ++i) {
-    ns_rr rr;
-    if (ns_parserr(&msg, ns_s_an, i, &rr) != 0) break;
-    char text[INET6_ADDRSTRLEN] = {};
-    if (ns_rr_type(rr) == ns_t_a && ns_rr_rdlen(rr) == 4) {
-      inet_ntop(AF_INET, ns_rr_rdata(rr), text, sizeof text);
-      out.insert(std::string(text) + ":" + std::to_string(name.port));
-    } else if (ns_rr_type(rr) == ns_t_aaaa && ns_rr_rdlen(rr) == 16) {
-      inet_ntop(AF_INET6, ns_rr_rdata(rr), text, sizeof text);
-      out.insert("[" + std::string(text) + "]:" + std::to_string(name.port));
-    }
   }
   return true;
 }
 
 }  // namespace
 
+bool parse_dns_answer(const unsigned char* msg, std::size_t len, int type, std::uint16_t port,
+                      std::set<std::string>& out) {
+  if (len < NS_HFIXEDSZ) return false;
+  const unsigned char* const eom = msg + len;
+  const unsigned char* p = msg + NS_HFIXEDSZ;
+  for (unsigned q = get16(msg + 4); q > 0; --q) {
+    const int skip = dn_skipname(p, eom);
+    if (skip < 0 || eom - (p + skip) < NS_QFIXEDSZ) return false;
+    p += skip + NS_QFIXEDSZ;
+  }
+  // A record that does not fit ends the section: those before it arrived whole.
+  for (unsigned an = get16(msg + 6); an > 0; --an) {
+    const int skip = dn_skipname(p, eom);
+    if (skip < 0 || eom - (p + skip) < NS_RRFIXEDSZ) break;
+    p += skip;
+    const int rr_type = get16(p), rr_class = get16(p + 2), rdlen = get16(p + 8);
+    p += NS_RRFIXEDSZ;
+    if (eom - p < rdlen) break;
+    // Only the type asked for (a CNAME chain's names are not addresses).
+    char text[INET6_ADDRSTRLEN] = {};
+    if (rr_class == ns_c_in && rr_type == type && type == ns_t_a && rdlen == 4) {
+      inet_ntop(AF_INET, p, text, sizeof text);
+      out.insert(std::string(text) + ":" + std::to_string(port));
+    } else if (rr_class == ns_c_in && rr_type == type && type == ns_t_aaaa && rdlen == 16) {
+      inet_ntop(AF_INET6, p, text, sizeof text);
+      out.insert("[" + std::string(text) + "]:" + std::to_string(port));
+    }
+    p += rdlen;
+  }
+  return true;
+}
+
 DnsResult resolve_dns(const DnsName& name, const DnsOptions& options) {
   DnsResult r;
   struct __res_state st;
   if (!init_state(&st, options, r.error)) return r;
+  // On the heap: 64 KiB is too much for a stack (the watcher's thread's
+  // included), and the allocation is one per lookup of a name.
+  std::unique_ptr<unsigned char[]> buf(new (std::nothrow) unsigned char[kMaxMessage]);
+  if (!buf) {
+    r.error = "out of memory";
+    res_nclose(&st);
+    return r;
+  }
   std::set<std::string> found;
-  const bool a = query(&st, name, ns_t_a, found, r.error);
-  const bool aaaa = a && query(&st, name, ns_t_aaaa, found, r.error);
+  const bool a = query(&st, name, ns_t_a, buf.get(), found, r.error);
+  const bool aaaa = a && query(&st, name, ns_t_aaaa, buf.get(), found, r.error);
   res_nclose(&st);
   if (!a || !aaaa) return r;
   r.ok = true;

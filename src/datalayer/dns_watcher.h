@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +42,13 @@ struct DnsResult {
 
 // Looks `name` up once (blocking, bounded by options.timeout per query).
 DnsResult resolve_dns(const DnsName& name, const DnsOptions& options);
+
+// Adds to `out` the addresses ("IP:PORT", "[v6]:PORT") of the records of
+// `type` (ns_t_a or ns_t_aaaa) in the answer section of the DNS message
+// msg[0, len). Every read stays within it: a message cut short gives the
+// records that arrived whole. False: not even its header and question.
+bool parse_dns_answer(const unsigned char* msg, std::size_t len, int type, std::uint16_t port,
+                      std::set<std::string>& out);
 
 class DnsWatcher {
  public:
