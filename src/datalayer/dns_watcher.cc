@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <set>
@@ -79,6 +80,24 @@ bool query(res_state st, const DnsName& name, int type, unsigned char* buf,
   return true;
 }
 
+// The first `max` of a type's addresses: enough for the first `max` of
+// the union, and a bound on what a watcher keeps per type.
+std::vector<std::string> first_addresses(const std::set<std::string>& found, std::size_t max) {
+  std::vector<std::string> out;
+  out.reserve(std::min(found.size(), max));
+  for (auto it = found.begin(); it != found.end() && out.size() < max; ++it) out.push_back(*it);
+  return out;
+}
+
+// Both sorted lists as one, sorted, the first `max`.
+std::vector<std::string> union_of(const std::vector<std::string>& a,
+                                  const std::vector<std::string>& b, std::size_t max) {
+  std::vector<std::string> out;
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  if (out.size() > max) out.resize(max);
+  return out;
+}
+
 }  // namespace
 
 bool parse_dns_answer(const unsigned char* msg, std::size_t len, int type, std::uint16_t port,
@@ -116,23 +135,31 @@ bool parse_dns_answer(const unsigned char* msg, std::size_t len, int type, std::
 DnsResult resolve_dns(const DnsName& name, const DnsOptions& options) {
   DnsResult r;
   struct __res_state st;
-  if (!init_state(&st, options, r.error)) return r;
+  if (!init_state(&st, options, r.error)) {
+    r.a.error = r.aaaa.error = r.error;
+    return r;
+  }
   // On the heap: 64 KiB is too much for a stack (the watcher's thread's
-  // included), and the allocation is one per lookup of a name.
-  std::unique_ptr<unsigned char[]> buf(new (std::nothrow) unsigned char[kMaxMessage]);
+  // included), and the allocation is one per lookup of a name. Zeroed:
+  // after a timeout glibc's search reads the rcode of whatever the buffer
+  // holds to decide whether to try the next search domain.
+  std::unique_ptr<unsigned char[]> buf(new (std::nothrow) unsigned char[kMaxMessage]());
   if (!buf) {
-    r.error = "out of memory";
+    r.error = r.a.error = r.aaaa.error = "out of memory";
     res_nclose(&st);
     return r;
   }
-  std::set<std::string> found;
-  const bool a = query(&st, name, ns_t_a, buf.get(), found, r.error);
-  const bool aaaa = a && query(&st, name, ns_t_aaaa, buf.get(), found, r.error);
+  // Both types always: one that fails must not cost the other its answer.
+  std::set<std::string> a, aaaa;
+  r.a.ok = query(&st, name, ns_t_a, buf.get(), a, r.a.error);
+  r.aaaa.ok = query(&st, name, ns_t_aaaa, buf.get(), aaaa, r.aaaa.error);
   res_nclose(&st);
-  if (!a || !aaaa) return r;
-  r.ok = true;
-  r.addresses.assign(found.begin(), found.end());
-  if (r.addresses.size() > options.max_addresses) r.addresses.resize(options.max_addresses);
+  r.a.addresses = first_addresses(a, options.max_addresses);
+  r.aaaa.addresses = first_addresses(aaaa, options.max_addresses);
+  r.ok = r.a.ok || r.aaaa.ok;
+  r.addresses = union_of(r.a.addresses, r.aaaa.addresses, options.max_addresses);
+  if (!r.a.ok) r.error = "A: " + r.a.error;
+  if (!r.aaaa.ok) r.error += (r.error.empty() ? "AAAA: " : "; AAAA: ") + r.aaaa.error;
   return r;
 }
 
@@ -142,8 +169,8 @@ DnsWatcher::DnsWatcher(std::vector<DnsName> names, DnsOptions options, OnChange 
       options_(std::move(options)),
       on_change_(std::move(on_change)),
       on_error_(std::move(on_error)),
-      current_(names_.size()),
-      failing_(names_.size(), false) {}
+      kept_(names_.size()),
+      current_(names_.size()) {}
 
 DnsWatcher::~DnsWatcher() { stop(); }
 
@@ -169,18 +196,33 @@ void DnsWatcher::run() {
     bool changed = first_;
     first_ = false;
     for (std::size_t i = 0; i < names_.size(); ++i) {
-      DnsResult r = resolve_dns(names_[i], options_);
-      if (!r.ok) {
-        // Said once per outage of this name; its addresses stay.
-        if (!failing_[i] && on_error_)
-          on_error_("cannot resolve " + names_[i].name + " (" + r.error +
-                    "); keeping its last addresses");
-        failing_[i] = true;
-        continue;
-      }
-      failing_[i] = false;
-      if (r.addresses != current_[i]) {
-        current_[i] = std::move(r.addresses);
+      const DnsResult r = resolve_dns(names_[i], options_);
+      Kept& k = kept_[i];
+      // A type that answered replaces its last addresses; one that did not
+      // keeps them, said once per outage of that type.
+      std::string newly_failing, types;
+      const auto keep = [&](const DnsAnswer& answer, const char* type,
+                            std::vector<std::string>& last, bool& failing) {
+        if (answer.ok) {
+          last = answer.addresses;
+          failing = false;
+          return;
+        }
+        if (!failing) {
+          newly_failing +=
+              (newly_failing.empty() ? "" : "; ") + std::string(type) + ": " + answer.error;
+          types += (types.empty() ? "" : " and ") + std::string(type);
+        }
+        failing = true;
+      };
+      keep(r.a, "A", k.a, k.a_failing);
+      keep(r.aaaa, "AAAA", k.aaaa, k.aaaa_failing);
+      if (!newly_failing.empty() && on_error_)
+        on_error_("cannot resolve " + names_[i].name + " (" + newly_failing +
+                  "); keeping its last " + types + " addresses");
+      auto addresses = union_of(k.a, k.aaaa, options_.max_addresses);
+      if (addresses != current_[i]) {
+        current_[i] = std::move(addresses);
         changed = true;
       }
     }

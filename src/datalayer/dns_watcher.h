@@ -3,9 +3,12 @@
 // slow or dead DNS server costs that thread its timeout, nothing else), the
 // way Kubernetes headless Services and most registries expose pods. The
 // addresses of every name go to `on_change` whenever one of them changed.
-// A lookup that fails (timeout, SERVFAIL) keeps the name's last addresses:
-// a DNS outage never empties the pool; a name that does not exist
-// (NXDOMAIN) or has no address has none.
+// A and AAAA are separate queries and each keeps its own last answer: a
+// query that fails (timeout, SERVFAIL) keeps that type's last addresses
+// while the other type's fresh answer is used (a resolver that drops AAAA
+// queries costs nothing but the timeout), so a DNS outage never empties
+// the pool; a name that does not exist (NXDOMAIN) or has no address of a
+// type (NODATA) has none of it.
 #pragma once
 
 #include <chrono>
@@ -27,17 +30,27 @@ struct DnsName {
 
 struct DnsOptions {
   std::chrono::milliseconds interval{5000};
-  std::chrono::milliseconds timeout{2000};  // per query (A, then AAAA)
+  std::chrono::milliseconds timeout{2000};  // per query (A, then AAAA: both always asked)
   // "IPv4:PORT" servers to ask; empty: the system's (/etc/resolv.conf).
   std::vector<std::string> servers;
   std::size_t max_addresses = 256;  // per name; more are ignored (sorted, first kept)
 };
 
-// One lookup's result: addresses as "IP:PORT" ("[v6]:PORT"), sorted.
-struct DnsResult {
-  bool ok = false;  // false: the lookup failed (the last addresses stay)
+// One record type's query: addresses as "IP:PORT" ("[v6]:PORT"), sorted,
+// the first max_addresses (enough for the union's).
+struct DnsAnswer {
+  bool ok = false;  // false: no answer (the type's last addresses stay)
   std::vector<std::string> addresses;
   std::string error;
+};
+
+// One lookup of a name: each type's answer, and the union of those that
+// answered (sorted, the first max_addresses).
+struct DnsResult {
+  DnsAnswer a, aaaa;
+  bool ok = false;  // at least one type answered; false: the lookup failed
+  std::vector<std::string> addresses;
+  std::string error;  // why a type had no answer ("AAAA: ..."), if one had none
 };
 
 // Looks `name` up once (blocking, bounded by options.timeout per query).
@@ -68,8 +81,14 @@ class DnsWatcher {
   DnsOptions options_;
   OnChange on_change_;
   OnError on_error_;
-  std::vector<std::vector<std::string>> current_;
-  std::vector<bool> failing_;
+  // Per name: each type's last answer and whether its query is failing
+  // (said once per outage of a type).
+  struct Kept {
+    std::vector<std::string> a, aaaa;
+    bool a_failing = false, aaaa_failing = false;
+  };
+  std::vector<Kept> kept_;
+  std::vector<std::vector<std::string>> current_;  // per name: the union, as last delivered
   bool first_ = true;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,17 +1,27 @@
-// The DNS watcher's resolver against a real server (issue 33): Debian's
+// The DNS watcher's resolver against real servers (issue 33): Debian's
 // dnsmasq with names of hundreds of A records (answers far larger than a
-// UDP datagram: EDNS0, then TCP).
+// UDP datagram: EDNS0, then TCP), and a tiny DNS server of this test's own
+// that answers A and never AAAA (a resolver that drops AAAA queries).
 // Only sluice_datalayer: no sluice binary is needed.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "datalayer/dns_watcher.h"
@@ -218,6 +228,251 @@ TEST(DnsParse, AnAnswerCutShortGivesTheRecordsThatArrivedWhole) {
   std::set<std::string> aaaa;
   ASSERT_TRUE(datalayer::parse_dns_answer(whole.data(), whole.size(), 28, 80, aaaa));
   EXPECT_EQ(aaaa, (std::set<std::string>{"[fd00::1]:80"}));
+}
+
+// A DNS server over UDP on 127.0.0.1 (a port of its own), on a thread of
+// its own: each name's A and AAAA records, or no answer at all for a type
+// set to drop (a server or middlebox that loses AAAA queries). Unknown
+// names are NXDOMAIN; a known name without records of a type is NODATA.
+class FakeDns {
+ public:
+  struct Zone {
+    std::vector<std::string> a, aaaa;  // addresses as text
+    bool drop_a = false, drop_aaaa = false;
+  };
+
+  FakeDns() {
+    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bound_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    socklen_t len = sizeof addr;
+    if (bound_ && getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+      port_ = ntohs(addr.sin_port);
+    if (bound_) thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeDns() {
+    stopping_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) close(fd_);
+  }
+  FakeDns(const FakeDns&) = delete;
+  FakeDns& operator=(const FakeDns&) = delete;
+
+  bool ok() const { return bound_ && port_ != 0; }
+  std::string server() const { return "127.0.0.1:" + std::to_string(port_); }
+  // Names are absolute and lower case ("svc.test.").
+  void set(const std::string& name, Zone zone) {
+    std::lock_guard<std::mutex> lock(mu_);
+    zones_[name] = std::move(zone);
+  }
+  void remove(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    zones_.erase(name);
+  }
+  // Queries received for `name` of `type` (ns_t_a = 1, ns_t_aaaa = 28).
+  int queries(const std::string& name, int type) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_[{name, type}];
+  }
+  // Until `queries(name, type) >= n`; false after `timeout`.
+  bool wait_queries(const std::string& name, int type, int n,
+                    std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return seen_[{name, type}] >= n; });
+  }
+
+ private:
+  void serve() {
+    unsigned char in[512];
+    while (!stopping_) {
+      pollfd p{fd_, POLLIN, 0};
+      // Bounded, so that the destructor's stop is seen within 50 ms.
+      if (poll(&p, 1, 50) <= 0) continue;
+      sockaddr_in from{};
+      socklen_t from_len = sizeof from;
+      const ssize_t n =
+          recvfrom(fd_, in, sizeof in, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+      if (n <= 12) continue;
+      std::vector<unsigned char> out;
+      if (!answer(in, static_cast<std::size_t>(n), out)) continue;
+      sendto(fd_, out.data(), out.size(), 0, reinterpret_cast<sockaddr*>(&from), from_len);
+    }
+  }
+
+  // The reply to one query; false: none (dropped or not understood).
+  bool answer(const unsigned char* q, std::size_t n, std::vector<unsigned char>& out) {
+    if ((q[4] << 8 | q[5]) != 1) return false;  // one question
+    // The question's name: labels, uncompressed in a query.
+    std::size_t p = 12;
+    std::string name;
+    while (p < n && q[p] != 0) {
+      const std::size_t len = q[p];
+      if (len > 63 || p + 1 + len >= n) return false;
+      for (std::size_t i = 0; i < len; ++i) name += static_cast<char>(std::tolower(q[p + 1 + i]));
+      name += '.';
+      p += 1 + len;
+    }
+    if (p + 5 > n) return false;
+    const std::size_t question_end = p + 5;
+    const int type = q[p + 1] << 8 | q[p + 2];
+    std::vector<std::string> records;
+    int family = AF_INET;
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++seen_[{name, type}];
+      cv_.notify_all();
+      auto it = zones_.find(name);
+      if (it != zones_.end()) {
+        known = true;
+        if (type == 1) {
+          if (it->second.drop_a) return false;
+          records = it->second.a;
+        } else if (type == 28) {
+          if (it->second.drop_aaaa) return false;
+          records = it->second.aaaa;
+          family = AF_INET6;
+        }
+      }
+    }
+    // Header: the query's id, QR | RD (as asked) | RA, NXDOMAIN or
+    // NOERROR, the question echoed (the resolver matches it), answers.
+    out.assign(q, q + question_end);
+    out[2] = 0x80 | (q[2] & 0x01);
+    out[3] = 0x80 | (known ? 0 : 3);
+    out[6] = 0;
+    out[7] = static_cast<unsigned char>(records.size());
+    out[8] = out[9] = out[10] = out[11] = 0;  // no authority, no additional (no OPT)
+    for (const auto& text : records) {
+      unsigned char rdata[16];
+      const int len = family == AF_INET ? 4 : 16;
+      if (inet_pton(family, text.c_str(), rdata) != 1) return false;
+      const unsigned char rr[] = {0xc0,
+                                  12,  // the question's name
+                                  static_cast<unsigned char>(type >> 8),
+                                  static_cast<unsigned char>(type & 0xff),
+                                  0,
+                                  1,  // IN
+                                  0,
+                                  0,
+                                  0,
+                                  0,  // TTL 0
+                                  0,
+                                  static_cast<unsigned char>(len)};
+      out.insert(out.end(), rr, rr + sizeof rr);
+      out.insert(out.end(), rdata, rdata + len);
+    }
+    return true;
+  }
+
+  int fd_ = -1;
+  bool bound_ = false;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Zone> zones_;
+  std::map<std::pair<std::string, int>, int> seen_;
+  std::thread thread_;
+};
+
+datalayer::DnsOptions fake_options(const FakeDns& dns) {
+  datalayer::DnsOptions o;
+  o.servers = {dns.server()};
+  o.timeout = 1000ms;  // the resolver's unit is a second: its least
+  o.interval = 20ms;
+  return o;
+}
+
+// The A answer is an answer even when the AAAA query gets none: a name is
+// not lost because one of its record types cannot be looked up.
+TEST(DnsPartialAnswers, AnAAnswerIsUsedWhenTheAaaaQueryTimesOut) {
+  FakeDns dns;
+  ASSERT_TRUE(dns.ok());
+  dns.set("svc.test.", {{"10.0.0.2", "10.0.0.1"}, {"fd00::1"}, false, true});
+  const auto start = Clock::now();
+  auto r = datalayer::resolve_dns({"svc.test.", 8000}, fake_options(dns));
+  const auto took = Clock::now() - start;
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.addresses, (Addresses{"10.0.0.1:8000", "10.0.0.2:8000"}));
+  EXPECT_FALSE(r.error.empty()) << "the AAAA query's failure is told";
+  EXPECT_EQ(dns.queries("svc.test.", 28), 1) << "AAAA was asked (once: one try)";
+  EXPECT_LT(took, 3s) << "bounded by the timeout (1 s for the AAAA query)";
+
+  // And the other way round: AAAA answers, A is lost.
+  dns.set("svc.test.", {{"10.0.0.1"}, {"fd00::1"}, true, false});
+  auto v6 = datalayer::resolve_dns({"svc.test.", 8000}, fake_options(dns));
+  ASSERT_TRUE(v6.ok) << v6.error;
+  EXPECT_EQ(v6.addresses, (Addresses{"[fd00::1]:8000"}));
+
+  // Neither: a failure (the watcher keeps what it had).
+  dns.set("svc.test.", {{"10.0.0.1"}, {"fd00::1"}, true, true});
+  auto none = datalayer::resolve_dns({"svc.test.", 8000}, fake_options(dns));
+  EXPECT_FALSE(none.ok);
+  EXPECT_FALSE(none.error.empty());
+}
+
+// The watcher keeps the last answer of each record type: a type whose
+// query fails keeps its last addresses while the other type's fresh
+// answer is used; another name of the same watcher is untouched.
+TEST(DnsPartialAnswers, TheWatcherKeepsEachRecordTypesLastAnswer) {
+  FakeDns dns;
+  ASSERT_TRUE(dns.ok());
+  const std::string svc = "svc.test.", other = "other.test.";
+  const Addresses other_addresses = {"10.0.1.1:9000", "[fd00:1::1]:9000"};
+  dns.set(svc, {{"10.0.0.1", "10.0.0.2"}, {"fd00::1"}, false, true});
+  dns.set(other, {{"10.0.1.1"}, {"fd00:1::1"}, false, false});
+  Recorder rec;
+  datalayer::DnsWatcher watcher({{svc, 8000}, {other, 9000}}, fake_options(dns), rec.on_change(),
+                                rec.on_error());
+  watcher.start();
+
+  // AAAA never answered (from the start): the A addresses.
+  EXPECT_TRUE(rec.wait_for({{"10.0.0.1:8000", "10.0.0.2:8000"}, other_addresses}))
+      << describe(rec.changes());
+  // Later rounds like it keep them (and say nothing more): two more rounds
+  // begun means one more round ended, its on_change (if any) delivered.
+  const auto delivered = rec.changes().size();
+  const int round = dns.queries(svc, 1);
+  EXPECT_TRUE(dns.wait_queries(svc, 1, round + 2));
+  EXPECT_EQ(rec.changes().size(), delivered) << describe(rec.changes());
+  EXPECT_EQ(rec.changes().back()[0], (Addresses{"10.0.0.1:8000", "10.0.0.2:8000"}));
+  ASSERT_EQ(rec.errors().size(), 1u);
+  EXPECT_NE(rec.errors()[0].find(svc), std::string::npos) << rec.errors()[0];
+  EXPECT_NE(rec.errors()[0].find("AAAA"), std::string::npos) << rec.errors()[0];
+
+  // AAAA answers: both types.
+  dns.set(svc, {{"10.0.0.1", "10.0.0.2"}, {"fd00::1"}, false, false});
+  EXPECT_TRUE(rec.wait_for({{"10.0.0.1:8000", "10.0.0.2:8000", "[fd00::1]:8000"}, other_addresses}))
+      << describe(rec.changes());
+
+  // AAAA lost again while A changes: the fresh A set with the last AAAA.
+  dns.set(svc, {{"10.0.0.1", "10.0.0.3"}, {"fd00::2"}, false, true});
+  EXPECT_TRUE(rec.wait_for({{"10.0.0.1:8000", "10.0.0.3:8000", "[fd00::1]:8000"}, other_addresses}))
+      << describe(rec.changes());
+
+  // And the other way round: A lost, AAAA answers again (a new set).
+  dns.set(svc, {{"10.0.0.9"}, {"fd00::2"}, true, false});
+  EXPECT_TRUE(rec.wait_for({{"10.0.0.1:8000", "10.0.0.3:8000", "[fd00::2]:8000"}, other_addresses}))
+      << describe(rec.changes());
+
+  // A name that does not exist any more (NXDOMAIN) is an answer with none,
+  // for both types: gone, though nothing failed.
+  dns.remove(svc);
+  EXPECT_TRUE(rec.wait_for({{}, other_addresses})) << describe(rec.changes());
+  watcher.stop();
+
+  // Once per outage of a type: AAAA twice, A once; never the other name.
+  const auto errors = rec.errors();
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors) EXPECT_EQ(e.find(other), std::string::npos) << e;
+  // Every delivery had the other name's addresses.
+  for (const auto& c : rec.changes()) {
+    ASSERT_EQ(c.size(), 2u);
+    EXPECT_EQ(c[1], other_addresses);
+  }
 }
 
 }  // namespace
