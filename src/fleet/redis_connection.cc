@@ -99,6 +99,8 @@ bool RedisConnection::ensure_connected() {
   if (c->err) return fail(context_error(c, ("redis " + where + ": cannot connect").c_str()));
   if (redisSetTimeout(c, tv) != REDIS_OK)
     return fail(context_error(c, ("redis " + where + ": cannot set the timeout").c_str()));
+  // Both failures name the setting to fix: the operator reads them in a log
+  // line or /admin/v1/fleet, far from the Redis that refused.
   if (!address_.password.empty()) {
     std::vector<std::string> auth = {"AUTH"};
     if (!address_.user.empty()) auth.push_back(address_.user);
@@ -106,7 +108,19 @@ bool RedisConnection::ensure_connected() {
     auto replies = exchange({auth});
     if (!replies) return false;  // error_ set, disconnected
     if ((*replies)[0].is_error())
-      return fail("redis " + where + ": AUTH refused: " + (*replies)[0].str);
+      return fail("redis " + where + ": AUTH refused: " + (*replies)[0].str +
+                  " (check redis.passwordFile, and redis.user for an ACL user)");
+  } else {
+    // A server that requires a password accepts the connection and refuses
+    // each command with NOAUTH, and Redis 7 closes it at the first command
+    // of more than 10 arguments (the fleet's first write): the caller would
+    // see only "Server closed the connection". One PING per connect says why.
+    auto replies = exchange({{"PING"}});
+    if (!replies) return false;  // error_ set, disconnected
+    const RedisReply& pong = (*replies)[0];
+    if (pong.is_error() && pong.str.rfind("NOAUTH", 0) == 0)
+      return fail("redis " + where + ": Redis refused: " + pong.str +
+                  " (set redis.passwordFile, and redis.user for an ACL user)");
   }
   ++connects_;
   return true;

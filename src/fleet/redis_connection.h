@@ -51,7 +51,8 @@ class RedisConnection {
   RedisConnection& operator=(const RedisConnection&) = delete;
 
   // Connects and authenticates unless already connected. False: error()
-  // says why (unreachable, refused, timed out, or the server's AUTH error).
+  // says why (unreachable, refused, timed out, the server's AUTH error, or
+  // NOAUTH: the server wants a password this address has none of).
   bool ensure_connected();
   bool connected() const { return ctx_ != nullptr; }
   void disconnect();

@@ -1,6 +1,6 @@
 // The fleet's Redis connection against a real redis-server (Debian's, started
 // here on a unix socket in a fresh directory): pipelined replies of every
-// type, AUTH by password and by ACL user, a wrong password, a server killed
+// type, AUTH by password and by ACL user, a missing or wrong password, a server killed
 // and restarted, a server that never answers, one that is not there.
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -83,21 +83,9 @@ TEST_F(FleetRedis, PasswordAclUserAndAWrongPassword) {
   RedisServer server(dir_.path, "s3cret");
   ASSERT_TRUE(server.start());
 
-  RedisConnection none(address(server.socket()));
-  auto r = none.pipeline({{"GET", "k"}});
-  ASSERT_TRUE(r);  // connected: the server refuses the command itself
-  EXPECT_TRUE((*r)[0].is_error());
-  EXPECT_NE((*r)[0].str.find("NOAUTH"), std::string::npos) << (*r)[0].str;
-
-  RedisConnection wrong(address(server.socket(), "guess"));
-  EXPECT_FALSE(wrong.ensure_connected());
-  EXPECT_FALSE(wrong.connected());
-  EXPECT_NE(wrong.error().find("AUTH refused"), std::string::npos) << wrong.error();
-  EXPECT_NE(wrong.error().find(server.socket()), std::string::npos) << wrong.error();
-  EXPECT_FALSE(wrong.pipeline({{"PING"}}));  // and it stays refused
-
   RedisConnection admin(address(server.socket(), "s3cret"));
-  r = admin.pipeline({{"ACL", "SETUSER", "sluice", "on", ">replica-pw", "~sluice:*", "+@all"}});
+  auto r =
+      admin.pipeline({{"ACL", "SETUSER", "sluice", "on", ">replica-pw", "~sluice:*", "+@all"}});
   ASSERT_TRUE(r) << admin.error();
   ASSERT_FALSE((*r)[0].is_error()) << (*r)[0].str;
 
@@ -109,6 +97,42 @@ TEST_F(FleetRedis, PasswordAclUserAndAWrongPassword) {
   EXPECT_FALSE((*r)[0].is_error()) << (*r)[0].str;
   EXPECT_TRUE((*r)[1].is_error());  // outside the user's key pattern
   EXPECT_NE((*r)[1].str.find("NOPERM"), std::string::npos) << (*r)[1].str;
+}
+
+// A server that requires a password sluice lacks (or does not take) is an
+// error naming the authentication failure and the setting to fix, not the
+// "Server closed the connection" Redis 7 causes by closing an
+// unauthenticated connection at its first command of more than 10 arguments.
+TEST_F(FleetRedis, AMissingOrWrongPasswordIsNamedAtConnect) {
+  RedisServer server(dir_.path, "x");
+  ASSERT_TRUE(server.start());
+
+  RedisConnection none(address(server.socket()));
+  EXPECT_FALSE(none.ensure_connected());
+  EXPECT_FALSE(none.connected());
+  EXPECT_NE(none.error().find("NOAUTH"), std::string::npos) << none.error();
+  EXPECT_NE(none.error().find("redis.passwordFile"), std::string::npos) << none.error();
+  EXPECT_NE(none.error().find(server.socket()), std::string::npos) << none.error();
+  // A batch as the fleet sends it (an HSET of more than 10 arguments).
+  std::vector<std::string> hset = {"HSET", "h"};
+  for (int i = 0; i < 10; ++i) hset.insert(hset.end(), {"f" + std::to_string(i), "v"});
+  EXPECT_FALSE(none.pipeline({{"MULTI"}, hset, {"EXEC"}}));
+  EXPECT_NE(none.error().find("NOAUTH"), std::string::npos) << none.error();
+  EXPECT_EQ(none.error().find("closed the connection"), std::string::npos) << none.error();
+
+  RedisConnection wrong(address(server.socket(), "guess"));
+  EXPECT_FALSE(wrong.ensure_connected());
+  EXPECT_FALSE(wrong.connected());
+  EXPECT_NE(wrong.error().find("AUTH refused"), std::string::npos) << wrong.error();
+  EXPECT_NE(wrong.error().find("WRONGPASS"), std::string::npos) << wrong.error();
+  EXPECT_NE(wrong.error().find("redis.passwordFile"), std::string::npos) << wrong.error();
+  EXPECT_NE(wrong.error().find(server.socket()), std::string::npos) << wrong.error();
+  EXPECT_FALSE(wrong.pipeline({{"PING"}}));  // and it stays refused
+
+  RedisConnection right(address(server.socket(), "x"));
+  auto r = right.pipeline({{"PING"}});
+  ASSERT_TRUE(r) << right.error();
+  EXPECT_EQ((*r)[0].str, "PONG");
 }
 
 TEST_F(FleetRedis, AKilledServerIsOneFailedCallThenAReconnect) {

@@ -33,6 +33,7 @@ using test::TempDir;
 struct Replica {
   FleetOutbound next;  // service is handed out once, then cleared
   std::vector<FleetInbound> views;
+  std::vector<std::string> logs;  // what it logged, warnings first marked "W "
   std::unique_ptr<FleetSync> sync;
 
   Replica(const std::string& id, const std::string& socket, std::chrono::milliseconds lease = 2s,
@@ -46,12 +47,17 @@ struct Replica {
     o.advertise = id + ".example:8080";
     o.interval = 10ms;
     o.lease = lease;
-    sync = std::make_unique<FleetSync>(o, [this](const FleetInbound& in, FleetOutbound& out) {
-      views.push_back(in);
-      out = next;
-      next.service.clear();
-      return true;
-    });
+    sync = std::make_unique<FleetSync>(
+        o,
+        [this](const FleetInbound& in, FleetOutbound& out) {
+          views.push_back(in);
+          out = next;
+          next.service.clear();
+          return true;
+        },
+        [this](bool warning, const std::string& message) {
+          logs.push_back((warning ? "W " : "I ") + message);
+        });
   }
   const FleetInbound& last() const { return views.back(); }
   double service_for(const std::string& key) const {
@@ -284,6 +290,22 @@ TEST_F(FleetSyncTest, MalformedStateInRedisIsIgnoredAndTheValidPartsStillCount) 
   EXPECT_TRUE(b.sync->status().connected);
 }
 
+// Redis wants a password this replica does not have: the sync's error and
+// its log line name it (before: "Server closed the connection").
+TEST_F(FleetSyncTest, AMissingPasswordIsAFailureNamingTheAuthentication) {
+  RedisServer redis(dir_.path, "x");
+  ASSERT_TRUE(redis.start());
+  Replica a("a", redis.socket());
+  a.sync->sync_once();
+  const FleetStatus st = a.sync->status();
+  EXPECT_FALSE(st.connected);
+  EXPECT_TRUE(st.degraded);
+  EXPECT_NE(st.last_error.find("NOAUTH"), std::string::npos) << st.last_error;
+  EXPECT_NE(st.last_error.find("redis.passwordFile"), std::string::npos) << st.last_error;
+  ASSERT_EQ(a.logs.size(), 1u);
+  EXPECT_NE(a.logs[0].find("NOAUTH"), std::string::npos) << a.logs[0];
+}
+
 TEST_F(FleetSyncTest, AWrongPasswordIsAFailureWithTheServersReason) {
   RedisServer redis(dir_.path, "right-password");
   ASSERT_TRUE(redis.start());
@@ -293,6 +315,7 @@ TEST_F(FleetSyncTest, AWrongPasswordIsAFailureWithTheServersReason) {
   EXPECT_FALSE(st.connected);
   EXPECT_TRUE(st.degraded);
   EXPECT_NE(st.last_error.find("WRONGPASS"), std::string::npos) << st.last_error;
+  EXPECT_NE(st.last_error.find("redis.passwordFile"), std::string::npos) << st.last_error;
   ASSERT_FALSE(a.views.empty());
   EXPECT_TRUE(a.last().endpoints.empty()) << "local accounting only";
 }
