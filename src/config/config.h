@@ -297,6 +297,8 @@ struct RedisSpec {
   nanoseconds timeout = std::chrono::milliseconds(200);  // connect and each call
   // A replica whose state was not refreshed for this long is gone: its
   // in-flight and backlog no longer count (and Redis expires its keys).
+  // Each reader judges it on its own clock (the record's seq not moving),
+  // so a key left without an expiry does not keep a replica alive.
   nanoseconds lease = std::chrono::seconds(2);
   // Fleet fairness: a flow whose VTC counter is ahead of the smallest one
   // backlogged on another replica (same band) by more than this waits, so

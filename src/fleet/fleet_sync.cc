@@ -414,7 +414,7 @@ void FleetSync::round() {
           }
         });
     if (s.inc.empty()) {
-      gone.push_back(id);  // its lease ran out (or it left)
+      gone.push_back(id);  // its key expired (or it left)
       continue;
     }
     Remote& remote = remotes_[id];
@@ -422,6 +422,20 @@ void FleetSync::round() {
       // New, or restarted: everything it reports is new service.
       remote = Remote{};
       remote.incarnation = s.inc;
+      remote.seq = s.seq;
+      remote.advanced = started;
+    } else if (remote.seq != s.seq) {
+      remote.seq = s.seq;
+      remote.advanced = started;
+    }
+    // The key's expiry is not the liveness rule: a hash written without one
+    // would hold the pool for ever. A live replica rewrites its seq every
+    // interval; this clock starts when the move was seen (never before the
+    // write), so it drops no replica Redis would not have expired, and
+    // compares no other host's clock. A new record gets a lease of benefit.
+    if (started - remote.advanced > options_.lease) {
+      gone.push_back(id);
+      continue;
     }
     remote.present = started;
     if (remote.svc_version != s.svc) read_service.push_back(id);
@@ -551,7 +565,8 @@ void FleetSync::round() {
                                 }),
                  members_.end());
   if (!gone.empty()) {
-    // Tidy the member set (a replica that comes back adds itself again).
+    // Tidy the member set (a replica that comes back adds itself again; a
+    // stale hash is left to whoever wrote it, just no longer read).
     std::vector<std::string> srem{"SREM", p + ":replicas"};
     srem.insert(srem.end(), gone.begin(), gone.end());
     redis_.pipeline({srem});  // best effort, not a failed round: it is tried again

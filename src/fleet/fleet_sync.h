@@ -15,10 +15,14 @@
 //                this incarnation gave that flow (changed fields only)
 // A reader turns the others' cumulative service into deltas (per replica
 // and incarnation), sums their endpoint work, and takes the smallest
-// backlogged counter per band. Redis unreachable, slow or restarted: the
-// sync fails within its timeout, and once nothing was read for a lease the
-// controller gets an empty view (local accounting) until Redis is back;
-// a reconnect rewrites this replica's whole service table.
+// backlogged counter per band. Another replica counts while its record
+// advances: one whose seq has not moved for a lease (the reader's lease, on
+// its own steady clock) is gone even if its hash never expires (written
+// without one by an operator or a bug); no other host's clock is compared.
+// Redis unreachable, slow or restarted: the sync fails within its timeout,
+// and once nothing was read for a lease the controller gets an empty view
+// (local accounting) until Redis is back; a reconnect rewrites this
+// replica's whole service table.
 #pragma once
 
 #include <atomic>
@@ -125,8 +129,10 @@ class FleetSync {
   struct Remote {
     std::string incarnation;
     std::string svc_version;
-    std::unordered_map<std::string, double> seen;     // cumulative service by flow key
-    std::chrono::steady_clock::time_point present{};  // last seen in Redis
+    std::unordered_map<std::string, double> seen;      // cumulative service by flow key
+    std::chrono::steady_clock::time_point present{};   // last seen in Redis
+    std::uint64_t seq = 0;                             // as last read
+    std::chrono::steady_clock::time_point advanced{};  // when seq was last seen to move
   };
   struct Own {
     double value = 0;

@@ -158,6 +158,44 @@ TEST_F(FleetSyncTest, AReplicaThatStopsSyncingIsDroppedWhenItsLeaseRunsOut) {
       << "a's work still counted after its lease";
 }
 
+// A replica's state left in Redis without an expiry (written by an operator,
+// a script or a bug) whose seq never advances: counted while it may still be
+// a live replica, then dropped a lease after it was last seen to advance,
+// though its key never expires and its `at` looked fresh.
+TEST_F(FleetSyncTest, AStateThatNeverAdvancesStopsCountingAfterALease) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  RedisAddress addr;
+  addr.unix_socket = redis.socket();
+  RedisConnection w(addr);
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  ASSERT_TRUE(w.pipeline(
+      {{"SADD", "test:replicas", "ghost"},
+       {"HSET", "test:r:ghost", "inc", "0123456789abcdef", "seq", "7", "at", std::to_string(now_ms),
+        "addr", "ghost:8080", "svc", "0", "q", "0", "e:10.0.0.1:8000", "8 0 0"}}));
+  Replica a("a", redis.socket(), 300ms), b("b", redis.socket(), 300ms);
+  a.next.endpoints.push_back({"10.0.0.2:8000", 1, 0, 0});
+  a.sync->sync_once();
+  b.sync->sync_once();
+  b.sync->sync_once();
+  ASSERT_EQ(b.last().endpoints.size(), 2u) << "at first it may be a live replica";
+  ASSERT_EQ(b.sync->status().replicas.size(), 3u);
+  EXPECT_TRUE(until(
+      [&] {
+        a.sync->sync_once();
+        b.sync->sync_once();
+      },
+      [&] { return b.last().endpoints.size() == 1 && b.sync->status().replicas.size() == 2; }))
+      << "a state that never advances still holds the pool after its lease";
+  EXPECT_EQ(b.last().endpoints[0].address, "10.0.0.2:8000") << "a, which syncs, still counts";
+  auto r = w.pipeline({{"PTTL", "test:r:ghost"}, {"SISMEMBER", "test:replicas", "ghost"}});
+  ASSERT_TRUE(r) << w.error();
+  EXPECT_EQ((*r)[0].integer, -1) << "the key is still there, without expiry";
+  EXPECT_EQ((*r)[1].integer, 0) << "its id is tidied from the member set";
+}
+
 TEST_F(FleetSyncTest, AReplicaThatStopsLeavesAtOnce) {
   RedisServer redis(dir_.path);
   ASSERT_TRUE(redis.start());
