@@ -73,6 +73,10 @@ constexpr std::size_t kMaxEndpointsPerReplica = 4096;
 constexpr std::size_t kMaxBandsPerReplica = 1024;
 constexpr std::size_t kMaxFieldBytes = 512;
 
+// A duplicate replica id is repeated in the log this often while it lasts:
+// loud enough to be found, not a line per sync.
+constexpr auto kDuplicateWarnEvery = std::chrono::seconds(10);
+
 }  // namespace
 
 FleetSync::FleetSync(FleetOptions options, Exchange exchange, Logger logger)
@@ -163,6 +167,35 @@ void FleetSync::fail(const std::string& message) {
                       "): accounting stays local until it is back");
 }
 
+void FleetSync::note_duplicate(const std::string& other, Steady::time_point now) {
+  const bool found = !other.empty();
+  if (found) duplicate_seen_ = now;
+  const bool was = duplicate_;
+  // Flagged for a lease after the last sighting: the other process may sync
+  // out of phase with this one and not be seen at every round.
+  duplicate_ = found || (was && now - duplicate_seen_ <= options_.lease);
+  std::uint64_t syncs;
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    if (found) status_.duplicate_id_syncs += 1;
+    status_.duplicate_id = duplicate_;
+    syncs = status_.duplicate_id_syncs;
+  }
+  if (!logger_) return;
+  if (found && (!was || now - duplicate_logged_ >= kDuplicateWarnEvery)) {
+    duplicate_logged_ = now;
+    logger_(true, "fleet: another process is syncing under this replica's id '" +
+                      options_.replica_id + "' (its incarnation " + other + ", this one's " +
+                      incarnation_ + "; " + std::to_string(syncs) +
+                      " sync(s) so far): each overwrites the other's state and neither counts "
+                      "the other's work, so the fleet's limits are exceeded. Give each process "
+                      "its own redis.replicaId (leave it unset in a Deployment: hostname-pid)");
+  } else if (was && !duplicate_) {
+    logger_(false, "fleet: no other process has written under replica id '" + options_.replica_id +
+                       "' for a lease");
+  }
+}
+
 void FleetSync::round() {
   const auto started = Steady::now();
   const std::string& p = options_.prefix;
@@ -218,6 +251,9 @@ void FleetSync::round() {
     // A new connection (first, or after Redis restarted): write everything.
     connects_seen_ = redis_.connects();
     for (auto& [k, o] : own_) o.dirty = true;
+    // What a new connection (after a failover, say) shows under this id
+    // first may predate this replica's writes: known again after one write.
+    wrote_ = false;
     if (connects_seen_ > 1) {
       std::lock_guard<std::mutex> lock(status_mu_);
       status_.reconnects += 1;
@@ -255,6 +291,11 @@ void FleetSync::round() {
                     " " + std::to_string(e.in_flight_tokens));
   }
   const std::string lease = std::to_string(options_.lease.count());
+  // Whose state this id holds just before this write: another incarnation
+  // than this one, after this one wrote, is another live process.
+  const std::size_t self_at = cmds.size();
+  cmds.push_back({"HGET", p + ":r:" + me, "inc"});
+  const std::size_t multi_at = cmds.size();
   cmds.push_back({"MULTI"});
   cmds.push_back({"DEL", p + ":r:" + me});
   cmds.push_back(std::move(state));
@@ -303,7 +344,7 @@ void FleetSync::round() {
     // The transaction was refused (a write to a replica, OOM, ACL): the
     // reason is in the reply of the command that failed or in EXEC's.
     std::string why = exec.is_error() ? exec.str : "transaction aborted";
-    for (std::size_t i = 0; i + 1 < opsver_at - ops.size(); ++i)
+    for (std::size_t i = multi_at; i + 1 < opsver_at - ops.size(); ++i)
       if ((*replies)[i].is_error()) why = (*replies)[i].str;
     fail(why);
     return;
@@ -315,6 +356,15 @@ void FleetSync::round() {
     }
   for (auto& [k, o] : own_) o.dirty = false;
   pruned_.clear();
+  const RedisReply& held = (*replies)[self_at];
+  std::string other;
+  if (wrote_ && held.type == RedisReply::Type::kString && held.str != incarnation_) {
+    // Into a log line: Redis's bytes, bounded and printable.
+    for (char ch : held.str.substr(0, 64)) other += ch > ' ' && ch < 0x7f ? ch : '?';
+    if (other.empty()) other = "?";
+  }
+  note_duplicate(other, started);
+  wrote_ = true;
   std::uint64_t published = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const RedisReply& r = (*replies)[opsver_at - ops.size() + i];

@@ -23,6 +23,10 @@
 // and once nothing was read for a lease the controller gets an empty view
 // (local accounting) until Redis is back; a reconnect rewrites this
 // replica's whole service table.
+// Two processes with one replica id overwrite each other's P:r:R and each
+// sees only itself (both take the whole pool): each reads its own hash back
+// before writing it, and another incarnation there after this one wrote
+// means another live writer (a dead predecessor writes nothing after us).
 #pragma once
 
 #include <atomic>
@@ -91,6 +95,10 @@ struct FleetStatus {
   std::uint64_t commands = 0;  // sent to Redis so far
   std::uint64_t operations_published = 0;
   std::uint64_t operations_applied = 0;  // from other replicas
+  // Another process wrote under this replica's id within the last lease
+  // (the same redis.replicaId given to two replicas).
+  bool duplicate_id = false;
+  std::uint64_t duplicate_id_syncs = 0;  // syncs that found its state under this id
   std::vector<ReplicaStatus> replicas;
 };
 
@@ -142,6 +150,9 @@ class FleetSync {
   void run();
   void round();
   void fail(const std::string& message);
+  // After this replica's write: `other` is the incarnation its own hash held
+  // just before it (empty: none, or this one's, or not known to be live).
+  void note_duplicate(const std::string& other, std::chrono::steady_clock::time_point now);
 
   FleetOptions options_;
   Exchange exchange_;
@@ -155,6 +166,10 @@ class FleetSync {
   bool ever_read_ = false;
   std::chrono::steady_clock::time_point first_round_{};
   bool rounds_started_ = false;
+  bool wrote_ = false;  // this incarnation's state written on this connection
+  bool duplicate_ = false;
+  std::chrono::steady_clock::time_point duplicate_seen_{};
+  std::chrono::steady_clock::time_point duplicate_logged_{};
   flowcontrol::FleetInbound inbound_;
   std::unordered_map<std::string, Own> own_;
   std::vector<std::string> pruned_;

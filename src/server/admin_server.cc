@@ -360,6 +360,14 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
     m.sample("sluice_fleet_hold_overrides_total", {}, static_cast<double>(st.hold_overrides));
     m.family("sluice_fleet_redis_commands_total", "counter", "Commands sent to Redis.");
     m.sample("sluice_fleet_redis_commands_total", {}, static_cast<double>(st.commands));
+    m.family("sluice_fleet_duplicate_id", "gauge",
+             "1 while another process syncs under this replica's id (redis.replicaId "
+             "shared): neither counts the other's work.");
+    m.sample("sluice_fleet_duplicate_id", {}, st.duplicate_id ? 1 : 0);
+    m.family("sluice_fleet_duplicate_id_syncs_total", "counter",
+             "Syncs that found another process's state under this replica's id.");
+    m.sample("sluice_fleet_duplicate_id_syncs_total", {},
+             static_cast<double>(st.duplicate_id_syncs));
   }
   m.family("sluice_endpoint_in_flight", "gauge", "Requests sluice has in flight, by endpoint.");
   for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
@@ -869,6 +877,8 @@ void AdminServer::route(const std::string& method, const std::string& target,
              {"redisCommands", st.commands},
              {"operationsPublished", st.operations_published},
              {"operationsApplied", st.operations_applied},
+             {"duplicateId", st.duplicate_id},
+             {"duplicateIdSyncs", st.duplicate_id_syncs},
              {"replicas", std::move(replicas)}};
     return respond(Reply{200, out.dump(-1, ' ', false, kReplace)});
   }

@@ -196,6 +196,54 @@ TEST_F(FleetSyncTest, AStateThatNeverAdvancesStopsCountingAfterALease) {
   EXPECT_EQ((*r)[1].integer, 0) << "its id is tidied from the member set";
 }
 
+// Two processes given one replicaId (a fixed id in a ConfigMap shared by a
+// Deployment's pods): each overwrites the other's state and sees only
+// itself, so both take the whole pool. Each notices within two of its own
+// syncs once both have written (status and a warning), and the flag clears
+// a lease after the other stopped writing.
+TEST_F(FleetSyncTest, TwoProcessesWithOneReplicaIdNoticeEachOther) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  Replica a("gw-0", redis.socket(), 300ms), b("gw-0", redis.socket(), 300ms);
+  a.next.endpoints.push_back({"10.0.0.1:8000", 8, 0, 0});
+  b.next.endpoints.push_back({"10.0.0.1:8000", 8, 0, 0});
+  for (int i = 0; i < 2; ++i) {
+    a.sync->sync_once();
+    b.sync->sync_once();
+  }
+  EXPECT_TRUE(a.last().endpoints.empty()) << "the harm: a does not see b's work";
+  for (Replica* r : {&a, &b}) {
+    const FleetStatus st = r->sync->status();
+    EXPECT_TRUE(st.duplicate_id);
+    EXPECT_GE(st.duplicate_id_syncs, 1u);
+    ASSERT_FALSE(r->logs.empty());
+    EXPECT_EQ(r->logs[0].rfind("W ", 0), 0u) << r->logs[0];
+    EXPECT_NE(r->logs[0].find("'gw-0'"), std::string::npos) << r->logs[0];
+    EXPECT_NE(r->logs[0].find("replicaId"), std::string::npos) << r->logs[0];
+  }
+  // b is "killed": a's flag clears once a lease passes without another writer.
+  EXPECT_TRUE(until([&] { a.sync->sync_once(); }, [&] { return !a.sync->status().duplicate_id; }));
+  EXPECT_GE(a.sync->status().duplicate_id_syncs, 1u) << "the count stays";
+  EXPECT_EQ(a.logs.back().rfind("I ", 0), 0u) << a.logs.back();
+}
+
+// A process restarted under its id (a StatefulSet pod's name, a fixed id in
+// a script, hostname-1 in a container) finds its killed predecessor's state
+// before the lease ran out: nobody writes after it, so no duplicate.
+TEST_F(FleetSyncTest, ARestartUnderTheSameIdIsNotADuplicate) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  Replica before("gw-0", redis.socket(), 60s);
+  before.sync->sync_once();  // then "killed": never syncs again
+  Replica after("gw-0", redis.socket(), 60s);
+  for (int i = 0; i < 3; ++i) after.sync->sync_once();
+  const FleetStatus st = after.sync->status();
+  EXPECT_TRUE(st.connected);
+  EXPECT_FALSE(st.duplicate_id);
+  EXPECT_EQ(st.duplicate_id_syncs, 0u);
+  EXPECT_TRUE(after.logs.empty()) << after.logs[0];
+}
+
 TEST_F(FleetSyncTest, AReplicaThatStopsLeavesAtOnce) {
   RedisServer redis(dir_.path);
   ASSERT_TRUE(redis.start());
