@@ -175,7 +175,8 @@ TEST_F(FleetSyncTest, AStateThatNeverAdvancesStopsCountingAfterALease) {
       {{"SADD", "test:replicas", "ghost"},
        {"HSET", "test:r:ghost", "inc", "0123456789abcdef", "seq", "7", "at", std::to_string(now_ms),
         "addr", "ghost:8080", "svc", "0", "q", "0", "e:10.0.0.1:8000", "8 0 0"}}));
-  Replica a("a", redis.socket(), 300ms), b("b", redis.socket(), 300ms);
+  // A lease of a second: no pause between the first syncs outlasts it.
+  Replica a("a", redis.socket(), 1s), b("b", redis.socket(), 1s);
   a.next.endpoints.push_back({"10.0.0.2:8000", 1, 0, 0});
   a.sync->sync_once();
   b.sync->sync_once();
