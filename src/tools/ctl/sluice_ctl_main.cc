@@ -21,7 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include "tools/ctl/ctl_answers.h"
+
 namespace {
+
+namespace ctl = sluice::ctl;
 
 using json = nlohmann::json;
 
@@ -131,89 +135,6 @@ struct Client {
   }
 };
 
-// A refused call: the server's message, exit 1.
-[[noreturn]] void refused(const Reply& r) {
-  auto j = json::parse(r.body, nullptr, false);
-  std::string message = r.body;
-  std::string code;
-  if (!j.is_discarded() && j.is_object() && j.contains("error")) {
-    message = j["error"].value("message", r.body);
-    code = j["error"].value("code", "");
-  }
-  std::cerr << "sluice-ctl: " << r.status << (code.empty() ? "" : " " + code) << ": " << message
-            << "\n";
-  if (r.status == 401)
-    std::cerr << "sluice-ctl: give the admin token with --token-file FILE or SLUICE_ADMIN_TOKEN\n";
-  std::exit(1);
-}
-
-json expect_json(const Reply& r, std::initializer_list<int> ok = {200}) {
-  if (std::find(ok.begin(), ok.end(), r.status) == ok.end()) refused(r);
-  auto j = json::parse(r.body, nullptr, false);
-  if (j.is_discarded()) {
-    std::cerr << "sluice-ctl: the server's answer is not JSON: " << r.body << "\n";
-    std::exit(1);
-  }
-  return j;
-}
-
-// Left-aligned columns sized to their widest cell.
-void print_table(const std::vector<std::string>& header,
-                 const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width(header.size());
-  for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c)
-      width[c] = std::max(width[c], row[c].size());
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      out += cells[c];
-      if (c + 1 < cells.size()) out += std::string(width[c] - cells[c].size() + 2, ' ');
-    }
-    std::cout << out << "\n";
-  };
-  line(header);
-  for (const auto& r : rows) line(r);
-}
-
-std::string num(const json& v) {
-  if (v.is_null()) return "-";
-  if (v.is_number_integer() || v.is_number_unsigned()) return std::to_string(v.get<long long>());
-  if (v.is_number()) {
-    std::ostringstream os;
-    os << v.get<double>();
-    return os.str();
-  }
-  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
-  if (v.is_string()) return v.get<std::string>();
-  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string outcomes_cell(const json& outcomes) {
-  std::string out;
-  for (auto it = outcomes.begin(); it != outcomes.end(); ++it) {
-    if (!out.empty()) out += ",";
-    out += it.key() + "=" + num(it.value());
-  }
-  return out.empty() ? "-" : out;
-}
-
-void print_flows(const json& flows) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& f : flows) {
-    char age[32];
-    std::snprintf(age, sizeof age, "%.1fs", f.value("lastActiveMsAgo", 0.0) / 1000.0);
-    rows.push_back({num(f["id"]), num(f["priority"]), num(f["band"]), num(f["weight"]),
-                    num(f["queued"]), num(f["queuedBytes"]), num(f["inFlight"]),
-                    num(f["dispatched"]), outcomes_cell(f["outcomes"]), num(f["tokensCharged"]),
-                    age});
-  }
-  print_table({"ID", "PRIORITY", "BAND", "WEIGHT", "QUEUED", "BYTES", "IN-FLIGHT", "DISPATCHED",
-               "REJECTED/EVICTED", "TOKENS", "LAST-ACTIVE"},
-              rows);
-}
-
 // Parses "--name value" options after the positional arguments.
 struct Options {
   std::vector<std::pair<std::string, std::string>> values;
@@ -263,6 +184,13 @@ json number_option(const std::string& name, const std::string& text, bool intege
   if (text.empty() || *end != '\0' || errno)
     usage_error(name + " must be a number, got '" + text + "'");
   return v;
+}
+
+// Writes an answer's outcome out; returns its exit code.
+int emit(const ctl::Outcome& o) {
+  std::cout << o.out << std::flush;
+  std::cerr << o.err;
+  return o.exit_code;
 }
 
 }  // namespace
@@ -320,16 +248,14 @@ int main(int argc, char** argv) {
     if (i >= args.size()) usage_error(cmd + " needs " + what);
     return args[i];
   };
-  auto out_json = [](const json& j) { std::cout << j.dump(2) << "\n"; };
+  // Reads the answer to one request and writes out what it says.
+  auto answer = [&](ctl::Command command, const std::string& subject, const Reply& r) {
+    return emit(ctl::read_answer({command, subject, as_json}, r.status, r.body));
+  };
 
   if (cmd == "flows") {
     parse_options(args, 1, {});
-    auto j = expect_json(client.call("GET", "/admin/v1/flows"));
-    if (as_json)
-      out_json(j);
-    else
-      print_flows(j);
-    return 0;
+    return answer(ctl::Command::kFlows, "", client.call("GET", "/admin/v1/flows"));
   }
   if (cmd == "flow") {
     const std::string& sub = arg(1, "an ID, or set/reset ID");
@@ -342,56 +268,21 @@ int main(int argc, char** argv) {
       if (auto v = o.get("--max-queued"))
         body["maxQueued"] = number_option("--max-queued", *v, true);
       if (body.empty()) usage_error("flow set needs --weight, --priority or --max-queued");
-      auto j = expect_json(
-          client.call("PUT", "/admin/v1/flows/" + id,
-                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
-      if (as_json)
-        out_json(j);
-      else
-        std::cout << "flow " << id << " override: "
-                  << j["override"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                  << "\n";
-      return 0;
+      return answer(ctl::Command::kFlowSet, id,
+                    client.call("PUT", "/admin/v1/flows/" + id,
+                                body.dump(-1, ' ', false, json::error_handler_t::replace)));
     }
     if (sub == "reset") {
       const std::string& id = arg(2, "a flow ID");
       parse_options(args, 3, {});
-      auto j = expect_json(client.call("DELETE", "/admin/v1/flows/" + id));
-      if (as_json)
-        out_json(j);
-      else
-        std::cout << "flow " << id << ": overrides removed\n";
-      return 0;
+      return answer(ctl::Command::kFlowReset, id, client.call("DELETE", "/admin/v1/flows/" + id));
     }
     parse_options(args, 2, {});
-    auto j = expect_json(client.call("GET", "/admin/v1/flows/" + sub));
-    if (as_json) {
-      out_json(j);
-    } else {
-      std::cout << "flow " << sub << "  override: "
-                << j["override"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                << "\n";
-      print_flows(j["flows"]);
-    }
-    return 0;
+    return answer(ctl::Command::kFlow, sub, client.call("GET", "/admin/v1/flows/" + sub));
   }
   if (cmd == "bands") {
     parse_options(args, 1, {});
-    auto j = expect_json(client.call("GET", "/admin/v1/bands"));
-    if (as_json) {
-      out_json(j);
-      return 0;
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& b : j)
-      rows.push_back({num(b["priority"]), b["configured"].get<bool>() ? "configured" : "default",
-                      num(b["maxRequests"]), num(b["maxBytes"]), num(b["fairnessPolicy"]),
-                      num(b["orderingPolicy"]), num(b["antiStarvationShare"]), num(b["queued"]),
-                      num(b["queuedBytes"]), num(b["flows"])});
-    print_table({"PRIORITY", "SOURCE", "MAX-REQUESTS", "MAX-BYTES", "FAIRNESS", "ORDERING", "SHARE",
-                 "QUEUED", "BYTES", "FLOWS"},
-                rows);
-    return 0;
+    return answer(ctl::Command::kBands, "", client.call("GET", "/admin/v1/bands"));
   }
   if (cmd == "band") {
     const std::string& sub = arg(1, "set or delete");
@@ -407,114 +298,53 @@ int main(int argc, char** argv) {
       if (auto v = o.get("--ordering")) body["orderingPolicy"] = *v;
       if (auto v = o.get("--share"))
         body["antiStarvationShare"] = number_option("--share", *v, false);
-      auto j = expect_json(
-          client.call("PUT", "/admin/v1/bands/" + priority,
-                      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
-      if (as_json)
-        out_json(j);
-      else
-        std::cout << "band " << priority << ": "
-                  << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      return 0;
+      return answer(ctl::Command::kBandSet, priority,
+                    client.call("PUT", "/admin/v1/bands/" + priority,
+                                body.dump(-1, ' ', false, json::error_handler_t::replace)));
     }
     if (sub == "delete") {
       parse_options(args, 3, {});
-      auto j = expect_json(client.call("DELETE", "/admin/v1/bands/" + priority));
-      if (as_json)
-        out_json(j);
-      else
-        std::cout << "band " << priority << ": reverted to the default band\n";
-      return 0;
+      return answer(ctl::Command::kBandDelete, priority,
+                    client.call("DELETE", "/admin/v1/bands/" + priority));
     }
     usage_error("band takes set or delete");
   }
   if (cmd == "endpoints") {
     parse_options(args, 1, {});
-    auto j = expect_json(client.call("GET", "/admin/v1/endpoints"));
-    if (as_json) {
-      out_json(j);
-      return 0;
-    }
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& e : j) {
-      std::string labels;
-      for (auto it = e["labels"].begin(); it != e["labels"].end(); ++it)
-        labels += (labels.empty() ? "" : ",") + it.key() + "=" + num(it.value());
-      const auto& m = e["metrics"];
-      char age[32] = "-";
-      if (m.is_object()) std::snprintf(age, sizeof age, "%.0fms", m.value("ageMs", 0.0));
-      std::string health = e["removed"].get<bool>()   ? "removed"
-                           : e["healthy"].get<bool>() ? "healthy"
-                                                      : "down";
-      rows.push_back(
-          {num(e["address"]), num(e["engine"]), health, m.is_object() ? num(m["waiting"]) : "-",
-           m.is_object() ? num(m["running"]) : "-", m.is_object() ? num(m["kvCacheUsage"]) : "-",
-           age, num(e["inFlight"]), labels.empty() ? "-" : labels});
-    }
-    print_table({"ADDRESS", "ENGINE", "HEALTH", "WAITING", "RUNNING", "KV-CACHE", "METRICS-AGE",
-                 "IN-FLIGHT", "LABELS"},
-                rows);
-    return 0;
+    return answer(ctl::Command::kEndpoints, "", client.call("GET", "/admin/v1/endpoints"));
   }
   if (cmd == "reload") {
     parse_options(args, 1, {});
-    auto j = expect_json(client.call("POST", "/admin/v1/reload"));
-    if (as_json) {
-      out_json(j);
-      return 0;
-    }
-    std::cout << "reloaded";
-    if (j["applied"].empty())
-      std::cout << "; nothing changed";
-    else
-      std::cout << "; applied: "
-                << j["applied"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    std::cout << "\n";
-    if (!j["restartRequired"].empty())
-      std::cout << "changed but needs a restart: "
-                << j["restartRequired"].dump(-1, ' ', false,
-                                             nlohmann::json::error_handler_t::replace)
-                << "\n";
-    return 0;
+    return answer(ctl::Command::kReload, "", client.call("POST", "/admin/v1/reload"));
   }
   if (cmd == "drain") {
     if (args.size() > 1 && (args[1] == "status" || args[1] == "cancel")) {
       parse_options(args, 2, {});
-      auto j = expect_json(client.call(args[1] == "status" ? "GET" : "DELETE", "/admin/v1/drain"));
-      if (as_json)
-        out_json(j);
-      else
-        std::cout << num(j["state"]) << ": " << num(j["queued"]) << " queued, "
-                  << num(j["inFlight"]) << " in flight\n";
-      return 0;
+      if (args[1] == "status")
+        return answer(ctl::Command::kDrainStatus, "", client.call("GET", "/admin/v1/drain"));
+      return answer(ctl::Command::kDrainCancel, "", client.call("DELETE", "/admin/v1/drain"));
     }
     auto o = parse_options(args, 1, {"--timeout"}, {"--wait"});
     double timeout = 300;
     if (auto v = o.get("--timeout")) timeout = number_option("--timeout", *v, false).get<double>();
-    auto j = expect_json(client.call("POST", "/admin/v1/drain"), {200, 202});
+    auto read = [&](ctl::Command command, const Reply& r) {
+      return ctl::read_drain({command, "", as_json}, r.status, r.body);
+    };
+    auto d = read(ctl::Command::kDrain, client.call("POST", "/admin/v1/drain"));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-    while (o.flag("--wait") && j["state"] != "drained") {
+    while (d.outcome.exit_code == ctl::kExitDone && o.flag("--wait") && d.state != "drained") {
       if (std::chrono::steady_clock::now() >= deadline) {
-        std::cerr << "sluice-ctl: not drained after " << timeout << " s: " << num(j["queued"])
-                  << " queued, " << num(j["inFlight"]) << " in flight\n";
-        return 1;
+        std::cerr << "sluice-ctl: not drained after " << timeout << " s: " << d.counts << "\n";
+        return ctl::kExitRefused;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling a remote state
-      j = expect_json(client.call("GET", "/admin/v1/drain"));
+      d = read(ctl::Command::kDrainWait, client.call("GET", "/admin/v1/drain"));
     }
-    if (as_json)
-      out_json(j);
-    else
-      std::cout << num(j["state"]) << ": " << num(j["queued"]) << " queued, " << num(j["inFlight"])
-                << " in flight\n";
-    return 0;
+    return emit(d.outcome);
   }
   if (cmd == "metrics") {
     parse_options(args, 1, {});
-    auto r = client.call("GET", "/metrics");
-    if (r.status != 200) refused(r);
-    std::cout << r.body;
-    return 0;
+    return answer(ctl::Command::kMetrics, "", client.call("GET", "/metrics"));
   }
   usage_error("unknown command '" + cmd + "'");
 }

@@ -1,0 +1,66 @@
+// sluice-ctl's reading of the admin plane's answers: from one answer (HTTP
+// status and body bytes) to what the command prints and its exit code. No
+// socket and no process state here, so unit tests and the fuzzer
+// (test/fuzz/fuzz_ctl_answer.cc) drive it directly; sluice_ctl_main.cc sends
+// the request and writes the Outcome out.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace sluice::ctl {
+
+// sluice-ctl's exit codes (README, "sluice-ctl").
+inline constexpr int kExitDone = 0;
+inline constexpr int kExitRefused = 1;      // the server refused: its status and message
+inline constexpr int kExitUsage = 2;        // the command line is wrong
+inline constexpr int kExitUnreachable = 3;  // no connection, or no HTTP answer
+
+// The commands that read an answer; each names the request it answers.
+enum class Command {
+  kFlows,        // GET /admin/v1/flows
+  kFlow,         // GET /admin/v1/flows/ID
+  kFlowSet,      // PUT /admin/v1/flows/ID
+  kFlowReset,    // DELETE /admin/v1/flows/ID
+  kBands,        // GET /admin/v1/bands
+  kBandSet,      // PUT /admin/v1/bands/PRIORITY
+  kBandDelete,   // DELETE /admin/v1/bands/PRIORITY
+  kEndpoints,    // GET /admin/v1/endpoints
+  kReload,       // POST /admin/v1/reload
+  kDrain,        // POST /admin/v1/drain (200 drained, 202 draining)
+  kDrainWait,    // GET /admin/v1/drain, each poll of drain --wait
+  kDrainStatus,  // GET /admin/v1/drain
+  kDrainCancel,  // DELETE /admin/v1/drain
+  kMetrics,      // GET /metrics (Prometheus text, printed as it came)
+};
+inline constexpr int kCommandCount = static_cast<int>(Command::kMetrics) + 1;
+
+struct Request {
+  Command command = Command::kFlows;
+  std::string subject;   // the flow ID or band PRIORITY the command names; "" for the others
+  bool as_json = false;  // --json: the answer as indented JSON instead of a table or a line
+};
+
+// What sluice-ctl does with one answer.
+struct Outcome {
+  int exit_code = kExitDone;
+  std::string out;  // for stdout
+  std::string err;  // for stderr: whole lines, each starting with "sluice-ctl: "
+};
+
+// Reads one answer to `request`. Every byte sequence gives an Outcome.
+Outcome read_answer(const Request& request, int status, std::string_view body);
+
+// One answer of a drain (kDrain, kDrainWait, kDrainStatus, kDrainCancel)
+// read for drain --wait, which polls until the state is "drained".
+struct DrainProgress {
+  Outcome outcome;     // what to print if this answer is the last one
+  std::string state;   // "serving", "draining" or "drained"; "" unless outcome.exit_code is 0
+  std::string counts;  // "N queued, M in flight"
+};
+DrainProgress read_drain(const Request& request, int status, std::string_view body);
+
+// How the command is named in messages: "flows", "flow set tenant-a", "drain status".
+std::string command_name(const Request& request);
+
+}  // namespace sluice::ctl
