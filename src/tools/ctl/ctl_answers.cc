@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <initializer_list>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -11,41 +12,233 @@ namespace sluice::ctl {
 namespace {
 
 using json = nlohmann::json;
+constexpr auto kReplace = json::error_handler_t::replace;
 
-// A refused call: the server's message, exit 1.
-Outcome refused(int status, std::string_view body_view) {
-  const std::string body(body_view);
-  auto j = json::parse(body, nullptr, false);
-  std::string message = body;
-  std::string code;
-  if (!j.is_discarded() && j.is_object() && j.contains("error")) {
-    message = j["error"].value("message", body);
-    code = j["error"].value("code", "");
+// sluice's answers nest three levels (a flow's answer, its flows, their
+// outcomes). Deeper is nobody's admin answer, and refusing it keeps dump()
+// and copies, which recurse, far from the stack's end.
+constexpr int kMaxDepth = 64;
+// How much of an unreadable answer a message quotes, and of a refusal's
+// message: enough to recognise it, not a screenful.
+constexpr std::size_t kMaxQuoted = 200;
+constexpr std::size_t kMaxMessage = 1024;
+constexpr std::size_t kNoLimit = std::string::npos;
+
+// The length of the well-formed UTF-8 sequence at in[i] that a terminal
+// prints as a character, or 0: a stray byte, an overlong form, a surrogate,
+// or a C1 control (U+0080..U+009F, which some terminals obey as escapes).
+std::size_t printable_utf8(std::string_view in, std::size_t i) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(in[i + k]); };
+  const unsigned char lead = b(0);
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // the range of the byte after the lead
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    n = 2;
+    if (lead == 0xc2) lo = 0xa0;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    n = 3;
+    if (lead == 0xe0) lo = 0xa0;
+    if (lead == 0xed) hi = 0x9f;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    n = 4;
+    if (lead == 0xf0) lo = 0x90;
+    if (lead == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
   }
-  Outcome o;
-  o.exit_code = kExitRefused;
-  o.err = "sluice-ctl: " + std::to_string(status) + (code.empty() ? "" : " " + code) + ": " +
-          message + "\n";
-  if (status == 401)
-    o.err += "sluice-ctl: give the admin token with --token-file FILE or SLUICE_ADMIN_TOKEN\n";
-  return o;
+  if (in.size() - i < n || b(1) < lo || b(1) > hi) return 0;
+  for (std::size_t k = 2; k < n; ++k)
+    if (b(k) < 0x80 || b(k) > 0xbf) return 0;
+  return n;
 }
 
-// The answer as JSON, or the Outcome that ends the command.
-bool expect_json(int status, std::string_view body, std::initializer_list<int> ok, json& j,
-                 Outcome& failed) {
-  if (std::find(ok.begin(), ok.end(), status) == ok.end()) {
-    failed = refused(status, body);
-    return false;
+// Text from the admin plane made safe for a terminal: printable ASCII and
+// well-formed UTF-8 characters as they are, any other byte escaped (\n, \t,
+// \xNN). With a limit, the output stops near `limit` bytes and says how
+// long the input was.
+std::string printable(std::string_view in, std::size_t limit = kNoLimit) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < in.size()) {
+    if (out.size() >= limit) {
+      out += "... (" + std::to_string(in.size()) + " bytes)";
+      break;
+    }
+    const auto c = static_cast<unsigned char>(in[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c == '\n') {
+      out += "\\n", ++i;
+    } else if (c == '\r') {
+      out += "\\r", ++i;
+    } else if (c == '\t') {
+      out += "\\t", ++i;
+    } else if (std::size_t n = printable_utf8(in, i); n > 0) {
+      out.append(in.substr(i, n));
+      i += n;
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+      ++i;
+    }
   }
-  j = json::parse(body, nullptr, false);
-  if (j.is_discarded()) {
-    failed.exit_code = kExitRefused;
-    failed.err = "sluice-ctl: the server's answer is not JSON: " + std::string(body) + "\n";
-    return false;
-  }
-  return true;
+  return out;
 }
+
+std::string compact(const json& v) { return v.dump(-1, ' ', false, kReplace); }
+
+// "a string: \"x\"", "an array: [1,2]": what an answer held where sluice-ctl
+// expected something else; nullptr is an absent field.
+std::string described(const json* v) {
+  if (v == nullptr) return "nothing (no such field)";
+  const char* kind = "a value";
+  switch (v->type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      kind = "an object";
+      break;
+    case json::value_t::array:
+      kind = "an array";
+      break;
+    case json::value_t::string:
+      kind = "a string";
+      break;
+    case json::value_t::boolean:
+      kind = "a boolean";
+      break;
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float:
+      kind = "a number";
+      break;
+    case json::value_t::binary:
+    case json::value_t::discarded:
+      break;
+  }
+  // ASCII only: whatever the answer holds, the message cannot move a cursor.
+  return std::string(kind) + ": " + printable(v->dump(-1, ' ', true, kReplace), kMaxQuoted);
+}
+
+// A place in an answer, written the way jq names it: ".flows[0].id".
+std::string member_path(const std::string& path, std::string_view key) {
+  return path + "." + printable(key, kMaxQuoted);
+}
+std::string element_path(const std::string& path, std::size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+// A number as the tables always showed it: integers whole, others as
+// iostream prints a double.
+std::string number_text(const json& v) {
+  // Unsigned first: get_ptr to number_integer_t also answers for unsigned
+  // values, whose bits it would read as signed.
+  if (const auto* u = v.get_ptr<const json::number_unsigned_t*>()) return std::to_string(*u);
+  if (const auto* i = v.get_ptr<const json::number_integer_t*>()) return std::to_string(*i);
+  std::ostringstream os;
+  if (const auto* d = v.get_ptr<const json::number_float_t*>()) os << *d;
+  return os.str();
+}
+
+double number_value(const json& v) {
+  if (const auto* u = v.get_ptr<const json::number_unsigned_t*>()) return static_cast<double>(*u);
+  if (const auto* i = v.get_ptr<const json::number_integer_t*>()) return static_cast<double>(*i);
+  if (const auto* d = v.get_ptr<const json::number_float_t*>()) return *d;
+  return 0;
+}
+
+// printf of one double, however many characters it takes (1e300 ms too).
+std::string formatted(const char* format, double v) {
+  const int n = std::snprintf(nullptr, 0, format, v);
+  if (n <= 0) return "-";
+  std::string s(static_cast<std::size_t>(n) + 1, '\0');
+  std::snprintf(s.data(), s.size(), format, v);
+  s.resize(static_cast<std::size_t>(n));
+  return s;
+}
+
+// A member of an object; nullptr when absent (or when the object is not
+// there, because a mismatch was already found above it).
+const json* member(const json::object_t* o, const char* key) {
+  if (o == nullptr) return nullptr;
+  const auto it = o->find(key);
+  return it == o->end() ? nullptr : &it->second;
+}
+
+// The one conversion layer between an answer and what sluice-ctl prints:
+// every value is read through it and none of its reads can throw. The first
+// value that is not what sluice-ctl expects is kept (where, what was
+// expected, what was there) and the reads go on with empty values, so a
+// renderer reads top to bottom and the caller checks ok() once at the end.
+// A field that is absent or null reads as "-" in a table, as it always did;
+// a field of another type is a mismatch.
+class Reader {
+ public:
+  bool ok() const { return !mismatch_; }
+  const std::string& mismatch() const { return *mismatch_; }
+
+  const json::object_t* object(const json* v, const std::string& path) {
+    if (v != nullptr)
+      if (const auto* o = v->get_ptr<const json::object_t*>()) return o;
+    expected(path, "a JSON object", v);
+    return nullptr;
+  }
+  const json::array_t* array(const json* v, const std::string& path) {
+    if (v != nullptr)
+      if (const auto* a = v->get_ptr<const json::array_t*>()) return a;
+    expected(path, "a JSON array", v);
+    return nullptr;
+  }
+  // An object or array that may be absent or null: then nullptr, no mismatch.
+  const json::object_t* optional_object(const json* v, const std::string& path) {
+    return absent(v) ? nullptr : object(v, path);
+  }
+  const json::array_t* optional_array(const json* v, const std::string& path) {
+    return absent(v) ? nullptr : array(v, path);
+  }
+  bool boolean(const json* v, const std::string& path) {
+    if (v != nullptr)
+      if (const auto* b = v->get_ptr<const json::boolean_t*>()) return *b;
+    expected(path, "a boolean", v);
+    return false;
+  }
+  // The string itself, unescaped (for comparisons); "" on a mismatch.
+  std::string text(const json* v, const std::string& path) {
+    if (v != nullptr)
+      if (const auto* s = v->get_ptr<const json::string_t*>()) return *s;
+    expected(path, "a string", v);
+    return "";
+  }
+  std::string number_cell(const json* v, const std::string& path) {
+    if (absent(v)) return "-";
+    if (v->is_number()) return number_text(*v);
+    expected(path, "a number", v);
+    return "";
+  }
+  std::string string_cell(const json* v, const std::string& path) {
+    if (absent(v)) return "-";
+    if (const auto* s = v->get_ptr<const json::string_t*>()) return printable(*s);
+    expected(path, "a string", v);
+    return "";
+  }
+  double number_or(const json* v, double fallback, const std::string& path) {
+    if (absent(v)) return fallback;
+    if (v->is_number()) return number_value(*v);
+    expected(path, "a number", v);
+    return fallback;
+  }
+
+ private:
+  static bool absent(const json* v) { return v == nullptr || v->is_null(); }
+  void expected(const std::string& path, const char* what, const json* got) {
+    if (mismatch_) return;
+    mismatch_ = (path.empty() ? "" : (path[0] == '[' ? "." : "") + path + ": ") + "expected " +
+                what + ", got " + described(got);
+  }
+  std::optional<std::string> mismatch_;
+};
 
 // Left-aligned columns sized to their widest cell.
 std::string table(const std::vector<std::string>& header,
@@ -68,90 +261,208 @@ std::string table(const std::vector<std::string>& header,
   return out;
 }
 
-std::string num(const json& v) {
-  if (v.is_null()) return "-";
-  if (v.is_number_integer() || v.is_number_unsigned()) return std::to_string(v.get<long long>());
-  if (v.is_number()) {
-    std::ostringstream os;
-    os << v.get<double>();
-    return os.str();
-  }
-  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
-  if (v.is_string()) return v.get<std::string>();
-  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+// Each renderer reads what its command prints from the parsed answer.
+using Renderer = std::function<std::string(Reader&, const json&)>;
 
-std::string outcomes_cell(const json& outcomes) {
-  std::string out;
-  for (auto it = outcomes.begin(); it != outcomes.end(); ++it) {
-    if (!out.empty()) out += ",";
-    out += it.key() + "=" + num(it.value());
-  }
-  return out.empty() ? "-" : out;
-}
-
-std::string flows_table(const json& flows) {
+// A list of flows (GET /admin/v1/flows, and the flows of one id).
+std::string flows_table(Reader& r, const json::array_t* flows, const std::string& path) {
   std::vector<std::vector<std::string>> rows;
-  for (const auto& f : flows) {
-    char age[32];
-    std::snprintf(age, sizeof age, "%.1fs", f.value("lastActiveMsAgo", 0.0) / 1000.0);
-    rows.push_back({num(f["id"]), num(f["priority"]), num(f["band"]), num(f["weight"]),
-                    num(f["queued"]), num(f["queuedBytes"]), num(f["inFlight"]),
-                    num(f["dispatched"]), outcomes_cell(f["outcomes"]), num(f["tokensCharged"]),
-                    age});
+  for (std::size_t i = 0; flows != nullptr && i < flows->size(); ++i) {
+    const std::string at = element_path(path, i);
+    const json::object_t* f = r.object(&(*flows)[i], at);
+    auto cell = [&](const char* key) {
+      return r.number_cell(member(f, key), member_path(at, key));
+    };
+    std::string outcomes;
+    const std::string outcomes_at = member_path(at, "outcomes");
+    if (const auto* o = r.optional_object(member(f, "outcomes"), outcomes_at))
+      for (const auto& [reason, n] : *o)
+        outcomes += (outcomes.empty() ? "" : ",") + printable(reason) + "=" +
+                    r.number_cell(&n, member_path(outcomes_at, reason));
+    const double age_ms =
+        r.number_or(member(f, "lastActiveMsAgo"), 0.0, member_path(at, "lastActiveMsAgo"));
+    rows.push_back({r.string_cell(member(f, "id"), member_path(at, "id")), cell("priority"),
+                    cell("band"), cell("weight"), cell("queued"), cell("queuedBytes"),
+                    cell("inFlight"), cell("dispatched"), outcomes.empty() ? "-" : outcomes,
+                    cell("tokensCharged"), formatted("%.1fs", age_ms / 1000.0)});
   }
   return table({"ID", "PRIORITY", "BAND", "WEIGHT", "QUEUED", "BYTES", "IN-FLIGHT", "DISPATCHED",
                 "REJECTED/EVICTED", "TOKENS", "LAST-ACTIVE"},
                rows);
 }
 
-std::string bands_table(json& j) {
+std::string bands_table(Reader& r, const json& answer) {
   std::vector<std::vector<std::string>> rows;
-  for (auto& b : j)
-    rows.push_back({num(b["priority"]), b["configured"].get<bool>() ? "configured" : "default",
-                    num(b["maxRequests"]), num(b["maxBytes"]), num(b["fairnessPolicy"]),
-                    num(b["orderingPolicy"]), num(b["antiStarvationShare"]), num(b["queued"]),
-                    num(b["queuedBytes"]), num(b["flows"])});
+  const json::array_t* bands = r.array(&answer, "");
+  for (std::size_t i = 0; bands != nullptr && i < bands->size(); ++i) {
+    const std::string at = element_path("", i);
+    const json::object_t* b = r.object(&(*bands)[i], at);
+    auto cell = [&](const char* key) {
+      return r.number_cell(member(b, key), member_path(at, key));
+    };
+    auto name = [&](const char* key) {
+      return r.string_cell(member(b, key), member_path(at, key));
+    };
+    const bool configured = r.boolean(member(b, "configured"), member_path(at, "configured"));
+    rows.push_back({cell("priority"), configured ? "configured" : "default", cell("maxRequests"),
+                    cell("maxBytes"), name("fairnessPolicy"), name("orderingPolicy"),
+                    cell("antiStarvationShare"), cell("queued"), cell("queuedBytes"),
+                    cell("flows")});
+  }
   return table({"PRIORITY", "SOURCE", "MAX-REQUESTS", "MAX-BYTES", "FAIRNESS", "ORDERING", "SHARE",
                 "QUEUED", "BYTES", "FLOWS"},
                rows);
 }
 
-std::string endpoints_table(json& j) {
+std::string endpoints_table(Reader& r, const json& answer) {
   std::vector<std::vector<std::string>> rows;
-  for (auto& e : j) {
+  const json::array_t* endpoints = r.array(&answer, "");
+  for (std::size_t i = 0; endpoints != nullptr && i < endpoints->size(); ++i) {
+    const std::string at = element_path("", i);
+    const json::object_t* e = r.object(&(*endpoints)[i], at);
     std::string labels;
-    for (auto it = e["labels"].begin(); it != e["labels"].end(); ++it)
-      labels += (labels.empty() ? "" : ",") + it.key() + "=" + num(it.value());
-    auto& m = e["metrics"];
-    char age[32] = "-";
-    if (m.is_object()) std::snprintf(age, sizeof age, "%.0fms", m.value("ageMs", 0.0));
-    std::string health = e["removed"].get<bool>()   ? "removed"
-                         : e["healthy"].get<bool>() ? "healthy"
-                                                    : "down";
-    rows.push_back(
-        {num(e["address"]), num(e["engine"]), health, m.is_object() ? num(m["waiting"]) : "-",
-         m.is_object() ? num(m["running"]) : "-", m.is_object() ? num(m["kvCacheUsage"]) : "-", age,
-         num(e["inFlight"]), labels.empty() ? "-" : labels});
+    const std::string labels_at = member_path(at, "labels");
+    if (const auto* l = r.optional_object(member(e, "labels"), labels_at))
+      for (const auto& [name, value] : *l)
+        labels += (labels.empty() ? "" : ",") + printable(name) + "=" +
+                  r.string_cell(&value, member_path(labels_at, name));
+    // null until the first scrape.
+    const std::string metrics_at = member_path(at, "metrics");
+    const json::object_t* m = r.optional_object(member(e, "metrics"), metrics_at);
+    auto metric = [&](const char* key) {
+      return m ? r.number_cell(member(m, key), member_path(metrics_at, key)) : "-";
+    };
+    const std::string age = m ? formatted("%.0fms", r.number_or(member(m, "ageMs"), 0.0,
+                                                                member_path(metrics_at, "ageMs")))
+                              : "-";
+    const bool removed = r.boolean(member(e, "removed"), member_path(at, "removed"));
+    const bool healthy = r.boolean(member(e, "healthy"), member_path(at, "healthy"));
+    rows.push_back({r.string_cell(member(e, "address"), member_path(at, "address")),
+                    r.string_cell(member(e, "engine"), member_path(at, "engine")),
+                    removed   ? "removed"
+                    : healthy ? "healthy"
+                              : "down",
+                    metric("waiting"), metric("running"), metric("kvCacheUsage"), age,
+                    r.number_cell(member(e, "inFlight"), member_path(at, "inFlight")),
+                    labels.empty() ? "-" : labels});
   }
   return table({"ADDRESS", "ENGINE", "HEALTH", "WAITING", "RUNNING", "KV-CACHE", "METRICS-AGE",
                 "IN-FLIGHT", "LABELS"},
                rows);
 }
 
-std::string reload_lines(json& j) {
+std::string reload_lines(Reader& r, const json& answer) {
+  const json::object_t* o = r.object(&answer, "");
+  // Absent or empty: nothing in that list.
+  const json::array_t* applied = r.optional_array(member(o, "applied"), ".applied");
+  const json::array_t* restart = r.optional_array(member(o, "restartRequired"), ".restartRequired");
   std::string out = "reloaded";
-  if (j["applied"].empty())
+  if (applied == nullptr || applied->empty())
     out += "; nothing changed";
   else
-    out +=
-        "; applied: " + j["applied"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += "; applied: " + compact(*member(o, "applied"));
   out += "\n";
-  if (!j["restartRequired"].empty())
-    out += "changed but needs a restart: " +
-           j["restartRequired"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-           "\n";
+  if (restart != nullptr && !restart->empty())
+    out += "changed but needs a restart: " + compact(*member(o, "restartRequired")) + "\n";
   return out;
+}
+
+// The parsed answer, or why there is none.
+struct Parsed {
+  json value;
+  std::string problem;  // "" when value is the answer
+};
+
+Parsed parse(std::string_view body) {
+  Parsed p;
+  bool too_deep = false;
+  // The callback only sees depths; nlohmann's parser keeps its own stack on
+  // the heap, so a deep answer is read without recursion and then refused.
+  const json::parser_callback_t depth_check = [&too_deep](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxDepth) too_deep = true;
+    return !too_deep;
+  };
+  p.value = json::parse(body.begin(), body.end(), depth_check, /*allow_exceptions=*/false);
+  const std::string size = " (" + std::to_string(body.size()) + " bytes): ";
+  if (body.empty())
+    p.problem = "an empty answer";
+  else if (too_deep)
+    p.problem = "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels" + size +
+                printable(body, kMaxQuoted);
+  else if (p.value.is_discarded())
+    p.problem = "an answer that is not JSON" + size + printable(body, kMaxQuoted);
+  return p;
+}
+
+Outcome unreadable(const Request& request, const std::string& why) {
+  Outcome o;
+  o.exit_code = kExitUnreadable;
+  o.err = "sluice-ctl: " + printable(command_name(request), kMaxQuoted) + ": " + why + "\n";
+  return o;
+}
+
+// A refused call: the server's status, code and message, exit 1. The body
+// is sluice's {"error":{"code","message"}} or anything else a server in the
+// way answered (a proxy's HTML page): then the body is the message.
+Outcome refused(int status, std::string_view body) {
+  std::string message = printable(body, kMaxMessage);
+  std::string code;
+  const Parsed p = parse(body);
+  if (p.problem.empty()) {
+    const json* e = member(p.value.get_ptr<const json::object_t*>(), "error");
+    const json::object_t* error = e ? e->get_ptr<const json::object_t*>() : nullptr;
+    if (const json* m = member(error, "message"))
+      if (const auto* s = m->get_ptr<const json::string_t*>()) message = printable(*s, kMaxMessage);
+    if (const json* c = member(error, "code"))
+      if (const auto* s = c->get_ptr<const json::string_t*>()) code = printable(*s, kMaxQuoted);
+  }
+  Outcome o;
+  o.exit_code = kExitRefused;
+  o.err = "sluice-ctl: " + std::to_string(status) + (code.empty() ? "" : " " + code) + ": " +
+          message + "\n";
+  if (status == 401)
+    o.err += "sluice-ctl: give the admin token with --token-file FILE or SLUICE_ADMIN_TOKEN\n";
+  return o;
+}
+
+// The statuses that carry the answer; any other is a refusal.
+bool accepted(const Request& request, int status) {
+  // POST /admin/v1/drain answers 202 while requests are still in flight.
+  return status == 200 || (request.command == Command::kDrain && status == 202);
+}
+
+// Reads an answer with `render`: refused, unreadable, or what it prints
+// (--json: the answer itself, indented, once it has the expected shape).
+Outcome read_with(const Request& request, int status, std::string_view body,
+                  const Renderer& render) {
+  if (!accepted(request, status)) return refused(status, body);
+  const Parsed p = parse(body);
+  const char* expected = request.command == Command::kFlows || request.command == Command::kBands ||
+                                 request.command == Command::kEndpoints
+                             ? "a JSON array"
+                             : "a JSON object";
+  if (!p.problem.empty())
+    return unreadable(request, std::string("expected ") + expected + ", got " + p.problem);
+  Reader r;
+  std::string text = render(r, p.value);
+  if (!r.ok()) return unreadable(request, r.mismatch());
+  Outcome o;
+  o.out = request.as_json ? p.value.dump(2, ' ', false, kReplace) + "\n" : std::move(text);
+  return o;
+}
+
+struct Drain {
+  std::string state;   // as the answer has it
+  std::string counts;  // "N queued, M in flight"
+};
+
+Drain read_drain_state(Reader& r, const json& answer) {
+  const json::object_t* o = r.object(&answer, "");
+  Drain d;
+  d.state = r.text(member(o, "state"), ".state");
+  d.counts = r.number_cell(member(o, "queued"), ".queued") + " queued, " +
+             r.number_cell(member(o, "inFlight"), ".inFlight") + " in flight";
+  return d;
 }
 
 }  // namespace
@@ -192,79 +503,79 @@ std::string command_name(const Request& request) {
 
 DrainProgress read_drain(const Request& request, int status, std::string_view body) {
   DrainProgress p;
-  json j;
-  // POST answers 202 while draining; the others answer 200.
-  const bool ok = request.command == Command::kDrain
-                      ? expect_json(status, body, {200, 202}, j, p.outcome)
-                      : expect_json(status, body, {200}, j, p.outcome);
-  if (!ok) return p;
-  p.state = j["state"] == "drained" ? "drained" : num(j["state"]);
-  p.counts = num(j["queued"]) + " queued, " + num(j["inFlight"]) + " in flight";
-  p.outcome.out = request.as_json ? j.dump(2) + "\n"
-                                  : num(j["state"]) + ": " + num(j["queued"]) + " queued, " +
-                                        num(j["inFlight"]) + " in flight\n";
+  Drain d;
+  p.outcome = read_with(request, status, body, [&d](Reader& r, const json& answer) {
+    d = read_drain_state(r, answer);
+    return printable(d.state) + ": " + d.counts + "\n";
+  });
+  if (p.outcome.exit_code == kExitDone) {
+    p.state = std::move(d.state);
+    p.counts = std::move(d.counts);
+  }
   return p;
 }
 
 Outcome read_answer(const Request& request, int status, std::string_view body) {
-  const std::string& subject = request.subject;
+  // Subjects come from the command line; escaped all the same, as they are
+  // echoed next to what the server said.
+  const std::string subject = printable(request.subject);
   switch (request.command) {
+    case Command::kFlows:
+      return read_with(request, status, body, [](Reader& r, const json& answer) {
+        return flows_table(r, r.array(&answer, ""), "");
+      });
+    case Command::kFlow:
+      return read_with(request, status, body, [&](Reader& r, const json& answer) {
+        const json::object_t* o = r.object(&answer, "");
+        const json::object_t* ov = r.object(member(o, "override"), ".override");
+        const json::array_t* flows = r.optional_array(member(o, "flows"), ".flows");
+        std::string head = "flow " + subject +
+                           "  override: " + (ov ? compact(*member(o, "override")) : std::string()) +
+                           "\n";
+        return head + flows_table(r, flows, ".flows");
+      });
+    case Command::kFlowSet:
+      return read_with(request, status, body, [&](Reader& r, const json& answer) {
+        const json::object_t* o = r.object(&answer, "");
+        const json::object_t* ov = r.object(member(o, "override"), ".override");
+        return "flow " + subject +
+               " override: " + (ov ? compact(*member(o, "override")) : std::string()) + "\n";
+      });
+    case Command::kFlowReset:
+      return read_with(request, status, body, [&](Reader& r, const json& answer) {
+        r.object(&answer, "");
+        return "flow " + subject + ": overrides removed\n";
+      });
+    case Command::kBands:
+      return read_with(request, status, body, bands_table);
+    case Command::kBandSet:
+      return read_with(request, status, body, [&](Reader& r, const json& answer) {
+        r.object(&answer, "");
+        return "band " + subject + ": " + compact(answer) + "\n";
+      });
+    case Command::kBandDelete:
+      return read_with(request, status, body, [&](Reader& r, const json& answer) {
+        r.object(&answer, "");
+        return "band " + subject + ": reverted to the default band\n";
+      });
+    case Command::kEndpoints:
+      return read_with(request, status, body, endpoints_table);
+    case Command::kReload:
+      return read_with(request, status, body, reload_lines);
     case Command::kDrain:
     case Command::kDrainWait:
     case Command::kDrainStatus:
     case Command::kDrainCancel:
       return read_drain(request, status, body).outcome;
     case Command::kMetrics: {
+      // Prometheus text, for a person or a pipe: printed as it came.
       if (status != 200) return refused(status, body);
       Outcome o;
       o.out = std::string(body);
       return o;
     }
-    default:
-      break;
   }
-  Outcome o;
-  json j;
-  if (!expect_json(status, body, {200}, j, o)) return o;
-  if (request.as_json) {
-    o.out = j.dump(2) + "\n";
-    return o;
-  }
-  const auto replace = nlohmann::json::error_handler_t::replace;
-  switch (request.command) {
-    case Command::kFlows:
-      o.out = flows_table(j);
-      break;
-    case Command::kFlow:
-      o.out = "flow " + subject + "  override: " + j["override"].dump(-1, ' ', false, replace) +
-              "\n" + flows_table(j["flows"]);
-      break;
-    case Command::kFlowSet:
-      o.out =
-          "flow " + subject + " override: " + j["override"].dump(-1, ' ', false, replace) + "\n";
-      break;
-    case Command::kFlowReset:
-      o.out = "flow " + subject + ": overrides removed\n";
-      break;
-    case Command::kBands:
-      o.out = bands_table(j);
-      break;
-    case Command::kBandSet:
-      o.out = "band " + subject + ": " + j.dump(-1, ' ', false, replace) + "\n";
-      break;
-    case Command::kBandDelete:
-      o.out = "band " + subject + ": reverted to the default band\n";
-      break;
-    case Command::kEndpoints:
-      o.out = endpoints_table(j);
-      break;
-    case Command::kReload:
-      o.out = reload_lines(j);
-      break;
-    default:
-      break;
-  }
-  return o;
+  return unreadable(request, "no such command");
 }
 
 }  // namespace sluice::ctl

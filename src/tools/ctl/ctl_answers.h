@@ -15,6 +15,9 @@ inline constexpr int kExitDone = 0;
 inline constexpr int kExitRefused = 1;      // the server refused: its status and message
 inline constexpr int kExitUsage = 2;        // the command line is wrong
 inline constexpr int kExitUnreachable = 3;  // no connection, or no HTTP answer
+// The admin plane answered (2xx) with what sluice-ctl cannot read: not JSON,
+// or JSON of another shape (another service on that port, another version).
+inline constexpr int kExitUnreadable = 4;
 
 // The commands that read an answer; each names the request it answers.
 enum class Command {
@@ -48,7 +51,10 @@ struct Outcome {
   std::string err;  // for stderr: whole lines, each starting with "sluice-ctl: "
 };
 
-// Reads one answer to `request`. Every byte sequence gives an Outcome.
+// Reads one answer to `request`. Any status and any body bytes give an
+// Outcome: nothing throws, and what is printed of the answer is escaped
+// (control bytes, invalid UTF-8) and, in messages, cut short. Well-formed
+// answers print as they always did.
 Outcome read_answer(const Request& request, int status, std::string_view body);
 
 // One answer of a drain (kDrain, kDrainWait, kDrainStatus, kDrainCancel)

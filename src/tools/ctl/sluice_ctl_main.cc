@@ -1,6 +1,7 @@
 // sluice-ctl: the operator's command-line client for sluice's admin plane.
-// Tables for people, --json for scripts. Exit codes: 0 done, 1 the server
-// refused (its message is printed), 2 usage, 3 the admin plane is unreachable.
+// Tables for people, --json for scripts. Exit codes (ctl_answers.h): 0 done,
+// 1 the server refused (its message is printed), 2 usage, 3 the admin plane
+// is unreachable, 4 its answer is not what sluice-ctl can read.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -55,8 +56,13 @@ The admin address defaults to $SLUICE_ADMIN or 127.0.0.1:9090; the token to
 
 [[noreturn]] void usage_error(const std::string& what) {
   std::cerr << "sluice-ctl: " << what << "\n" << kUsage;
-  std::exit(2);
+  std::exit(ctl::kExitUsage);
 }
+
+// Admin answers are a few hundred KiB at most (the flows list defaults to
+// 1000 flows); a server that sends more than this is not the admin plane,
+// and what it sends is not kept in memory.
+constexpr std::size_t kMaxAnswerBytes = std::size_t{64} << 20;
 
 struct Reply {
   int status = 0;
@@ -116,13 +122,22 @@ struct Client {
       }
       if (n == 0) break;
       raw.append(buf, static_cast<std::size_t>(n));
+      if (raw.size() > kMaxAnswerBytes) {
+        // Far beyond any admin answer: not something to hold in memory.
+        close(fd);
+        std::cerr << "sluice-ctl: the answer from " << host << ":" << port
+                  << " is larger than 64 MiB\n";
+        std::exit(ctl::kExitUnreadable);
+      }
     }
     close(fd);
     Reply r;
     const auto head_end = raw.find("\r\n\r\n");
-    if (raw.compare(0, 9, "HTTP/1.1 ") != 0 || head_end == std::string::npos)
+    auto digit = [&](std::size_t i) { return raw.size() > i && raw[i] >= '0' && raw[i] <= '9'; };
+    if (raw.compare(0, 9, "HTTP/1.1 ") != 0 || head_end == std::string::npos || !digit(9) ||
+        !digit(10) || !digit(11))
       unreachable("not an HTTP answer");
-    r.status = std::atoi(raw.c_str() + 9);
+    r.status = (raw[9] - '0') * 100 + (raw[10] - '0') * 10 + (raw[11] - '0');
     r.body = raw.substr(head_end + 4);
     // The admin plane answers with Content-Length; chunked is not used.
     return r;
@@ -131,7 +146,7 @@ struct Client {
   [[noreturn]] void unreachable(const std::string& why) const {
     std::cerr << "sluice-ctl: cannot reach the admin plane at " << host << ":" << port << ": "
               << why << "\n";
-    std::exit(3);
+    std::exit(ctl::kExitUnreachable);
   }
 };
 
