@@ -87,7 +87,9 @@ std::string printable(std::string_view in, std::size_t limit = kNoLimit) {
   return out;
 }
 
-std::string compact(const json& v) { return v.dump(-1, ' ', false, kReplace); }
+// A part of the answer on one line, as JSON (dump escapes C0 controls; DEL
+// and C1 controls it leaves, so they are escaped here too).
+std::string compact(const json& v) { return printable(v.dump(-1, ' ', false, kReplace)); }
 
 // "a string: \"x\"", "an array: [1,2]": what an answer held where sluice-ctl
 // expected something else; nullptr is an absent field.

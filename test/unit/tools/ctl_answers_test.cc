@@ -501,6 +501,9 @@ TEST(CtlAnswers, CellsAreEscapedForTheTerminal) {
   expect_unreadable(m,
                     "sluice-ctl: drain status: .queued: expected a number, got a string: "
                     "\"\\u202e\"\n");
+  // JSON on a line: dump escapes C0 controls, not DEL or C1 ones.
+  EXPECT_EQ(read(Command::kBandSet, "{\"p\":\"\\u007f\\u0085\\u0001\"}").out,
+            "band 10: {\"p\":\"\\x7f\\xc2\\x85\\u0001\"}\n");
   EXPECT_EQ(read(Command::kDrainStatus, "{\"state\":\"dr\\u0007ained\"}").out,
             "dr\\x07ained: - queued, - in flight\n");
 }
