@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 all_targets=(fuzz_request fuzz_response fuzz_config fuzz_endpoints_file fuzz_prometheus
-  fuzz_scenario fuzz_json_render fuzz_admin_body fuzz_flow_control)
+  fuzz_scenario fuzz_json_render fuzz_admin_body fuzz_ctl_answer fuzz_flow_control)
 
 smoke=0
 build_it=1
@@ -57,6 +57,7 @@ dict_of() {
     fuzz_request | fuzz_response) echo test/fuzz/dict/http.dict ;;
     fuzz_config | fuzz_endpoints_file | fuzz_scenario) echo test/fuzz/dict/yaml.dict ;;
     fuzz_prometheus) echo test/fuzz/dict/prometheus.dict ;;
+    fuzz_ctl_answer) echo test/fuzz/dict/json.dict ;;
   esac
 }
 
