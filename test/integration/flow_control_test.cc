@@ -23,16 +23,29 @@ TEST(FlowControl, ClientsLeavingWhileQueuedNeverReachTheEndpoint) {
   auto mock = start_mock({"--decode-ms-per-token", "10"});
   TempFile cfg(fc_config(mock->address(), 1, "round-robin-fairness-policy"));
   auto sluice = start_sluice(cfg);
+  const std::string queued =
+      "inference_extension_flow_control_queue_size{fairness_id=\"default-flow\",priority=\"0\"}";
   {
     Occupier busy(sluice->port(), *mock);
+    std::vector<std::unique_ptr<RawConnection>> waiting;
     for (int i = 0; i < 5; ++i) {
-      RawConnection raw(kHost, sluice->port());
+      waiting.push_back(std::make_unique<RawConnection>(kHost, sluice->port()));
       std::string body = completion_body(5);
-      raw.send(
+      ASSERT_TRUE(waiting.back()->send(
           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
           "Content-Length: " +
-          std::to_string(body.size()) + "\r\n\r\n" + body);
-    }  // each connection closes here, while its request waits
+          std::to_string(body.size()) + "\r\n\r\n" + body));
+    }
+    // All five are queued behind the occupier before their clients leave.
+    ASSERT_TRUE(
+        eventually([&] { return scrape_metric(kHost, sluice->admin_port(), queued) == 5; }));
+    waiting.clear();  // each connection closes here, while its request waits
+    // Each leaves the queue as its client goes, before the slot frees.
+    EXPECT_TRUE(eventually([&] {
+      return scrape_metric(kHost, sluice->admin_port(), queued) == 0 &&
+             scrape_metric(kHost, sluice->admin_port(),
+                           "sluice_requests_total{outcome=\"client-closed\"}") == 5;
+    }));
   }
   // The occupier finished; one more request goes through.
   HttpClient c(kHost, sluice->port());

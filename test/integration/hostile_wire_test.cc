@@ -84,17 +84,26 @@ TEST(HostileWire, SmugglingShapesAreRefusedAndWhatHidesBehindThemNeverRuns) {
     bool closed = false;
     const std::string text = raw.read_until_close(5000ms, &closed);
     const int status = text.size() > 12 ? std::atoi(text.substr(9, 3).c_str()) : 0;
-    EXPECT_TRUE(status == 400 || status == 501) << text.substr(0, 300);
+    const bool typed = status == 400 || status == 501;
+    const bool one_answer = text.find("HTTP/1.1", 1) == std::string::npos;
+    EXPECT_TRUE(typed) << text.substr(0, 300);
     EXPECT_TRUE(closed);
-    // Only one answer on the connection.
-    EXPECT_EQ(text.find("HTTP/1.1", 1), std::string::npos) << text;
-    refused += 1;
+    EXPECT_TRUE(one_answer) << text;  // only one answer on the connection
+    refused += typed && closed && one_answer;
   }
   for (const auto& r : up.requests()) EXPECT_EQ(r.body.find("SMUGGLED"), std::string::npos);
   EXPECT_TRUE(up.requests().empty());
   EXPECT_EQ(refused, static_cast<int>(shapes.size()));
   HttpClient client(kHost, sluice->port());
   EXPECT_EQ(client.post_json("/v1/completions", completion_body(1)).status, 200);
+  // sluice's own accounting agrees: each shape one refused request, and the
+  // one served.
+  EXPECT_TRUE(eventually([&] {
+    return outcome_count(sluice->admin_port(), "bad-request") +
+                   outcome_count(sluice->admin_port(), "unsupported-transfer-coding") ==
+               static_cast<double>(shapes.size()) &&
+           outcome_count(sluice->admin_port(), "served") == 1;
+  }));
 }
 
 // Pipelined requests (all in one write) are answered one by one, in order,
@@ -232,20 +241,21 @@ TEST(HostileWire, EndpointsThatLieResetOrSendGarbageHurtOnlyTheirOwnRequest) {
       const std::string prompt = "round " + std::to_string(round) + " request " + std::to_string(i);
       auto r = client.post_json("/v1/completions", completion_body(1, false, prompt));
       SCOPED_TRACE(prompt);
+      // Counted by what came back, not by which lie was told.
+      const bool was_cut = r.status == 0 && r.body.find(prompt) == std::string::npos;
+      const bool was_served = r.status == 200 && r.body.find(prompt) != std::string::npos;
+      const bool was_error = r.status == 502 && json::accept(r.body) &&
+                             json::parse(r.body)["error"]["code"] == "upstream-error";
+      cut += was_cut;
+      served += was_served;
+      errors += was_error;
       if (i == 2) {
         // The head was relayed before the lie showed: the transfer is cut.
-        EXPECT_EQ(r.status, 0) << r.body;
-        EXPECT_EQ(r.body.find(prompt), std::string::npos);
-        cut += 1;
+        EXPECT_TRUE(was_cut) << r.status << " " << r.body;
       } else if (i == 4) {
-        EXPECT_EQ(r.status, 200);
-        EXPECT_NE(r.body.find(prompt), std::string::npos) << r.body;
-        served += 1;
+        EXPECT_TRUE(was_served) << r.status << " " << r.body;
       } else {
-        EXPECT_EQ(r.status, 502) << r.body;
-        ASSERT_TRUE(json::accept(r.body)) << r.body;
-        EXPECT_EQ(json::parse(r.body)["error"]["code"], "upstream-error");
-        errors += 1;
+        EXPECT_TRUE(was_error) << r.status << " " << r.body;
       }
     }
   }

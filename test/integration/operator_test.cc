@@ -151,10 +151,10 @@ TEST(Operator, ReloadValidAndInvalidUnderLoadLosesNothing) {
   // Applied once the reply came: the band, the endpoint, the weight.
   EXPECT_TRUE(has_band(admin, 10));
   EXPECT_EQ(live_endpoints(admin), 2);
-  bool weighted = false;
+  // Every flow of tenant-a (one per band it has used) is weighted 3.
   const json tenant_a = get_json(admin, "/admin/v1/flows/tenant-a");
-  for (const auto& f : tenant_a["flows"]) weighted = f["weight"] == 3.0;
-  EXPECT_TRUE(weighted);
+  ASSERT_TRUE(tenant_a["flows"].is_array() && !tenant_a["flows"].empty()) << tenant_a;
+  for (const auto& f : tenant_a["flows"]) EXPECT_EQ(f["weight"], 3.0) << f;
   // New requests of the premium objective go to band 10; the new endpoint serves.
   EXPECT_TRUE(eventually(
       [&] {
