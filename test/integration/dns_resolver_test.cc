@@ -392,14 +392,11 @@ TEST(DnsPartialAnswers, AnAAnswerIsUsedWhenTheAaaaQueryTimesOut) {
   FakeDns dns;
   ASSERT_TRUE(dns.ok());
   dns.set("svc.test.", {{"10.0.0.2", "10.0.0.1"}, {"fd00::1"}, false, true});
-  const auto start = Clock::now();
   auto r = datalayer::resolve_dns({"svc.test.", 8000}, fake_options(dns));
-  const auto took = Clock::now() - start;
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.addresses, (Addresses{"10.0.0.1:8000", "10.0.0.2:8000"}));
   EXPECT_FALSE(r.error.empty()) << "the AAAA query's failure is told";
   EXPECT_EQ(dns.queries("svc.test.", 28), 1) << "AAAA was asked (once: one try)";
-  EXPECT_LT(took, 3s) << "bounded by the timeout (1 s for the AAAA query)";
 
   // And the other way round: AAAA answers, A is lost.
   dns.set("svc.test.", {{"10.0.0.1"}, {"fd00::1"}, true, false});

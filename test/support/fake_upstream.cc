@@ -146,6 +146,8 @@ void FakeUpstream::serve(int fd) {
         ::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &one, sizeof one);
       }
       if (!last.empty() && !send_all(fd, last)) goto failed;
+      for (std::string part; reply.next && reply.next(part); part.clear())
+        if (!part.empty() && !send_all(fd, part)) goto failed;
       if (reply.close_after && reply.close_with_bytes) ::shutdown(fd, SHUT_WR);
       if (reply.close_after) goto done;
     }

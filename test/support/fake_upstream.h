@@ -36,6 +36,11 @@ class FakeUpstream {
     // returns is sent next, as the last of the bytes. It may wait for what
     // the test has seen of the first part.
     std::function<std::string()> then;
+    // Called (on the connection's thread) after everything before went out,
+    // again and again while it returns true: each `part` it fills goes out
+    // on its own (a stream produced step by step; it may wait for what the
+    // test has seen of the parts before).
+    std::function<bool(std::string& part)> next;
   };
   using Responder = std::function<Reply(const UpstreamRequest&)>;
 

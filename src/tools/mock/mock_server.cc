@@ -304,7 +304,12 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
   void close() {
     if (closed_) return;
     closed_ = true;
-    if (seq_) server_.engine().cancel(*seq_);
+    if (seq_) {
+      // The client left before the answer's end (an eviction, a client
+      // gone): generation stops here.
+      server_.engine().cancel(*seq_);
+      server_.requests_cancelled_total += 1;
+    }
     seq_.reset();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -436,6 +441,9 @@ std::string MockServer::metrics_text() const {
   };
   counter("mock_requests_total", "Generation requests received.",
           static_cast<double>(requests_total));
+  counter("mock_requests_cancelled_total",
+          "Generation requests whose client closed the connection before their answer ended.",
+          static_cast<double>(requests_cancelled_total));
   counter("mock_connections_accepted_total", "TCP connections accepted.",
           static_cast<double>(connections_total));
   counter("mock_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.",

@@ -33,6 +33,7 @@ class MockServer {
   std::string metrics_text() const;
 
   std::uint64_t requests_total = 0;
+  std::uint64_t requests_cancelled_total = 0;
   std::uint64_t connections_total = 0;
   std::uint64_t next_response_id = 1;
 
