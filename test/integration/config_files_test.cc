@@ -34,21 +34,27 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   ASSERT_EQ(std::rename(tmp.c_str(), path.c_str()), 0);
 }
 
+// A host name that cannot resolve, decided on this machine: a label of 64
+// bytes (DNS allows 63) is refused by the resolver library before any query
+// goes out, so no test asks a DNS server outside loopback (a name such as
+// does-not-exist.invalid would be sent to the host's resolver).
+const std::string kUnresolvable = std::string(64, 'x') + ".invalid";
+
 // A static endpoint that does not resolve stops sluice at startup with its
 // entry named: the file, the entry's line and the host.
 TEST(ConfigFiles, UnresolvableEndpointNamesFileLineAndHost) {
   TempFile cfg(
       "server:\n  listen: 127.0.0.1:0\n  threads: 1\n# the pool\nendpoints:\n"
-      "  - address: 127.0.0.1:8000\n  - address: does-not-exist.invalid:8000\n"
-      "    engine: vllm\n");
+      "  - address: 127.0.0.1:8000\n  - address: " +
+      kUnresolvable + ":8000\n    engine: vllm\n");
   std::string err;
   const int rc =
       run_to_exit({SLUICE_BIN, "--config", cfg.path(), "--admin-listen", "127.0.0.1:0"}, &err);
   EXPECT_NE(rc, 0);
   EXPECT_NE(rc, -1) << "did not exit";
-  EXPECT_NE(err.find(cfg.path() + ":7: endpoints[1].address: cannot resolve "
-                                  "'does-not-exist.invalid'"),
-            std::string::npos)
+  EXPECT_NE(
+      err.find(cfg.path() + ":7: endpoints[1].address: cannot resolve '" + kUnresolvable + "'"),
+      std::string::npos)
       << err;
 }
 
@@ -91,11 +97,11 @@ TEST(ConfigFiles, EndpointsFileWithUnresolvableNameAddsTheRest) {
   // The bad name first: it must not keep the others out. `localhost:PORT`
   // goes through a real lookup (it is another entry for mock A).
   const std::string by_name = "localhost:" + std::to_string(a->port());
-  write_file_atomically(endpoints.path(),
-                        "endpoints:\n  - address: does-not-exist.invalid:8000\n"
-                        "  - address: " +
-                            by_name + "\n  - address: " + b->address() +
-                            "\n  - address: " + a->address() + "\n");
+  write_file_atomically(endpoints.path(), "endpoints:\n  - address: " + kUnresolvable +
+                                              ":8000\n"
+                                              "  - address: " +
+                                              by_name + "\n  - address: " + b->address() +
+                                              "\n  - address: " + a->address() + "\n");
   EXPECT_TRUE(eventually(
       [&] {
         auto r = client.post_json("/v1/completions", completion_body(1));
@@ -115,7 +121,7 @@ TEST(ConfigFiles, EndpointsFileWithUnresolvableNameAddsTheRest) {
   EXPECT_TRUE(eventually([&] { return live().count(by_name) == 1; })) << by_name;
   EXPECT_EQ(live(), (std::set<std::string>{a->address(), b->address(), by_name}));
   EXPECT_TRUE(eventually([&] {
-    return sluice->stderr_now().find("cannot resolve does-not-exist.invalid:8000") !=
+    return sluice->stderr_now().find("cannot resolve " + kUnresolvable + ":8000") !=
            std::string::npos;
   }));
   // Both mocks keep serving.
@@ -131,9 +137,9 @@ TEST(ConfigFiles, EndpointsFileWithUnresolvableNameAddsTheRest) {
   EXPECT_EQ(sluice->stop(), 0);
   // Logged once for the one change, not at every poll.
   const auto& log = sluice->stderr_text();
-  const auto first = log.find("cannot resolve does-not-exist.invalid:8000");
+  const auto first = log.find("cannot resolve " + kUnresolvable + ":8000");
   ASSERT_NE(first, std::string::npos) << log;
-  EXPECT_EQ(log.find("cannot resolve does-not-exist.invalid:8000", first + 1), std::string::npos)
+  EXPECT_EQ(log.find("cannot resolve " + kUnresolvable + ":8000", first + 1), std::string::npos)
       << log;
 }
 
