@@ -3,6 +3,7 @@
 // sluice's own in-flight count, so no metrics scraping is involved.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "flow_control_harness.h"
+#include "support/fake_upstream.h"
 
 namespace sluice::test {
 namespace {
@@ -224,8 +226,65 @@ std::string utilization_config(const std::string& endpoint, const std::string& e
          extra;
 }
 
-// GIE's default detector: sluice scrapes the mock's vLLM metrics and
-// releases requests while its queue and KV cache are below the thresholds.
+// GIE's default detector: sluice scrapes the endpoint's vLLM metrics and
+// releases requests only while its queue and KV cache are below the
+// thresholds (queueDepthThreshold 5, kvCacheUtilThreshold 0.8). An endpoint
+// whose scrape says it is full gets nothing, though sluice has no request
+// in flight on it; when the scrape says there is room, the held request
+// goes. (A detector that always said "room" would send it at once.)
+TEST(FlowControl, UtilizationDetectorHoldsWhileTheScrapeSaysFull) {
+  FakeUpstream up([](const UpstreamRequest&) {
+    return FakeUpstream::Reply{FakeUpstream::response(200, "{\"ok\":true}")};
+  });
+  auto vllm_metrics = [](int waiting, double kv) {
+    return "vllm:num_requests_waiting{model_name=\"m\"} " + std::to_string(waiting) +
+           "\nvllm:num_requests_running{model_name=\"m\"} 0\n"
+           "vllm:kv_cache_usage_perc{model_name=\"m\"} " +
+           std::to_string(kv) + "\n";
+  };
+  up.set_metrics(vllm_metrics(0, 0.1));
+  TempFile cfg(utilization_config(up.address()));
+  auto sluice = start_sluice(cfg);
+  HttpClient admin(kHost, sluice->admin_port());
+  // The endpoint's last scrape as sluice holds it: (waiting, KV cache use).
+  auto scraped = [&]() -> std::pair<int, double> {
+    auto eps =
+        nlohmann::json::parse(admin.request("GET", "/admin/v1/endpoints").body, nullptr, false);
+    if (!eps.is_array() || eps.empty() || !eps[0]["metrics"].is_object()) return {-1, -1};
+    return {eps[0]["metrics"]["waiting"].get<int>(),
+            eps[0]["metrics"]["kvCacheUsage"].get<double>()};
+  };
+  auto scraped_is = [&](int waiting, double kv) {
+    const auto [w, k] = scraped();
+    return w == waiting && std::abs(k - kv) < 1e-6;
+  };
+  const std::string queued =
+      "inference_extension_flow_control_queue_size{fairness_id=\"f\",priority=\"0\"}";
+  ASSERT_TRUE(eventually([&] { return scraped_is(0, 0.1); }));
+  HttpClient c(kHost, sluice->port(), 30000ms);
+  EXPECT_EQ(c.post_json("/v1/completions", completion_body(1), flow("f")).status, 200);
+  for (const auto& [waiting, kv] : {std::pair{9, 0.1}, std::pair{0, 0.95}}) {
+    SCOPED_TRACE("waiting " + std::to_string(waiting) + ", kv " + std::to_string(kv));
+    up.set_metrics(vllm_metrics(waiting, kv));
+    ASSERT_TRUE(eventually([&] { return scraped_is(waiting, kv); }));
+    const std::size_t ok_before = up.requests().size();
+    Response r;
+    std::thread held([&] {
+      HttpClient q(kHost, sluice->port(), 30000ms);
+      r = q.post_json("/v1/completions", completion_body(1), flow("f"));
+    });
+    EXPECT_TRUE(
+        eventually([&] { return scrape_metric(kHost, sluice->admin_port(), queued) == 1; }));
+    EXPECT_EQ(up.requests().size(), ok_before) << "sent to an endpoint whose scrape says full";
+    up.set_metrics(vllm_metrics(0, 0.1));
+    held.join();
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(up.requests().size(), ok_before + 1);
+  }
+}
+
+// The same detector against the mock's own metrics, under load: every
+// request is served, none lost.
 TEST(FlowControl, UtilizationDetectorUsesScrapedMetrics) {
   auto mock = start_mock({"--decode-ms-per-token", "2", "--max-running", "2"});
   TempFile cfg(utilization_config(mock->address()));

@@ -80,6 +80,11 @@ FakeUpstream::~FakeUpstream() {
   for (auto& t : threads) t.join();
 }
 
+void FakeUpstream::set_metrics(std::string text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_ = std::move(text);
+}
+
 std::vector<UpstreamRequest> FakeUpstream::requests() {
   std::lock_guard<std::mutex> lock(mu_);
   return requests_;
@@ -128,7 +133,12 @@ void FakeUpstream::serve(int fd) {
       r.body = in.substr(0, length);
       in.erase(0, length);
       if (r.head.rfind("GET /metrics", 0) == 0) {
-        if (!send_all(fd, response(404, "{}"))) goto done;
+        std::optional<std::string> text;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          text = metrics_;
+        }
+        if (!send_all(fd, text ? response(200, *text) : response(404, "{}"))) goto done;
         continue;
       }
       {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,8 +53,11 @@ class FakeUpstream {
 
   std::uint16_t port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // What GET /metrics answers (200 with this text, read at each scrape);
+  // unset: 404. Scrapes are never recorded as requests. Any thread.
+  void set_metrics(std::string text);
   // Inference requests received so far (GET /metrics scrapes are answered
-  // with 404 and not recorded).
+  // with 404, or set_metrics' text, and not recorded).
   std::vector<UpstreamRequest> requests();
   int connections() const { return connections_.load(); }
   // Replies whose sending failed: the peer (sluice) closed or reset the
@@ -82,6 +86,7 @@ class FakeUpstream {
   std::vector<std::thread> threads_;
   std::vector<int> fds_;
   std::vector<UpstreamRequest> requests_;
+  std::optional<std::string> metrics_;  // under mu_
 };
 
 }  // namespace sluice::test
