@@ -414,14 +414,13 @@ void FleetSync::round() {
     std::string inc, svc, addr;
     std::int64_t at = 0;
     std::uint64_t seq = 0;
-    std::uint64_t queued = 0;
-    std::vector<FleetEndpointLoad> endpoints;
-    std::vector<FleetBandBacklog> backlog;
+    ReplicaReport report;
   };
   std::map<std::string, Parsed> parsed;
   for (const auto& id : members) {
     const RedisReply& r = states[id];
     Parsed s;
+    s.report.id = id;
     for_each_field(
         r, kMaxEndpointsPerReplica + kMaxBandsPerReplica + 8,
         [&](const std::string& f, const std::string& v) {
@@ -437,9 +436,9 @@ void FleetSync::round() {
           } else if (f == "seq") {
             parse_number(v, s.seq);
           } else if (f == "q") {
-            parse_number(v, s.queued);
-            s.queued = std::min<std::uint64_t>(s.queued, std::uint64_t{1} << 32);
-          } else if (f.rfind("b:", 0) == 0 && s.backlog.size() < kMaxBandsPerReplica) {
+            parse_number(v, s.report.queued);
+            s.report.queued = std::min<std::uint64_t>(s.report.queued, std::uint64_t{1} << 32);
+          } else if (f.rfind("b:", 0) == 0 && s.report.backlog.size() < kMaxBandsPerReplica) {
             FleetBandBacklog b;
             const auto space = v.find(' ');
             const std::string_view sv(v);
@@ -448,9 +447,9 @@ void FleetSync::round() {
                 parse_number(sv.substr(0, space), b.queued)) {
               b.queued = std::min<std::uint64_t>(b.queued, std::uint64_t{1} << 32);
               b.has_counter = parse_service(sv.substr(space + 1), b.min_counter);
-              s.backlog.push_back(b);
+              s.report.backlog.push_back(b);
             }
-          } else if (f.rfind("e:", 0) == 0 && s.endpoints.size() < kMaxEndpointsPerReplica) {
+          } else if (f.rfind("e:", 0) == 0 && s.report.endpoints.size() < kMaxEndpointsPerReplica) {
             FleetEndpointLoad e;
             e.address = f.substr(2);
             std::uint64_t a = 0, b = 0, c = 0;
@@ -459,7 +458,7 @@ void FleetSync::round() {
               e.dispatched_since_scrape =
                   static_cast<std::uint32_t>(std::min<std::uint64_t>(b, 1u << 24));
               e.in_flight_tokens = std::min<std::uint64_t>(c, std::uint64_t{1} << 40);
-              s.endpoints.push_back(std::move(e));
+              s.report.endpoints.push_back(std::move(e));
             }
           }
         });
@@ -469,7 +468,7 @@ void FleetSync::round() {
     }
     Remote& remote = remotes_[id];
     if (remote.incarnation != s.inc) {
-      // New, or restarted: everything it reports is new service.
+      // New, or restarted (its service table too: ledger_ starts it over).
       remote = Remote{};
       remote.incarnation = s.inc;
       remote.seq = s.seq;
@@ -493,25 +492,22 @@ void FleetSync::round() {
   }
 
   // 4. The service tables that changed: deltas since what was seen.
-  std::unordered_map<std::string, double> deltas;
+  ServiceDeltas deltas;
   if (!read_service.empty()) {
     std::vector<std::vector<std::string>> more;
     for (const auto& id : read_service) more.push_back({"HGETALL", p + ":s:" + id});
     auto r = send(more);
     if (!r) return;
     for (std::size_t i = 0; i < read_service.size(); ++i) {
-      Remote& remote = remotes_[read_service[i]];
-      std::unordered_map<std::string, double> now_seen;
+      const std::string& id = read_service[i];
+      std::vector<std::pair<std::string, double>> table;
       for_each_field((*r)[i], options_.max_flows, [&](const std::string& f, const std::string& v) {
         double value = 0;
         if (f.size() > kMaxFieldBytes || !parse_service(v, value)) return;
-        const auto it = remote.seen.find(f);
-        const double before = it == remote.seen.end() ? 0 : it->second;
-        if (value > before) deltas[f] += value - before;
-        now_seen[f] = std::max(value, before);
+        table.emplace_back(f, value);
       });
-      remote.seen = std::move(now_seen);
-      remote.svc_version = parsed[read_service[i]].svc;
+      ledger_.read(id, parsed[id].inc, std::move(table), deltas);
+      remotes_[id].svc_version = parsed[id].svc;
     }
   }
 
@@ -571,43 +567,17 @@ void FleetSync::round() {
     if (parsed.count(it->first)) it->second.present = started;
     const bool forget = started - it->second.present > forget_after ||
                         remotes_.size() > 2 * static_cast<std::size_t>(options_.max_replicas);
-    it = forget && !parsed.count(it->first) ? remotes_.erase(it) : std::next(it);
-  }
-  FleetInbound in;
-  std::map<std::string, FleetEndpointLoad> endpoints;
-  std::map<int, FleetBandBacklog> backlog;
-  for (const auto& [id, s] : parsed) {
-    for (const auto& e : s.endpoints) {
-      auto& sum = endpoints[e.address];
-      sum.address = e.address;
-      sum.in_flight = std::min<std::uint64_t>(sum.in_flight + e.in_flight, 1u << 24);
-      sum.dispatched_since_scrape = std::min<std::uint64_t>(
-          sum.dispatched_since_scrape + e.dispatched_since_scrape, 1u << 24);
-      sum.in_flight_tokens = std::min<std::uint64_t>(sum.in_flight_tokens + e.in_flight_tokens,
-                                                     std::uint64_t{1} << 40);
-    }
-    in.queued += s.queued;
-    for (const auto& b : s.backlog) {
-      FleetBandBacklog& sum = backlog[b.priority];
-      sum.priority = b.priority;
-      sum.queued += b.queued;
-      if (id < me) sum.queued_before += b.queued;
-      if (b.has_counter && (!sum.has_counter || b.min_counter < sum.min_counter)) {
-        sum.has_counter = true;
-        sum.min_counter = b.min_counter;
-      }
+    if (forget && !parsed.count(it->first)) {
+      ledger_.forget(it->first);
+      it = remotes_.erase(it);
+    } else {
+      ++it;
     }
   }
-  for (auto& [a, e] : endpoints) in.endpoints.push_back(std::move(e));
-  for (const auto& [prio, b] : backlog) in.backlog.push_back(b);
-  in.service.assign(deltas.begin(), deltas.end());
-  in.replicas = static_cast<std::uint32_t>(parsed.size());
-  for (const auto& [id, st] : parsed)
-    if (id < me) {
-      ++in.rank;
-      in.queued_before += st.queued;
-    }
-  inbound_ = std::move(in);
+  std::vector<ReplicaReport> reports;
+  reports.reserve(parsed.size());
+  for (auto& [id, s] : parsed) reports.push_back(std::move(s.report));
+  inbound_ = merge_fleet_view(me, reports, deltas);
   members_ = std::move(members);
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](const std::string& id) {

@@ -15,7 +15,8 @@
 //                this incarnation gave that flow (changed fields only)
 // A reader turns the others' cumulative service into deltas (per replica
 // and incarnation), sums their endpoint work, and takes the smallest
-// backlogged counter per band. Another replica counts while its record
+// backlogged counter per band (fleet_view_merge.h, apart from Redis so the
+// simulator runs it too). Another replica counts while its record
 // advances: one whose seq has not moved for a lease (the reader's lease, on
 // its own steady clock) is gone even if its hash never expires (written
 // without one by an operator or a bug); no other host's clock is compared.
@@ -41,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fleet/fleet_view_merge.h"
 #include "fleet/redis_connection.h"
 #include "flowcontrol/fleet_view.h"
 
@@ -136,8 +138,7 @@ class FleetSync {
  private:
   struct Remote {
     std::string incarnation;
-    std::string svc_version;
-    std::unordered_map<std::string, double> seen;      // cumulative service by flow key
+    std::string svc_version;                           // of the service table last read
     std::chrono::steady_clock::time_point present{};   // last seen in Redis
     std::uint64_t seq = 0;                             // as last read
     std::chrono::steady_clock::time_point advanced{};  // when seq was last seen to move
@@ -175,6 +176,7 @@ class FleetSync {
   std::vector<std::string> pruned_;
   std::vector<std::string> members_;  // others, as of the last read
   std::map<std::string, Remote> remotes_;
+  ServiceLedger ledger_;  // the service tables of those in remotes_, as last read
 
   std::string origin_;  // replica id and incarnation: whose operations are whose
   std::mutex ops_mu_;
