@@ -1,8 +1,10 @@
 // Fleet-wide fairness on a fake clock: three real Controllers (replicas) in
-// front of one simulated pool, exchanging state every sync interval as the
-// fleet's sync thread does through Redis (the others' endpoint work summed,
-// their service delivered once as deltas, the smallest backlogged counter
-// per band), one interval late, as a real replica's view is.
+// front of one simulated pool, exchanging state every sync interval through
+// the fleet sync's own merge (src/fleet/fleet_view_merge.h: the others'
+// endpoint work summed, their cumulative service tables turned into deltas,
+// the smallest backlogged counter per band), one interval late, as a real
+// replica's view is. Only Redis is left out: what a replica publishes is
+// handed to the others as FleetSync would write and read it back.
 //
 // The skew of issue 13's benchmark: tenant A only through replica 0, tenant
 // B only through replica 1, tenant C through all three; every one
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "fleet/fleet_view_merge.h"
 #include "flowcontrol/controller.h"
 #include "flowcontrol/saturation_detectors.h"
 
@@ -155,10 +158,17 @@ Result run_fleet(const FleetSimOptions& o) {
         auto pr = o.priorities.find(flow);
         enqueue(r, flow, pr == o.priorities.end() ? 0 : pr->second, false);
       }
-  // What each replica published at the last sync, and the service deltas
-  // each has yet to receive from the others (delivered once).
-  std::vector<FleetOutbound> published(kReplicas);
-  std::vector<std::vector<std::pair<std::string, double>>> undelivered(kReplicas);
+  // What each replica published at the last sync (its P:r:R hash) and its
+  // cumulative service table (P:s:R: FleetSync adds each exchange's service
+  // to it), and each replica's ledger of what it has read of the others'.
+  // Replica ids sort as their indexes: the merge ranks replicas by id.
+  auto id_of = [](int r) { return "replica-" + std::to_string(r); };
+  // Every replica has written once, with nothing to report, as the run
+  // starts: each sees the others from the first view.
+  std::vector<fleet::ReplicaReport> published(kReplicas);
+  for (int r = 0; r < kReplicas; ++r) published[static_cast<std::size_t>(r)].id = id_of(r);
+  std::vector<std::map<std::string, double>> service_table(kReplicas);
+  std::vector<fleet::ServiceLedger> ledgers(kReplicas);
   TimePoint next_sync = T0;
   const Duration step = 1ms;
   for (; now < T0 + o.run; now += step) {
@@ -178,48 +188,26 @@ Result run_fleet(const FleetSimOptions& o) {
       std::vector<FleetOutbound> outs(kReplicas);
       for (int r = 0; r < kReplicas; ++r) {
         // The view built from the others' last publication (one interval old).
-        FleetInbound in;
-        std::map<std::string, FleetEndpointLoad> sum;
-        std::map<int, FleetBandBacklog> backlog;
+        std::vector<fleet::ReplicaReport> others;
+        fleet::ServiceDeltas deltas;
         for (int q = 0; q < kReplicas; ++q) {
           if (q == r) continue;
-          for (const auto& e : published[static_cast<std::size_t>(q)].endpoints) {
-            auto& s = sum[e.address];
-            s.address = e.address;
-            s.in_flight += e.in_flight;
-            s.dispatched_since_scrape += e.dispatched_since_scrape;
-            s.in_flight_tokens += e.in_flight_tokens;
-          }
-          in.queued += published[static_cast<std::size_t>(q)].queued;
-          in.replicas += 1;
-          if (q < r) in.queued_before += published[static_cast<std::size_t>(q)].queued;
-          for (const auto& b : published[static_cast<std::size_t>(q)].backlog) {
-            FleetBandBacklog& sum = backlog[b.priority];
-            sum.priority = b.priority;
-            sum.queued += b.queued;
-            if (q < r) sum.queued_before += b.queued;
-            if (b.has_counter && (!sum.has_counter || b.min_counter < sum.min_counter)) {
-              sum.has_counter = true;
-              sum.min_counter = b.min_counter;
-            }
-          }
+          const auto qi = static_cast<std::size_t>(q);
+          others.push_back(published[qi]);
+          ledgers[static_cast<std::size_t>(r)].read(
+              id_of(q), "1", {service_table[qi].begin(), service_table[qi].end()}, deltas);
         }
-        for (auto& [a, e] : sum) in.endpoints.push_back(e);
-        for (auto& [p, b] : backlog) in.backlog.push_back(b);
-        in.rank = static_cast<std::uint32_t>(r);
-        in.service = std::move(undelivered[static_cast<std::size_t>(r)]);
-        undelivered[static_cast<std::size_t>(r)].clear();
+        const FleetInbound in = fleet::merge_fleet_view(id_of(r), others, deltas);
         replicas[static_cast<std::size_t>(r)].c->exchange_fleet(
             in, outs[static_cast<std::size_t>(r)], now);
         res.holds += outs[static_cast<std::size_t>(r)].holds;
         res.overrides += outs[static_cast<std::size_t>(r)].overrides;
       }
       for (int r = 0; r < kReplicas; ++r) {
-        for (int q = 0; q < kReplicas; ++q)
-          if (q != r)
-            for (const auto& s : outs[static_cast<std::size_t>(r)].service)
-              undelivered[static_cast<std::size_t>(q)].push_back(s);
-        published[static_cast<std::size_t>(r)] = std::move(outs[static_cast<std::size_t>(r)]);
+        const auto ri = static_cast<std::size_t>(r);
+        for (const auto& [key, service] : outs[ri].service) service_table[ri][key] += service;
+        published[ri] = fleet::ReplicaReport{
+            id_of(r), outs[ri].queued, std::move(outs[ri].endpoints), std::move(outs[ri].backlog)};
       }
     }
     for (int r = 0; r < kReplicas; ++r) {
