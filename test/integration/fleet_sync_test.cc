@@ -377,6 +377,82 @@ TEST_F(FleetSyncTest, MalformedStateInRedisIsIgnoredAndTheValidPartsStillCount) 
   EXPECT_TRUE(b.sync->status().connected);
 }
 
+// With two others, the merge shows: endpoint work summed per address over
+// both, queued requests summed, per band the queued summed (and those of
+// replicas before this one in id order apart) and the smaller counter; a
+// band without a counter anywhere has none.
+TEST_F(FleetSyncTest, AViewSumsTheOthersWorkAndTakesTheSmallestCounterPerBand) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  Replica a("a", redis.socket()), b("b", redis.socket()), c("c", redis.socket());
+  a.next.endpoints.push_back({"x:8000", 3, 1, 300});
+  a.next.backlog.push_back({0, 50.0, true, 5, 0});
+  a.next.backlog.push_back({5, 0.0, false, 2, 0});
+  a.next.queued = 7;
+  b.next.endpoints.push_back({"x:8000", 2, 0, 200});
+  b.next.endpoints.push_back({"y:8000", 1, 0, 100});
+  b.next.backlog.push_back({0, 20.0, true, 4, 0});
+  b.next.queued = 4;
+  a.sync->sync_once();
+  b.sync->sync_once();
+  c.sync->sync_once();
+  c.sync->sync_once();
+  const FleetInbound& v = c.last();
+  EXPECT_EQ(v.replicas, 2u);
+  EXPECT_EQ(v.rank, 2u);
+  EXPECT_EQ(v.queued, 11u);
+  EXPECT_EQ(v.queued_before, 11u) << "a and b rank before c";
+  ASSERT_EQ(v.endpoints.size(), 2u);
+  EXPECT_EQ(v.endpoints[0].address, "x:8000");
+  EXPECT_EQ(v.endpoints[0].in_flight, 5u);
+  EXPECT_EQ(v.endpoints[0].dispatched_since_scrape, 1u);
+  EXPECT_EQ(v.endpoints[0].in_flight_tokens, 500u);
+  EXPECT_EQ(v.endpoints[1].address, "y:8000");
+  EXPECT_EQ(v.endpoints[1].in_flight, 1u);
+  ASSERT_EQ(v.backlog.size(), 2u);
+  EXPECT_EQ(v.backlog[0].priority, 0);
+  EXPECT_EQ(v.backlog[0].queued, 9u);
+  EXPECT_TRUE(v.backlog[0].has_counter);
+  EXPECT_DOUBLE_EQ(v.backlog[0].min_counter, 20.0) << "b's, the smaller";
+  EXPECT_EQ(v.backlog[1].priority, 5);
+  EXPECT_EQ(v.backlog[1].queued, 2u);
+  EXPECT_FALSE(v.backlog[1].has_counter);
+  // b, between a and c: only a's demand is before it.
+  b.sync->sync_once();
+  b.sync->sync_once();
+  EXPECT_EQ(b.last().rank, 1u);
+  EXPECT_EQ(b.last().queued_before, 7u);
+  ASSERT_FALSE(b.last().backlog.empty());
+  EXPECT_EQ(b.last().backlog[0].queued_before, 5u);
+  EXPECT_DOUBLE_EQ(b.last().backlog[0].min_counter, 50.0);
+}
+
+// A replica restarted under its id (killed, so it never left) begins a new
+// service table: what it reports is charged from zero again, per
+// incarnation, though its numbers are below those its predecessor reached.
+TEST_F(FleetSyncTest, AReplicaRestartedUnderItsIdIsChargedFromZero) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  Replica b("b", redis.socket());
+  Replica before("a", redis.socket());
+  before.next.service.push_back({"0 t", 10});
+  before.sync->sync_once();  // then "killed": never syncs again
+  b.sync->sync_once();
+  b.sync->sync_once();
+  ASSERT_DOUBLE_EQ(b.service_for("0 t"), 10);
+  Replica after("a", redis.socket());
+  after.next.service.push_back({"0 t", 4});
+  after.sync->sync_once();
+  b.sync->sync_once();
+  b.sync->sync_once();
+  EXPECT_DOUBLE_EQ(b.service_for("0 t"), 14) << "the new incarnation's 4 is new service";
+  after.next.service.push_back({"0 t", 1});
+  after.sync->sync_once();
+  b.sync->sync_once();
+  b.sync->sync_once();
+  EXPECT_DOUBLE_EQ(b.service_for("0 t"), 15) << "then only what grew";
+}
+
 // Redis wants a password this replica does not have: the sync's error and
 // its log line name it (before: "Server closed the connection").
 TEST_F(FleetSyncTest, AMissingPasswordIsAFailureNamingTheAuthentication) {
