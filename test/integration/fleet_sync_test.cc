@@ -37,7 +37,7 @@ struct Replica {
   std::unique_ptr<FleetSync> sync;
 
   Replica(const std::string& id, const std::string& socket, std::chrono::milliseconds lease = 2s,
-          const std::string& password = "") {
+          const std::string& password = "", const std::function<void(FleetOptions&)>& tune = {}) {
     FleetOptions o;
     o.redis.unix_socket = socket;
     o.redis.password = password;
@@ -47,6 +47,7 @@ struct Replica {
     o.advertise = id + ".example:8080";
     o.interval = 10ms;
     o.lease = lease;
+    if (tune) tune(o);
     sync = std::make_unique<FleetSync>(
         o,
         [this](const FleetInbound& in, FleetOutbound& out) {
@@ -451,6 +452,52 @@ TEST_F(FleetSyncTest, AReplicaRestartedUnderItsIdIsChargedFromZero) {
   b.sync->sync_once();
   b.sync->sync_once();
   EXPECT_DOUBLE_EQ(b.service_for("0 t"), 15) << "then only what grew";
+}
+
+// redis.maxReplicas (README, Limits): a replica reads the state of at most
+// that many others, the first in id order (itself not among them); the
+// rest count for nothing there: their work, their service, their place in
+// the line. When one of those read leaves, the next in id order is read.
+TEST_F(FleetSyncTest, AtMostMaxReplicasOthersAreReadTheFirstInIdOrder) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  std::map<std::string, std::unique_ptr<Replica>> others;
+  for (const char* id : {"e", "a", "f", "b", "d"}) {  // joining out of id order
+    auto r = std::make_unique<Replica>(id, redis.socket());
+    r->next.endpoints.push_back({std::string(id) + ".pool:8000", 1, 0, 0});
+    r->next.service.push_back({std::string("0 from-") + id, 10});
+    r->sync->sync_once();
+    others[id] = std::move(r);
+  }
+  Replica c("c", redis.socket(), 2s, "", [](FleetOptions& o) { o.max_replicas = 3; });
+  c.sync->sync_once();
+  c.sync->sync_once();
+  auto addresses = [](const FleetInbound& v) {
+    std::vector<std::string> out;
+    for (const auto& e : v.endpoints) out.push_back(e.address);
+    return out;
+  };
+  EXPECT_EQ(addresses(c.last()),
+            (std::vector<std::string>{"a.pool:8000", "b.pool:8000", "d.pool:8000"}));
+  EXPECT_EQ(c.last().replicas, 3u);
+  EXPECT_EQ(c.last().rank, 2u) << "after a and b";
+  for (const char* id : {"a", "b", "d"})
+    EXPECT_DOUBLE_EQ(c.service_for(std::string("0 from-") + id), 10) << id;
+  for (const char* id : {"e", "f"})
+    EXPECT_DOUBLE_EQ(c.service_for(std::string("0 from-") + id), 0) << id << " was not read";
+  std::vector<std::string> listed;
+  for (const auto& r : c.sync->status().replicas) listed.push_back(r.id);
+  EXPECT_EQ(listed, (std::vector<std::string>{"c", "a", "b", "d"})) << "itself, then those read";
+
+  // b leaves: e is next in id order (f still is not read).
+  others["b"]->sync->stop();
+  for (auto* id : {"a", "d", "e", "f"}) others[id]->sync->sync_once();
+  c.sync->sync_once();
+  c.sync->sync_once();
+  EXPECT_EQ(addresses(c.last()),
+            (std::vector<std::string>{"a.pool:8000", "d.pool:8000", "e.pool:8000"}));
+  EXPECT_DOUBLE_EQ(c.service_for("0 from-e"), 10);
+  EXPECT_DOUBLE_EQ(c.service_for("0 from-f"), 0);
 }
 
 // Redis wants a password this replica does not have: the sync's error and
