@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -87,6 +88,16 @@ class FleetSyncTest : public ::testing::Test {
       poll(nullptr, 0, 10);
     }
     return false;
+  }
+  // The fields of a hash in Redis, sorted.
+  static std::vector<std::string> fields(RedisConnection& redis, const std::string& key) {
+    std::vector<std::string> out;
+    auto r = redis.pipeline({{"HKEYS", key}});
+    EXPECT_TRUE(r) << redis.error();
+    if (r)
+      for (const auto& e : (*r)[0].elements) out.push_back(e.str);
+    std::sort(out.begin(), out.end());
+    return out;
   }
   TempDir dir_;
 };
@@ -498,6 +509,92 @@ TEST_F(FleetSyncTest, AtMostMaxReplicasOthersAreReadTheFirstInIdOrder) {
             (std::vector<std::string>{"a.pool:8000", "d.pool:8000", "e.pool:8000"}));
   EXPECT_DOUBLE_EQ(c.service_for("0 from-e"), 10);
   EXPECT_DOUBLE_EQ(c.service_for("0 from-f"), 0);
+}
+
+// The fleet service table (README, Limits: flowControl.maxFlows flows per
+// replica, each kept 10 min unserved): past max_flows the least recently
+// served flow leaves the table in Redis, not the first one added; the
+// others stay (well within 10 min).
+TEST_F(FleetSyncTest, AServiceTableKeepsTheMaxFlowsMostRecentlyServed) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  RedisAddress addr;
+  addr.unix_socket = redis.socket();
+  RedisConnection w(addr);
+  Replica a("a", redis.socket(), 2s, "", [](FleetOptions& o) { o.max_flows = 5; });
+  // One flow served per sync: each sync is a later "last served".
+  auto serve = [&](const std::string& flow) {
+    a.next.service.push_back({"0 " + flow, 1});
+    a.sync->sync_once();
+  };
+  for (const char* f : {"f0", "f1", "f2", "f3", "f4"}) serve(f);
+  EXPECT_EQ(fields(w, "test:s:a"),
+            (std::vector<std::string>{"0 f0", "0 f1", "0 f2", "0 f3", "0 f4"}));
+  serve("f0");  // served again: f1 is now the least recently served
+  serve("f5");
+  EXPECT_EQ(fields(w, "test:s:a"),
+            (std::vector<std::string>{"0 f0", "0 f2", "0 f3", "0 f4", "0 f5"}));
+  serve("f6");
+  EXPECT_EQ(fields(w, "test:s:a"),
+            (std::vector<std::string>{"0 f0", "0 f3", "0 f4", "0 f5", "0 f6"}));
+  auto r = w.pipeline({{"HGET", "test:s:a", "0 f0"}});
+  ASSERT_TRUE(r) << w.error();
+  EXPECT_EQ((*r)[0].str, "2") << "f0's service, cumulative";
+}
+
+// ...and a flow unserved for the idle time (10 min by default, 20 ms here)
+// leaves the table though it is below max_flows. The idle time passing is
+// what is tested: the pause makes it pass, it waits for no other party.
+TEST_F(FleetSyncTest, AFlowUnservedForTheIdleTimeLeavesTheServiceTable) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  RedisAddress addr;
+  addr.unix_socket = redis.socket();
+  RedisConnection w(addr);
+  Replica a("a", redis.socket(), 2s, "", [](FleetOptions& o) {
+    o.max_flows = 5;
+    o.service_idle = 20ms;
+  });
+  a.next.service.push_back({"0 old", 1});
+  a.sync->sync_once();
+  ASSERT_EQ(fields(w, "test:s:a"), (std::vector<std::string>{"0 old"}));
+  poll(nullptr, 0, 50);
+  // The table is swept every 64 syncs (and whenever it is over max_flows):
+  // "busy", served at every sync, stays.
+  auto has_old = [&] {
+    const auto f = fields(w, "test:s:a");
+    return std::find(f.begin(), f.end(), "0 old") != f.end();
+  };
+  for (int i = 0; i < 70 && has_old(); ++i) {
+    a.next.service.push_back({"0 busy", 1});
+    a.sync->sync_once();
+  }
+  EXPECT_EQ(fields(w, "test:s:a"), (std::vector<std::string>{"0 busy"}));
+}
+
+// ...and another replica's table is read up to this replica's max_flows:
+// of a table of 8 flows (its writer allows 8), a reader with 5 is charged
+// for 5 of them, each once and whole.
+TEST_F(FleetSyncTest, AnotherReplicasServiceTableIsReadUpToMaxFlows) {
+  RedisServer redis(dir_.path);
+  ASSERT_TRUE(redis.start());
+  RedisAddress addr;
+  addr.unix_socket = redis.socket();
+  RedisConnection w(addr);
+  Replica a("a", redis.socket(), 2s, "", [](FleetOptions& o) { o.max_flows = 8; });
+  Replica b("b", redis.socket(), 2s, "", [](FleetOptions& o) { o.max_flows = 5; });
+  for (int i = 0; i < 8; ++i) a.next.service.push_back({"0 f" + std::to_string(i), 10});
+  a.sync->sync_once();
+  ASSERT_EQ(fields(w, "test:s:a").size(), 8u);
+  b.sync->sync_once();
+  b.sync->sync_once();
+  int charged = 0;
+  for (int i = 0; i < 8; ++i) {
+    const double s = b.service_for("0 f" + std::to_string(i));
+    EXPECT_TRUE(s == 0 || s == 10) << "f" << i << ": " << s;
+    charged += s == 10;
+  }
+  EXPECT_EQ(charged, 5);
 }
 
 // Redis wants a password this replica does not have: the sync's error and
