@@ -179,17 +179,18 @@ TEST(UsageLimitPolicies, SoftReflectiveIsMonotoneInSaturationAndRank) {
     for (std::size_t i = 0; i < kBands; ++i) {
       EXPECT_LE(open[i].size(), before[i]) << "band " << i << " opens more at s " << s;
       before[i] = open[i].size();
-      if (i > 0) EXPECT_LE(open[i].size(), open[i - 1].size()) << "band " << i << " at s " << s;
       if (i == 0) continue;
+      EXPECT_LE(open[i].size(), open[i - 1].size()) << "band " << i << " at s " << s;
       const double threshold = 4.0 / (4.0 + static_cast<double>(i));
       // Exactly at a threshold the policy's rounding decides: not asserted.
       if (std::abs(s - threshold) < 1e-9) continue;
-      if (s < threshold)
+      if (s < threshold) {
         EXPECT_EQ(open[i].size(), asks) << "band " << i << " below its threshold, s " << s;
-      else if (s >= 1.0)
+      } else if (s >= 1.0) {
         EXPECT_EQ(open[i].size(), 0u) << "band " << i << " at s " << s;
-      else
+      } else {
         EXPECT_LT(open[i].size(), asks) << "band " << i << " past its threshold, s " << s;
+      }
     }
   }
 }
