@@ -311,8 +311,9 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
   m.sample("sluice_connections_refused_total", {{"listener", "admin"}},
            static_cast<double>(ctx.admin_connections.refused()));
   m.family("sluice_request_body_bytes", "gauge",
-           "Request-body bytes charged to server.maxBufferedBodyBytes now (bodies being read, "
-           "queued or in flight; each connection's first 16 KiB are not charged).");
+           "Request-body bytes charged to server.maxBufferedBodyBytes now (bodies being read; "
+           "with flow control off, also in flight until the answer starts; bodies up to 16 KiB "
+           "are not charged).");
   m.sample("sluice_request_body_bytes", {}, static_cast<double>(ctx.body_budget.held()));
   m.family("sluice_request_body_budget_bytes", "gauge",
            "server.maxBufferedBodyBytes as it runs (the default: a quarter of the memory limit).");

@@ -1,15 +1,18 @@
-// How many bytes of request bodies sluice holds at once, all connections
-// together (server.maxBufferedBodyBytes). Without it the ceiling was
-// maxConnections x maxBodyBytes (80 GiB with the defaults): 600 connections
-// that each send part of a large body could take the process's memory.
+// How many bytes of request bodies sluice holds at once while they are
+// read, all connections together (server.maxBufferedBodyBytes). Without it
+// the ceiling was maxConnections x maxBodyBytes (80 GiB with the defaults):
+// 600 connections that each send part of a large body could take the
+// process's memory.
 //
 // A request's body is charged as its bytes arrive (what a client announces
-// costs nothing until it is sent) and given back when the request ends and
-// its buffer is freed. Each connection may hold kAllowance bytes without
-// charge: that keeps the shared counter off the path of ordinary requests,
-// and is bounded by server.maxConnections. A read that would pass the
-// budget gets 503 `body-budget-exhausted` (Retry-After) and the connection
-// closes.
+// costs nothing until it is sent) and given back once it is whole and
+// queued (flow control's byte limits bound it then, with their fairness
+// and displacement; dispatched, the pool's concurrency does) or, without
+// flow control, when its answer starts; and whenever the request ends and
+// its buffer is freed. A body of up to kAllowance bytes is not charged:
+// that keeps the shared counter off the path of ordinary requests, and is
+// bounded by server.maxConnections. A read that would pass the budget gets
+// 503 `body-budget-exhausted` (Retry-After) and the connection closes.
 #pragma once
 
 #include <atomic>

@@ -129,8 +129,7 @@ void HttpSession::wait_for_request() {
   request_parser_.reset();
   // The last request's body is not kept (nor charged) while the connection
   // waits for the next one.
-  if (request_.body.capacity() > BodyBudget::kAllowance) std::string().swap(request_.body);
-  body_lease_.reset();
+  release_request_body();
   if (client_buffer_.size() == 0 && client_buffer_.capacity() > kKeepReadBufferBytes)
     client_buffer_ = beast::flat_buffer();                // a large body's buffer is not kept idle
   if (client_buffer_.size() > 0) return parse_request();  // pipelined bytes
@@ -383,6 +382,11 @@ void HttpSession::admit(const OpenAIRequest& parsed) {
   state_ = State::kQueued;
   cancel_sent_ = false;
   watch_saw_bytes_ = false;
+  // Queued, a whole body is flow control's to bound (maxBytes, displacement,
+  // fairness between tenants) and, dispatched, the pool's (its concurrency):
+  // the budget stops charging it, so no tenant can hold the budget with
+  // queued bodies. Without the gate it is charged until the answer starts.
+  if (ctx_.gated) body_lease_.reset();
   cookie_ = (static_cast<std::uint64_t>(worker_.index) << 48) | ++worker_.cookie_seq;
   ctx_.flow_control->enqueue(*worker_.producer, cookie_, std::move(e),
                              std::make_shared<SessionWaiter>(shared_from_this(), worker_));
@@ -540,6 +544,9 @@ void HttpSession::release_dispatch() {
 
 void HttpSession::begin_request(bool head_read) {
   request_open_ = true;
+  // An eviction belongs to the request it ended (one answered before its
+  // head, or during its last write, leaves the connection open).
+  evicted_ = false;
   head_unread_ = !head_read;
   t_start_ = std::chrono::steady_clock::now();
   dispatched_ = false;
@@ -820,11 +827,10 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
   if (evicted_) return finish_evicted();
   auto& p = *response_parser_;
   // The part of an SSE event held back from the last read goes first.
-  const std::size_t held = sse_held_.size();
-  if (held > 0) {
+  std::size_t held = 0;
+  if (sse_.holding()) {
     if (response_.body.empty()) response_.body.swap(worker_.relay_body);
-    response_.body += sse_held_;
-    sse_held_.clear();
+    held = sse_.take(response_.body);
   }
   if (ec == net::error::eof && p.got_some()) {
     // A body delimited by the connection's end is complete now.
@@ -891,7 +897,8 @@ void HttpSession::on_upstream_read(error_code ec, std::size_t n) {
     // Charge output to the flow as it streams (VTC), every 16 tokens.
     if (ticket_ && tokens_.tokens() >= ticket_.reported() + 16) ticket_.report(tokens_.tokens());
   }
-  if (response_.is_sse && framing_ == Framing::kChunked && !p.is_done()) hold_partial_event(held);
+  if (response_.is_sse && framing_ == Framing::kChunked && !p.is_done())
+    sse_.hold(response_.body, held, ctx_.config.server.sse_event_hold_bytes);
   // Write when there is something to send: the head (at once, so a streaming
   // client sees the response start before the first token; together with
   // the body when it came in the same read), body bytes, or the end.
@@ -1011,29 +1018,12 @@ void HttpSession::record_endpoint_failure(const char* what) {
   }
 }
 
-void HttpSession::hold_partial_event(std::size_t scanned) {
-  auto& body = response_.body;
-  const std::size_t whole =
-      whole_events_length(body, scanned, /*at_line_start=*/!sse_client_mid_event_);
-  if (whole == body.size()) {
-    sse_client_mid_event_ = false;
-    return;
-  }
-  // An event longer than the hold goes out as it comes (the client then
-  // holds part of it; see end_stream_with_error).
-  if (body.size() - whole > ctx_.config.server.sse_event_hold_bytes) {
-    sse_client_mid_event_ = true;
-    return;
-  }
-  sse_held_.assign(body, whole);
-  body.resize(whole);
-  if (whole > 0) sse_client_mid_event_ = false;
-}
-
 void HttpSession::build_client_head() {
   head_built_ = true;
-  sse_held_.clear();
-  sse_client_mid_event_ = false;
+  sse_.reset();
+  // The answer has begun: the request will not be sent again (no retry
+  // after a response byte), so its body goes, and its charge.
+  release_request_body();
   auto& p = *response_parser_;
   const int status = response_.status;
   const bool bodyless = status / 100 == 1 || status == 204 || status == 304;
@@ -1213,11 +1203,7 @@ void HttpSession::end_stream_with_error(std::string_view message, std::string_vi
   // an event longer than the hold gets no error event (it would be read as
   // the rest of that event): the stream just ends, visibly incomplete, and
   // an SSE client discards the unfinished event.
-  auto& body = response_.body;
-  body.resize(whole_events_length(body, 0, !sse_client_mid_event_));
-  sse_held_.clear();
-  if (!body.empty()) sse_client_mid_event_ = false;
-  if (sse_client_mid_event_) return close();
+  if (!sse_.end(response_.body)) return close();
   std::string event =
       "data: " + flowcontrol::openai_error_body(message, "server_error", code) + "\n\n";
   char prefix[24];
@@ -1278,6 +1264,14 @@ void HttpSession::finish_evicted() {
   keep_alive_ = false;
   end_stream_with_error("request evicted in flight for higher-priority traffic",
                         "evicted-preempted", true);
+}
+
+void HttpSession::release_request_body() {
+  // A large buffer is freed (small ones keep their capacity for the next
+  // request); so is the copy with the engine priority.
+  if (request_.body.capacity() > BodyBudget::kAllowance) std::string().swap(request_.body);
+  if (engine_body_.capacity() > BodyBudget::kAllowance) std::string().swap(engine_body_);
+  body_lease_.reset();
 }
 
 void HttpSession::finish_response() {
@@ -1354,8 +1348,7 @@ void HttpSession::on_answer_written(error_code ec, std::size_t) {
 void HttpSession::linger() {
   state_ = State::kLingering;
   // The refused request's body is not needed (nor charged) while draining.
-  std::string().swap(request_.body);
-  body_lease_.reset();
+  release_request_body();
   error_code ec;
   client_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   client_.expires_after(std::chrono::seconds(2));  // for the whole drain

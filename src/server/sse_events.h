@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace sluice::server {
@@ -33,5 +34,79 @@ inline std::size_t whole_events_length(std::string_view data, std::size_t scanne
   }
   return 0;
 }
+
+}  // namespace sluice::server
+
+namespace sluice::server {
+
+// One SSE stream's relay state (the session's, for its current response):
+// what is held back of an unfinished event, and what the client holds.
+// Pure, so its edges are unit-tested without a socket.
+class SseEventHold {
+ public:
+  // Before a read's body is parsed: the bytes held back from the last read
+  // go first in `body` (empty on entry). Returns how many: bytes known to
+  // hold no event's end.
+  std::size_t take(std::string& body) {
+    const std::size_t n = held_.size();
+    body += held_;
+    held_.clear();
+    return n;
+  }
+  // After a read (the stream goes on): `body` is cut after its last event's
+  // end and the rest held for the next read, unless that rest is longer
+  // than `max_hold` (an event that long goes out as it comes; the client
+  // then holds part of it). `scanned`: what take() returned.
+  void hold(std::string& body, std::size_t scanned, std::size_t max_hold) {
+    if (body.empty()) return;  // (framing only: nothing changes for the client)
+    const std::size_t whole = whole_events_length(body, scanned, at_line_start());
+    if (whole == body.size()) {
+      relayed(body);
+      return;
+    }
+    if (body.size() - whole > max_hold) {
+      relayed(body);
+      return;
+    }
+    held_.assign(body, whole);
+    body.resize(whole);
+    relayed(body);
+  }
+  // The stream ends early: `body` (this read's, not yet relayed) is cut to
+  // whole events and what is held dropped. False when the client would
+  // still hold part of an event: an error event may not follow then (it
+  // would be read as the rest of that event).
+  bool end(std::string& body) {
+    body.resize(whole_events_length(body, 0, at_line_start()));
+    held_.clear();
+    relayed(body);
+    return !mid_event_;
+  }
+  void reset() {
+    // Its capacity goes too: an idle connection keeps nothing of a stream.
+    std::string().swap(held_);
+    mid_event_ = false;
+    last_newline_ = true;
+  }
+  bool client_mid_event() const { return mid_event_; }
+  bool holding() const { return !held_.empty(); }
+
+ private:
+  // Whether a line terminator first in the next bytes ends a blank line: at
+  // an event's end, or when the last byte relayed ended a line with LF (a CR
+  // may be the first half of CR LF: taken as no, which only holds back).
+  bool at_line_start() const { return !mid_event_ || last_newline_; }
+  // `bytes` went to the client.
+  void relayed(const std::string& bytes) {
+    if (bytes.empty()) return;
+    const bool was_at_line_start = at_line_start();
+    mid_event_ = whole_events_length(bytes, 0, was_at_line_start) != bytes.size();
+    last_newline_ = bytes.back() == '\n';
+  }
+
+  std::string held_;
+  bool mid_event_ = false;    // the client holds part of an event
+  bool last_newline_ = true;  // the last byte relayed was LF
+};
 
 }  // namespace sluice::server

@@ -54,3 +54,97 @@ TEST(SseEvents, ScanningFromWhereTheHeldPartEndsFindsTheSameEnd) {
 
 }  // namespace
 }  // namespace sluice::server
+
+namespace sluice::server {
+namespace {
+
+// The relay's state across reads (what the session does with each read).
+TEST(SseEventHold, HoldsThePartOfAnEventAndSendsItWithTheRest) {
+  SseEventHold h;
+  std::string body = "data: a\n\ndata: b";
+  h.hold(body, 0, 1024);
+  EXPECT_EQ(body, "data: a\n\n");
+  EXPECT_TRUE(h.holding());
+  EXPECT_FALSE(h.client_mid_event());
+  std::string next;
+  const std::size_t held = h.take(next);
+  EXPECT_EQ(held, 7u);
+  next += "\n\n";
+  h.hold(next, held, 1024);
+  EXPECT_EQ(next, "data: b\n\n");
+  EXPECT_FALSE(h.holding());
+  // An early end with whole events only: the error event may follow.
+  std::string none;
+  EXPECT_TRUE(h.end(none));
+}
+
+TEST(SseEventHold, AnEarlyEndDropsThePartAndAllowsTheErrorEvent) {
+  SseEventHold h;
+  std::string body = "data: a\n\ndata: {\"rid\": \"fac85";
+  EXPECT_TRUE(h.end(body));
+  EXPECT_EQ(body, "data: a\n\n");
+  SseEventHold held;
+  std::string first = "data: {\"rid\": \"fac85";
+  held.hold(first, 0, 1024);
+  EXPECT_EQ(first, "");
+  std::string empty;
+  EXPECT_TRUE(held.end(empty));  // the held part is dropped, never relayed
+  EXPECT_EQ(empty, "");
+}
+
+// An event longer than the hold goes out as it comes: the client holds part
+// of it, and no error event may follow until it ends. A read that brings
+// only chunk framing (no body bytes) changes nothing of that (it once
+// cleared the flag, and the error event was glued to the long event).
+TEST(SseEventHold, AfterALongEventOnlyItsEndAllowsTheErrorEvent) {
+  SseEventHold h;
+  std::string body = "data: " + std::string(100, 'x');
+  h.hold(body, 0, 16);
+  EXPECT_EQ(body.size(), 106u);  // relayed as it came
+  EXPECT_TRUE(h.client_mid_event());
+  std::string framing_only;
+  h.hold(framing_only, 0, 16);
+  EXPECT_TRUE(h.client_mid_event());
+  std::string ending = "\n";  // the line ends; the event not yet: held
+  h.hold(ending, 0, 16);
+  EXPECT_EQ(ending, "");
+  EXPECT_TRUE(h.holding());
+  EXPECT_TRUE(h.client_mid_event());
+  std::string nothing;
+  EXPECT_FALSE(h.end(nothing));
+  // After the long event's line ended with LF, a lone LF is its blank line.
+  SseEventHold g;
+  std::string long_line = "data: " + std::string(100, 'x') + "\n";
+  g.hold(long_line, 0, 16);
+  EXPECT_TRUE(g.client_mid_event());
+  std::string blank = "\ndata: nex";
+  g.hold(blank, 0, 16);
+  EXPECT_EQ(blank, "\n");
+  EXPECT_FALSE(g.client_mid_event());
+  std::string rest;
+  EXPECT_TRUE(g.end(rest));
+  // After a CR the next LF may be the second half of CR LF: not taken as a
+  // blank line (held back; at an early end, no error event).
+  SseEventHold cr;
+  std::string cr_line = "data: " + std::string(100, 'x') + "\r";
+  cr.hold(cr_line, 0, 16);
+  std::string lf = "\n";
+  cr.hold(lf, 0, 16);
+  EXPECT_TRUE(cr.client_mid_event());
+  std::string end;
+  EXPECT_FALSE(cr.end(end));
+}
+
+TEST(SseEventHold, ResetForgetsTheStream) {
+  SseEventHold h;
+  std::string body = "data: " + std::string(100, 'x');
+  h.hold(body, 0, 16);
+  std::string part = "data: y";
+  h.hold(part, 0, 1000);
+  h.reset();
+  EXPECT_FALSE(h.client_mid_event());
+  EXPECT_FALSE(h.holding());
+}
+
+}  // namespace
+}  // namespace sluice::server
