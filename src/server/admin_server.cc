@@ -411,9 +411,14 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
 class AdminSession : public std::enable_shared_from_this<AdminSession> {
  public:
   AdminSession(tcp::socket s, AdminServer& admin, ConnectionLimit::Permit permit)
-      : stream_(std::move(s)), admin_(admin), permit_(std::move(permit)) {}
+      : stream_(std::move(s)), admin_(admin), permit_(std::move(permit)) {
+    beast::error_code ec;
+    const auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = remote.address();
+  }
   ~AdminSession() { stop_reading(); }
   void start() { read(); }
+  const net::ip::address& peer() const { return peer_; }
 
   // Makes room for a newer connection (AdminServer::reading_): closes this
   // one, whose request is not whole, and hands over its slot.
@@ -436,6 +441,9 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
     http::async_read(
         stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
           self->stop_reading();
+          // Its slot went to a newer connection while this completion was
+          // already queued: the request is not run (the client saw a reset).
+          if (!self->permit_) return self->close();
           if (!ec) return self->on_request();
           // A request we refuse gets an answer, then the
           // connection closes (its remaining bytes are unread).
@@ -500,7 +508,8 @@ class AdminSession : public std::enable_shared_from_this<AdminSession> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
   bool keep_alive_ = true;
-  bool reading_ = false;  // listed in admin_.reading_ at reading_at_
+  net::ip::address peer_;  // the client's address (unspecified if unknown)
+  bool reading_ = false;   // listed in admin_.reading_ at reading_at_
   std::list<AdminSession*>::iterator reading_at_;
 };
 
@@ -581,9 +590,20 @@ void AdminServer::accept() {
     }
     auto permit = ctx_.admin_connections.try_acquire(/*count_refusal=*/reading_.empty());
     if (!permit && !reading_.empty()) {
-      // Full: the connection that has waited longest without a whole
-      // request makes room (reading_).
-      permit = reading_.front()->give_up_slot();
+      // Full: a connection without a whole request makes room (reading_):
+      // the oldest of the client address that holds the most of them, so a
+      // flood from one place pushes out its own connections first, not a
+      // probe's or an operator's from elsewhere.
+      std::map<net::ip::address, std::size_t> unfinished;
+      AdminSession* victim = nullptr;
+      std::size_t most = 0;
+      for (AdminSession* session : reading_) most = std::max(most, ++unfinished[session->peer()]);
+      for (AdminSession* session : reading_)
+        if (unfinished[session->peer()] == most) {
+          victim = session;  // the list runs oldest first
+          break;
+        }
+      permit = victim->give_up_slot();
       ctx_.admin_connections.note_displaced();
       SLUICE_LOG_LIMITED(kWarn, "admin",
                          ctx_.admin_connections.max()

@@ -827,3 +827,51 @@ TEST(Hostile, AnAdminFloodOfUnfinishedRequestsNeverKeepsTheProbesOut) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// The connection that makes room is the oldest of the client address with
+// the most unfinished connections: a flood from one address cannot push
+// out an operator's request in progress from another, even one begun
+// before the flood (the oldest connection of all).
+TEST(Hostile, AnAdminFloodFromOneAddressPushesOutOnlyItsOwnConnections) {
+  auto mock = start_mock();
+  TempFile cfg(make_config({mock->address()}, "  adminMaxConnections: 8\n"));
+  auto sluice = start_sluice(cfg);
+  const auto admin = sluice->admin_port();
+  // An operator's request, half sent (the oldest connection).
+  RawConnection op(kHost, admin);
+  ASSERT_TRUE(op.connected());
+  ASSERT_TRUE(op.send("GET /admin/v1/flows HTTP/1.1\r\nHost: x\r\n"));
+  // The flood, from another address: the other seven slots.
+  std::vector<std::unique_ptr<RawConnection>> flood;
+  for (int i = 0; i < 7; ++i) {
+    flood.push_back(std::make_unique<RawConnection>(kHost, admin, 0, "127.0.0.2"));
+    ASSERT_TRUE(flood.back()->connected()) << "cannot connect from 127.0.0.2";
+    ASSERT_TRUE(flood.back()->send("GET /healthz HTTP/1.1\r\nHo"));
+  }
+  // A probe: the pool is full, one of the flood's connections makes room.
+  ASSERT_TRUE(eventually([&] {
+    HttpClient probe(kHost, admin, 5000ms);
+    return probe.request("GET", "/healthz").status == 200;
+  }));
+  int flood_closed = 0;
+  for (auto& f : flood) {
+    bool closed = false;
+    f->read_until_close(20ms, &closed);
+    flood_closed += closed;
+  }
+  EXPECT_EQ(flood_closed, 1);
+  // The operator's request, finished now, is answered.
+  ASSERT_TRUE(op.send("Connection: close\r\n\r\n"));
+  bool closed = false;
+  const std::string answer = op.read_until_close(10000ms, &closed);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 ", 0), 0u) << answer.substr(0, 200);
+  flood.clear();
+  HttpClient scraper(kHost, admin);
+  EXPECT_EQ(admin_metric(scraper, "sluice_admin_connections_displaced_total"), 1);
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -183,10 +183,21 @@ StreamResult HttpClient::stream(
   return out;
 }
 
-RawConnection::RawConnection(const std::string& host, std::uint16_t port, int receive_buffer) {
+RawConnection::RawConnection(const std::string& host, std::uint16_t port, int receive_buffer,
+                             const std::string& local_host) {
   fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (receive_buffer > 0)
     setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+  if (!local_host.empty()) {
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    inet_pton(AF_INET, local_host.c_str(), &local.sin_addr);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);

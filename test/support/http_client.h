@@ -78,8 +78,10 @@ class HttpClient {
 class RawConnection {
  public:
   // `receive_buffer` > 0: SO_RCVBUF, set before connecting (a client whose
-  // window closes after a few KiB when it does not read).
-  RawConnection(const std::string& host, std::uint16_t port, int receive_buffer = 0);
+  // window closes after a few KiB when it does not read). `local_host`: the
+  // address to connect from (e.g. 127.0.0.2: another client on loopback).
+  RawConnection(const std::string& host, std::uint16_t port, int receive_buffer = 0,
+                const std::string& local_host = "");
   ~RawConnection();
   bool connected() const { return fd_ >= 0; }
   std::uint16_t local_port() const;
