@@ -213,7 +213,8 @@ void FleetSync::round() {
   local_only.ready = ever_read_ || started - first_round_ > options_.lease;
   FleetOutbound out;
   if (!exchange_(degraded ? local_only : inbound_, out)) return;
-  inbound_.service.clear();  // charged once
+  inbound_.service.clear();   // charged once
+  inbound_.advanced = false;  // handed over: the same view again is no news
 
   for (auto& [key, service] : out.service) {
     Own& o = own_[key];
@@ -476,6 +477,7 @@ void FleetSync::round() {
     } else if (remote.seq != s.seq) {
       remote.seq = s.seq;
       remote.advanced = started;
+      remote.moved = true;
     }
     // The key's expiry is not the liveness rule: a hash written without one
     // would hold the pool for ever. A live replica rewrites its seq every
@@ -578,6 +580,13 @@ void FleetSync::round() {
   reports.reserve(parsed.size());
   for (auto& [id, s] : parsed) reports.push_back(std::move(s.report));
   inbound_ = merge_fleet_view(me, reports, deltas);
+  // Advanced once every other replica in it has published since the last
+  // advanced view (a new one counts as published).
+  bool all_moved = true;
+  for (const auto& [id, s] : parsed) all_moved = all_moved && remotes_[id].moved;
+  inbound_.advanced = all_moved;
+  if (all_moved)
+    for (const auto& [id, s] : parsed) remotes_[id].moved = false;
   members_ = std::move(members);
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](const std::string& id) {

@@ -142,6 +142,9 @@ class FleetSync {
     std::chrono::steady_clock::time_point present{};   // last seen in Redis
     std::uint64_t seq = 0;                             // as last read
     std::chrono::steady_clock::time_point advanced{};  // when seq was last seen to move
+    // Its seq moved since the last view handed over as advanced
+    // (FleetInbound::advanced).
+    bool moved = true;
   };
   struct Own {
     double value = 0;

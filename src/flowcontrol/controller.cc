@@ -622,13 +622,17 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
   remote_.resize(load_.size());
   fleet_left_.resize(load_.size(), 0);
   for (std::size_t i = 0; i < load_.size(); ++i) {
-    // The others reported before using what this replica left them last
-    // time: count it as used until their next report shows it.
+    // The others reported before using what this replica left them: count
+    // it as used until their next report shows it. A view that repeats
+    // their reports does not: what was left stays theirs (it was kept for
+    // one view only, so a replica slow to sync, or one killed before its
+    // next sync, lost its room on the second repeat and the pool went one
+    // over its limit).
     if (in.replicas > 0) {
       next[i].in_flight += fleet_left_[i];
       next[i].dispatched += fleet_left_[i];
     }
-    fleet_left_[i] = 0;
+    if (in.advanced || in.replicas == 0) fleet_left_[i] = 0;
   }
   for (std::size_t i = 0; i < load_.size(); ++i) {
     auto& l = load_[i];
@@ -726,7 +730,9 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
       }
       for (std::size_t i = 0; i < load_.size(); ++i) {
         const auto h = static_cast<std::uint32_t>(held[i]);
-        fleet_left_[i] = h;
+        // A repeated view still holds what it left for the same reports:
+        // the larger of the two, never both (the same demand twice).
+        fleet_left_[i] = std::max(fleet_left_[i], h);
         remote_[i].in_flight += h;
         remote_[i].dispatched += h;
         load_[i].in_flight += h;

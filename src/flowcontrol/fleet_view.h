@@ -75,6 +75,12 @@ struct FleetInbound {
   // lease): it dispatches nothing before, so that one joining a busy fleet
   // does not take the whole pool for its first interval.
   bool ready = true;
+  // Every other replica in the view has published since the last view that
+  // said so. A view that repeats a report (a replica slow to sync, one dead
+  // until its lease runs out, this replica's own failed round) says false:
+  // the room this replica left the others is still theirs (they may have
+  // taken it without telling yet), see Controller::exchange_fleet.
+  bool advanced = true;
 };
 
 struct FleetOutbound {

@@ -152,6 +152,32 @@ TEST_F(FleetSyncTest, ReplicasSeeEachOthersWorkBacklogAndServiceOnce) {
   EXPECT_EQ(st.replicas[1].address, "a.example:8080");
 }
 
+// A view is "advanced" only once every other replica in it has published
+// since the last advanced one: a view that repeats a report (the other is
+// slow to sync, or dead until its lease runs out) is not, so the dispatcher
+// keeps the room it left the other (Controller::exchange_fleet).
+TEST_F(FleetSyncTest, AViewIsAdvancedOnlyOnceEveryOtherReplicaPublishedAgain) {
+  TempDir dir;
+  RedisServer redis(dir.path);
+  ASSERT_TRUE(redis.start());
+  Replica a("a", redis.socket()), b("b", redis.socket());
+  a.sync->sync_once();
+  b.sync->sync_once();  // reads a (new: counts as published)
+  b.sync->sync_once();  // hands that view over; reads a again, unchanged
+  b.sync->sync_once();  // hands the repeat over
+  ASSERT_EQ(b.views.size(), 3u);
+  EXPECT_EQ(b.views[1].replicas, 1u);
+  EXPECT_TRUE(b.views[1].advanced);
+  EXPECT_EQ(b.views[2].replicas, 1u);
+  EXPECT_FALSE(b.views[2].advanced);
+  a.sync->sync_once();  // a publishes again
+  b.sync->sync_once();  // hands a repeat over; reads a's new state
+  b.sync->sync_once();  // hands that over
+  ASSERT_EQ(b.views.size(), 5u);
+  EXPECT_FALSE(b.views[3].advanced);
+  EXPECT_TRUE(b.views[4].advanced);
+}
+
 TEST_F(FleetSyncTest, AReplicaThatStopsSyncingIsDroppedWhenItsLeaseRunsOut) {
   RedisServer redis(dir_.path);
   ASSERT_TRUE(redis.start());
