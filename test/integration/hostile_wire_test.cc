@@ -496,12 +496,21 @@ TEST(SseEnds, AnEvictedStreamWhoseClientDoesNotReadFreesItsSlotAtOnce) {
       "x-gateway-inference-fairness-id: batch\r\nx-gateway-inference-objective: best-effort\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body));
-  // sluice's socket to that client is full (what the client's window does
-  // not take has filled its send buffer): its write to the client is under
-  // way, and stays so.
-  ASSERT_TRUE(eventually([&] { return tcp_send_buffer_full(sluice->port(), stalled.local_port()); },
-                         10000ms))
-      << tcp_send_queue(sluice->port(), stalled.local_port());
+  // sluice's write to that client is under way, and stays so: its socket's
+  // send buffer is full (ss), or the bytes queued for the client (who reads
+  // nothing) stopped growing over 50 ms though the engine has 64 MiB more to
+  // send, which only a pending write explains (the kernel may still grow
+  // the buffer's size past what is queued).
+  auto queued = [&] { return tcp_send_queue(sluice->port(), stalled.local_port()); };
+  ASSERT_TRUE(eventually(
+      [&] {
+        if (tcp_send_buffer_full(sluice->port(), stalled.local_port())) return true;
+        const long before = queued();
+        std::this_thread::sleep_for(50ms);
+        return before >= (1 << 20) && queued() == before;
+      },
+      20000ms))
+      << queued();
   EXPECT_EQ(up.requests().size(), 1u);
 
   HttpClient hi(kHost, sluice->port(), 30000ms);
