@@ -94,6 +94,10 @@ TEST(FlowControl, HighPriorityTakesTheNextFreeSlotUnderALowPriorityFlood) {
   // Four slots taken, the other twelve queued.
   ASSERT_TRUE(eventually([&] { return queued("batch", -10) == kBatch - 4; }, 20000ms));
   for (int k = 0; k < kInteractive; ++k) {
+    // Every request dispatched so far has reached the endpoint (the four
+    // first, and per step the interactive one and the best-effort one that
+    // took its slot after): what it receives next is the step's.
+    ASSERT_TRUE(eventually([&] { return up.requests().size() == std::size_t(4 + 2 * k); })) << k;
     const std::size_t seen = up.requests().size();
     clients.emplace_back([&] {
       HttpClient c(kHost, sluice->port(), 60000ms);

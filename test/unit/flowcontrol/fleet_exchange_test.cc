@@ -49,6 +49,15 @@ struct Replica2 {
     return r;
   }
   std::uint32_t load() const { return c->endpoint_load()[0].in_flight; }
+  // This replica's own request (flow b) arrives.
+  void enqueue_b(TimePoint now) {
+    EnqueueRequest e;
+    e.cookie = 1;
+    e.flow_id = "b";
+    e.input_tokens = 10;
+    e.max_output_tokens = 4;
+    c->enqueue(e, now);
+  }
 };
 
 TEST(FleetExchange, RoomLeftToAnotherReplicaStaysItsWhileItsReportRepeats) {
@@ -58,12 +67,7 @@ TEST(FleetExchange, RoomLeftToAnotherReplicaStaysItsWhileItsReportRepeats) {
   // The one free slot is left to the other replica, which has demand for it.
   r.c->exchange_fleet(r.other(true), o, now);
   EXPECT_EQ(r.load(), 4u);
-  EnqueueRequest e;
-  e.cookie = 1;
-  e.flow_id = "b";
-  e.input_tokens = 10;
-  e.max_output_tokens = 4;
-  r.c->enqueue(e, now);
+  r.enqueue_b(now);
   r.c->dispatch(now);
   EXPECT_TRUE(r.out.empty());
   // The same report again and again (the other is dead until its lease runs
@@ -103,12 +107,7 @@ TEST(FleetExchange, ReportsThatMoveFreeTheRoomLeftAfterOneMoreView) {
   now += 10ms;
   r.c->exchange_fleet(idle, o, now);
   EXPECT_EQ(r.load(), 3u);
-  EnqueueRequest e;
-  e.cookie = 1;
-  e.flow_id = "b";
-  e.input_tokens = 10;
-  e.max_output_tokens = 4;
-  r.c->enqueue(e, now);
+  r.enqueue_b(now);
   r.c->dispatch(now);
   ASSERT_EQ(r.out.size(), 1u);
   EXPECT_EQ(r.out[0].outcome, QueueOutcome::kDispatched);
