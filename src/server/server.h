@@ -143,6 +143,12 @@ struct Worker {
   // session only for the part the socket did not take at once).
   std::string relay_body;
   std::string relay_out;
+  // Request-body buffers of finished large requests, for the thread's next
+  // ones (HttpSession::release_request_body): at most kSpareBodies, each
+  // of at most kSpareBodyCapacity.
+  static constexpr std::size_t kSpareBodies = 4;
+  static constexpr std::size_t kSpareBodyCapacity = (1u << 20) + 64;
+  std::vector<std::string> spare_bodies;
   std::uint64_t request_seq = 0;  // for generated request ids
   std::uint64_t id_prefix = 0;
   std::unique_ptr<flowcontrol::ControllerShell::Producer> producer;  // this thread's queue token
