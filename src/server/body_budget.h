@@ -16,10 +16,16 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
 namespace sluice::server {
+
+// A request-body buffer larger than this is not kept for a connection's
+// next request (RequestHead::clear), nor among its I/O thread's spares
+// (Worker::spare_bodies).
+inline constexpr std::size_t kKeptBodyCapacity = 1u << 20;
 
 class BodyBudget {
  public:
@@ -64,7 +70,6 @@ class BodyBudget {
       if (budget_ && held_ > 0) budget_->give(held_);
       held_ = 0;
     }
-    std::uint64_t held() const { return held_; }
 
    private:
     BodyBudget* budget_ = nullptr;

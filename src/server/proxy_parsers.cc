@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/body_budget.h"
 #include "server/openai_request.h"
 
 namespace sluice::server {
@@ -111,7 +112,7 @@ void RequestHead::clear() {
   unsupported_transfer_coding = false;
   expect_continue = false;
   // A connection that once carried a huge body should not pin that memory.
-  if (body.capacity() > (1u << 20)) std::string().swap(body);
+  if (body.capacity() > kKeptBodyCapacity) std::string().swap(body);
   body.clear();
 }
 

@@ -147,7 +147,7 @@ struct Worker {
   // ones (HttpSession::release_request_body): at most kSpareBodies, each
   // of at most kSpareBodyCapacity.
   static constexpr std::size_t kSpareBodies = 4;
-  static constexpr std::size_t kSpareBodyCapacity = (1u << 20) + 64;
+  static constexpr std::size_t kSpareBodyCapacity = kKeptBodyCapacity;
   std::vector<std::string> spare_bodies;
   std::uint64_t request_seq = 0;  // for generated request ids
   std::uint64_t id_prefix = 0;

@@ -35,10 +35,6 @@ inline std::size_t whole_events_length(std::string_view data, std::size_t scanne
   return 0;
 }
 
-}  // namespace sluice::server
-
-namespace sluice::server {
-
 // One SSE stream's relay state (the session's, for its current response):
 // what is held back of an unfinished event, and what the client holds.
 // Pure, so its edges are unit-tested without a socket.
@@ -60,16 +56,10 @@ class SseEventHold {
   void hold(std::string& body, std::size_t scanned, std::size_t max_hold) {
     if (body.empty()) return;  // (framing only: nothing changes for the client)
     const std::size_t whole = whole_events_length(body, scanned, at_line_start());
-    if (whole == body.size()) {
-      relayed(body);
-      return;
+    if (whole < body.size() && body.size() - whole <= max_hold) {
+      held_.assign(body, whole);
+      body.resize(whole);
     }
-    if (body.size() - whole > max_hold) {
-      relayed(body);
-      return;
-    }
-    held_.assign(body, whole);
-    body.resize(whole);
     relayed(body);
   }
   // The stream ends early: `body` (this read's, not yet relayed) is cut to
