@@ -8,11 +8,11 @@
 #include <string>
 #include <string_view>
 
+#include "admin/admin_server.h"
 #include "config/config.h"
 #include "config/units.h"
-#include "server/admin_server.h"
-#include "server/log.h"
-#include "server/server.h"
+#include "observe/log.h"
+#include "proxy/server.h"
 
 namespace {
 
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   {
     auto hp = sluice::config::parse_host_port(config.server.admin_listen);
     if (!hp) usage_error("admin listen address must be HOST:PORT");
-    if (token.empty() && !sluice::server::is_loopback_host(std::string(hp->host))) {
+    if (token.empty() && !sluice::admin::is_loopback_host(std::string(hp->host))) {
       std::cerr
           << "sluice: refusing to start: the admin plane would listen on "
           << config.server.admin_listen
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  sluice::server::Server server(config);
+  sluice::proxy::Server server(config);
   {
     std::string error;
     if (!server.context().access_log.open(config.server.access_log, config.server.access_log_format,
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  sluice::server::AdminServer admin(server, token);
+  sluice::admin::AdminServer admin(server, token);
   std::string bound, admin_bound;
   try {
     bound = server.bind(config.server.listen);
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     sigwait(&signals, &sig);
     if (sig != SIGHUP) break;
     SLUICE_LOG(kInfo, "reload", "SIGHUP: reloading " << config_path);
-    server.reload([](sluice::server::ReloadResult r) {
+    server.reload([](sluice::proxy::ReloadResult r) {
       if (r.ok) SLUICE_LOG(kInfo, "reload", "config reloaded");
       // An invalid file was logged by reload(); the running config stays.
     });

@@ -35,7 +35,7 @@ struct ServerOptions {
   // I/O thread's event loop), "auto" (inline with one I/O thread).
   std::string dispatcher = "auto";
   std::uint64_t max_body_bytes = 8ull << 20;
-  // Request-body bytes held at once, all connections (server/body_budget.h);
+  // Request-body bytes held at once, all connections (proxy/body_budget.h);
   // 0: a quarter of the memory sluice may use, at least maxBodyBytes.
   std::uint64_t max_buffered_body_bytes = 0;
   std::uint32_t max_header_bytes = 16u << 10;
@@ -45,7 +45,7 @@ struct ServerOptions {
   // comes, and a stream that ends inside it ends without the error event.
   std::uint32_t sse_event_hold_bytes = 64u << 10;
   // Longest fairness id / objective name accepted (x-gateway-inference-*);
-  // longer, or with bytes outside server/steering.h's set: 400.
+  // longer, or with bytes outside protocol/steering.h's set: 400.
   std::uint32_t max_fairness_id_bytes = 128;
   // Longest `model` accepted (it becomes a metric label and a log field);
   // longer, or with control characters: 400 invalid-model.

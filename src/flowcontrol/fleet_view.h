@@ -44,7 +44,7 @@ struct FleetBandBacklog {
 };
 
 // The flow key in the fleet's tables: "<priority> <fairness id>" (ids hold
-// no spaces: server/steering.h).
+// no spaces: protocol/steering.h).
 std::string fleet_flow_key(int priority, const std::string& id);
 
 struct FleetInbound {

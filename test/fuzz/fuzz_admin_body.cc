@@ -1,4 +1,4 @@
-// The admin plane's request bodies and query parameters (server/
+// The admin plane's request bodies and query parameters (admin/
 // admin_requests.h): PUT /admin/v1/flows/{id}, PUT /admin/v1/bands/{p} and
 // ?limit=. The first byte picks the parser, the rest is the body (or the
 // target). Oracles: nothing throws; an error is a 4xx whose body is valid
@@ -13,12 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "admin/admin_requests.h"
 #include "finding.h"
-#include "server/admin_requests.h"
 
 namespace {
 
-using sluice::server::AdminReply;
+using sluice::admin::AdminReply;
 
 [[noreturn]] void violation(const char* what) {
   std::fprintf(stderr, "FINDING: %s\n", what);
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       sluice::registry::FlowOverride before;
       before.weight = 2.0;
       AdminReply error;
-      auto o = sluice::server::parse_override(input, before, error);
+      auto o = sluice::admin::parse_override(input, before, error);
       if (!o) {
         check_error(error);
       } else {
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       c.priority = 7;
       const sluice::registry::BandConfig before = c;
       AdminReply error;
-      if (!sluice::server::parse_band(input, c, error)) {
+      if (!sluice::admin::parse_band(input, c, error)) {
         check_error(error);
       } else {
         if (!(c.share >= 0 && c.share < 1) || std::signbit(c.share))
@@ -67,10 +67,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     } else if (which == 2) {
       // A band's priority in a path: canonical, so printing it back gives it.
-      if (auto p = sluice::server::parse_priority(input); p && std::to_string(*p) != input)
+      if (auto p = sluice::admin::parse_priority(input); p && std::to_string(*p) != input)
         violation("a priority accepted in a spelling that is not its own");
     } else {
-      auto n = sluice::server::limit_param(input, 1000, 4096);
+      auto n = sluice::admin::limit_param(input, 1000, 4096);
       if (n && (*n == 0 || *n > 4096)) violation("limit out of range");
     }
   } catch (const std::exception& e) {

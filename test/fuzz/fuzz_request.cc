@@ -11,10 +11,10 @@
 #include <string>
 
 #include "chunker.h"
+#include "protocol/openai_request.h"
+#include "protocol/proxy_parsers.h"
+#include "protocol/routes.h"
 #include "scheduling/prefix_hasher.h"
-#include "server/openai_request.h"
-#include "server/proxy_parsers.h"
-#include "server/routes.h"
 
 namespace http = boost::beast::http;
 
@@ -24,13 +24,13 @@ constexpr std::uint32_t kHeaderLimit = 16u << 10;
 constexpr std::uint64_t kBodyLimit = 1u << 20;
 constexpr int kMaxRequestsPerConnection = 16;
 
-void handle_body(sluice::server::RequestHead& head) {
-  (void)sluice::server::classify_target(head.target);
-  (void)sluice::server::is_json_content_type(head.content_type);
+void handle_body(sluice::protocol::RequestHead& head) {
+  (void)sluice::protocol::classify_target(head.target);
+  (void)sluice::protocol::is_json_content_type(head.content_type);
   const sluice::scheduling::RequestPreparation prep{.prefix_hashes = true};
   std::string prompt;
-  auto parsed = sluice::server::parse_openai_request(head.body, &prompt,
-                                                     sluice::scheduling::prefix_text_limit(prep));
+  auto parsed = sluice::protocol::parse_openai_request(head.body, &prompt,
+                                                       sluice::scheduling::prefix_text_limit(prep));
   if (!parsed.ok()) return;
   sluice::scheduling::Request request;
   sluice::scheduling::compute_prefix_hashes(prompt, parsed.request.model, prep, request,
@@ -41,8 +41,8 @@ void handle_body(sluice::server::RequestHead& head) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   sluice::fuzz::Chunker reads(data, size);
-  sluice::server::RequestHead head;
-  std::optional<sluice::server::ProxyRequestParser> parser;
+  sluice::protocol::RequestHead head;
+  std::optional<sluice::protocol::ProxyRequestParser> parser;
   std::string buffer;  // the session's client_buffer_
   int requests = 0;
   for (;;) {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "chunker.h"
-#include "server/output_tokens.h"
-#include "server/proxy_parsers.h"
+#include "protocol/output_tokens.h"
+#include "protocol/proxy_parsers.h"
 
 namespace http = boost::beast::http;
 
@@ -20,8 +20,8 @@ namespace {
 
 constexpr int kMaxInterimResponses = 8;  // as HttpSession::on_interim_response
 
-void start(std::optional<sluice::server::RelayResponseParser>& parser,
-           sluice::server::ResponseHead& head) {
+void start(std::optional<sluice::protocol::RelayResponseParser>& parser,
+           sluice::protocol::ResponseHead& head) {
   parser.emplace(head);
   parser->body_limit(boost::none);
   parser->header_limit(64 * 1024);
@@ -32,9 +32,9 @@ void start(std::optional<sluice::server::RelayResponseParser>& parser,
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   sluice::fuzz::Chunker reads(data, size);
-  sluice::server::ResponseHead head;
-  std::optional<sluice::server::RelayResponseParser> parser;
-  sluice::server::OutputTokenCounter tokens;
+  sluice::protocol::ResponseHead head;
+  std::optional<sluice::protocol::RelayResponseParser> parser;
+  sluice::protocol::OutputTokenCounter tokens;
   std::string buffer;  // the upstream connection's buffer
   int interim = 0;
   start(parser, head);

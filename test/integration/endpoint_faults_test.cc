@@ -139,7 +139,7 @@ TEST(EndpointFaults, SuccessBetweenFailuresResetsTheCount) {
 // An endpoint that closes each connection right after a keep-alive answer
 // (no Connection: close): sluice pools the connection, having read the
 // answer, and tells its reactor the socket is drained (the next read waits
-// for readiness instead of trying a receive, server/reactor_hint.h) — the
+// for readiness instead of trying a receive, proxy/reactor_hint.h) — the
 // close may have arrived in that moment. The next request's bytes draw a
 // reset (an event), and it is retried once on a fresh connection: every
 // request is answered, none waits for the upstream timeout (120 s: such a
@@ -162,7 +162,7 @@ TEST(EndpointFaults, AnEndpointClosingRightAfterEachAnswerCostsNoRequest) {
 
 // An engine that sends an event and dies in the same segment, mid-stream.
 // The read that takes the event leaves the next one waiting for readiness
-// (server/hinted_reads.h), and the close came with the event, so the
+// (proxy/hinted_reads.h), and the close came with the event, so the
 // reactor will not report it again: only the I/O thread's close watch sees
 // it. The stream must end with an error event at once, not at the upstream
 // idle timeout (20 s here). Two ways: the head, an event and the close in
@@ -607,7 +607,7 @@ TEST(EndpointFaults, AdminAcceptBacksOffAtTheDescriptorLimit) {
 // blocks). Log lines written on the thread that logs would stall it: here
 // the admin thread, through a thousand invalid reloads that each log an
 // error. With the log's own writer they wait in its buffer (past 1 MiB they
-// would be dropped and counted: test/unit/server/log_test.cc), every thread
+// would be dropped and counted: test/unit/observe/log_test.cc), every thread
 // keeps serving, and once stderr is read again every line arrives.
 TEST(EndpointFaults, StalledStderrNeverBlocksAThread) {
   auto mock = start_mock({"--decode-ms-per-token", "0"});

@@ -451,7 +451,7 @@ TEST(Proxy, ClientLeavingMidStreamStopsGeneration) {
 
 // A non-streaming answer writes nothing to the client until it is done, so
 // only the client watch notices the client leaving. The watch is armed 10
-// to 20 ms after admission (server/deferred_watch.h): a client leaving
+// to 20 ms after admission (proxy/deferred_watch.h): a client leaving
 // mid-generation, or right after sending (its request dispatched before any
 // watch was armed), still stops the generation, within the 3 s bound of the
 // streaming test above rather than at the answer's end (10 s).

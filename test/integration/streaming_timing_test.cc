@@ -25,7 +25,7 @@ std::string chunk(const std::string& bytes) {
 // size or a timer, waiting for the response to end) would leave the engine
 // waiting for a client that waits for it: the bounded wait below fails
 // instead of the stream completing. Chunk boundaries are not event
-// boundaries here, so relaying whole events (server/sse_events.h) must not
+// boundaries here, so relaying whole events (protocol/sse_events.h) must not
 // hold one either: an event is sent as its first half, then (a separate
 // write) its second half with the next event's first half.
 TEST(StreamingTiming, EventsArriveAsTheyAreProduced) {

@@ -7,9 +7,9 @@
 
 #include <string>
 
+#include "admin/admin_requests.h"
 #include "config/config.h"
 #include "scheduling/plugins/approx_prefix_cache_producer.h"
-#include "server/admin_requests.h"
 
 namespace sluice {
 namespace {
@@ -174,14 +174,14 @@ TEST(Extensions, ConfigErrorsListTheRegistrysTypes) {
 
 TEST(Extensions, AdminBandErrorsListTheRegistrysTypes) {
   registry::BandConfig c;
-  server::AdminReply error;
-  ASSERT_FALSE(server::parse_band(R"({"fairnessPolicy":"nope"})", c, error));
+  admin::AdminReply error;
+  ASSERT_FALSE(admin::parse_band(R"({"fairnessPolicy":"nope"})", c, error));
   for (const auto& t : builtin_extensions().types(ExtensionKind::kFairnessPolicy))
     EXPECT_NE(error.body.find(t), std::string::npos) << t;
-  ASSERT_FALSE(server::parse_band(R"({"orderingPolicy":"vtc-fairness-policy"})", c, error));
+  ASSERT_FALSE(admin::parse_band(R"({"orderingPolicy":"vtc-fairness-policy"})", c, error));
   for (const auto& t : builtin_extensions().types(ExtensionKind::kOrderingPolicy))
     EXPECT_NE(error.body.find(t), std::string::npos) << t;
-  ASSERT_TRUE(server::parse_band(
+  ASSERT_TRUE(admin::parse_band(
       R"({"fairnessPolicy":"vtc-fairness-policy","orderingPolicy":"edf-ordering-policy"})", c,
       error));
   EXPECT_EQ(c.fairness, "vtc-fairness-policy");

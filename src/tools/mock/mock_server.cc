@@ -8,8 +8,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "server/openai_request.h"
-#include "server/routes.h"
+#include "protocol/openai_request.h"
+#include "protocol/routes.h"
 
 namespace sluice::mock {
 
@@ -74,12 +74,12 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
 
   void handle(http::request<http::string_body>& req) {
     auto target = std::string_view(req.target().data(), req.target().size());
-    auto route = server::classify_target(target);
+    auto route = protocol::classify_target(target);
     if (target == "/health" && req.method() == http::verb::get)
       return simple(200, "application/json", "{}");
     if (target == "/metrics" && req.method() == http::verb::get)
       return simple(200, "text/plain; version=0.0.4", server_.metrics_text());
-    if (route == server::Route::kModels && req.method() == http::verb::get) {
+    if (route == protocol::Route::kModels && req.method() == http::verb::get) {
       json j = {{"object", "list"},
                 {"data", json::array({{{"id", server_.options().model},
                                        {"object", "model"},
@@ -88,9 +88,9 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
       return simple(200, "application/json",
                     j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
-    if ((route == server::Route::kCompletions || route == server::Route::kChatCompletions) &&
+    if ((route == protocol::Route::kCompletions || route == protocol::Route::kChatCompletions) &&
         req.method() == http::verb::post) {
-      return generate(req, route == server::Route::kChatCompletions);
+      return generate(req, route == protocol::Route::kChatCompletions);
     }
     return simple(
         404, "application/json",
@@ -99,7 +99,7 @@ class MockSession : public std::enable_shared_from_this<MockSession> {
 
   void generate(http::request<http::string_body>& req, bool chat) {
     std::string prompt;
-    auto parsed = server::parse_openai_request(req.body(), &prompt);
+    auto parsed = protocol::parse_openai_request(req.body(), &prompt);
     if (!parsed.ok()) {
       json j = {
           {"error",

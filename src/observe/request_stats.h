@@ -1,0 +1,76 @@
+// Per-request statistics of one I/O thread: written only by that thread,
+// copied on that thread when /metrics is scraped (the admin plane posts a
+// snapshot task to each worker and merges the copies). No atomics, no lock.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "flowcontrol/latency_histogram.h"
+
+namespace sluice::observe {
+
+class MetricsText;
+
+// GIE's inference_objective_* families, by model.
+struct ModelStats {
+  std::uint64_t requests = 0;
+  std::unordered_map<std::string, std::uint64_t> errors;  // by error code (a bounded set)
+  flowcontrol::LatencyHistogram duration;
+  flowcontrol::TokenHistogram input_tokens;
+  flowcontrol::TokenHistogram output_tokens;
+  std::int64_t running = 0;
+};
+
+enum class UpstreamError : std::uint8_t {
+  kConnect,         // refused, unreachable, connect timeout
+  kTimeout,         // no response (headers or body) within upstreamIdleTimeout
+  kBeforeResponse,  // reset or closed before a response began
+  kMidResponse,     // failed while the response was relayed
+  kStaleReused,     // a pooled connection the endpoint had closed (retried on a fresh one)
+  kCount
+};
+
+struct EndpointStats {
+  std::uint64_t connections_new = 0;
+  std::uint64_t connections_reused = 0;
+  std::array<std::uint64_t, static_cast<std::size_t>(UpstreamError::kCount)> errors{};
+};
+
+// Lookup by string_view without building a key string (C++20).
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
+struct WorkerStats {
+  explicit WorkerStats(std::size_t max_models = 100) : max_models(max_models) {}
+
+  // The stats of `model`; beyond `max_models` distinct names, "other".
+  ModelStats& model(std::string_view name);
+  EndpointStats& endpoint(std::size_t index) {
+    if (index >= endpoints.size()) endpoints.resize(index + 1);
+    return endpoints[index];
+  }
+  void outcome(std::string_view what);
+  // Models with their own series ("other" does not count against the cap).
+  std::size_t named_models() const { return models.size() - models.count("other"); }
+
+  // Adds another worker's copy (for the merged exposition).
+  void merge(const WorkerStats& o);
+  // The families, after the merge. `endpoint_address(i)` names slot i.
+  void render(MetricsText& m, const std::vector<std::string>& endpoint_addresses) const;
+
+  std::size_t max_models;
+  StringMap<ModelStats> models;
+  StringMap<std::uint64_t> outcomes;  // sluice_requests_total{outcome}
+  std::vector<EndpointStats> endpoints;
+};
+
+}  // namespace sluice::observe

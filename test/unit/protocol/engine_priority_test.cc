@@ -1,0 +1,52 @@
+#include "protocol/engine_priority.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace sluice::protocol {
+namespace {
+
+using nlohmann::json;
+
+TEST(EnginePriority, BandToVllmScale) {
+  EXPECT_EQ(engine_priority_for_band(100), -100);  // more important: lower in vLLM
+  EXPECT_EQ(engine_priority_for_band(-10), 10);
+  EXPECT_EQ(engine_priority_for_band(0), 0);
+}
+
+TEST(EnginePriority, InsertedFirstTheRestByteForByte) {
+  EXPECT_EQ(body_with_priority(R"({"model":"m","prompt":"x"})", -5),
+            R"({"priority":-5,"model":"m","prompt":"x"})");
+  EXPECT_EQ(body_with_priority("  {  \"model\" : \"m\"  }  ", 3),
+            "  {\"priority\":3,\"model\" : \"m\"  }  ");
+  EXPECT_EQ(body_with_priority("{}", 1), R"({"priority":1})");
+  EXPECT_EQ(body_with_priority("{ }\n", 1), "{\"priority\":1}\n");
+}
+
+// A tenant's own priority never reaches a priority-scheduling engine,
+// wherever it sits, however its key is spelled; nested ones are content.
+TEST(EnginePriority, ClientPriorityIsRemoved) {
+  auto check = [](const std::string& body, const json& want) {
+    const std::string out = body_with_priority(body, 7);
+    auto j = json::parse(out);
+    EXPECT_EQ(j, want) << out;
+    // No other top-level priority left for a last-key-wins parser to take.
+    EXPECT_EQ(out.rfind("\"priority\":7"), out.find("\"priority\":7")) << out;
+    EXPECT_EQ(out.find("-1000"), std::string::npos) << out;
+    EXPECT_EQ(out.find("\"priority\":2"), std::string::npos) << out;
+  };
+  check(R"({"priority":-1000,"model":"m"})", json{{"priority", 7}, {"model", "m"}});
+  check(R"({"model":"m","priority":-1000})", json{{"priority", 7}, {"model", "m"}});
+  check(R"({"model":"m", "priority" : -1000 , "max_tokens":5})",
+        json{{"priority", 7}, {"model", "m"}, {"max_tokens", 5}});
+  check(R"({"priority":-1})", json{{"priority", 7}});
+  check(R"({"priorit\u0079":-1000,"model":"m"})", json{{"priority", 7}, {"model", "m"}});
+  check(R"({"priority":{"a":[1,"}"]},"model":"m"})", json{{"priority", 7}, {"model", "m"}});
+  check(R"({"priority":1,"priority":2,"model":"m"})", json{{"priority", 7}, {"model", "m"}});
+  check(R"({"metadata":{"priority":-9},"prompt":"\"priority\":-9"})",
+        json{{"priority", 7}, {"metadata", {{"priority", -9}}}, {"prompt", "\"priority\":-9"}});
+}
+
+}  // namespace
+}  // namespace sluice::protocol

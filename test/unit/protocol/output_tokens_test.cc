@@ -1,0 +1,49 @@
+#include "protocol/output_tokens.h"
+
+#include <gtest/gtest.h>
+
+namespace sluice::protocol {
+namespace {
+
+std::string stream(int tokens, bool usage) {
+  std::string s;
+  for (int i = 0; i < tokens; ++i)
+    s += "data: {\"choices\":[{\"index\":0,\"text\":\" tok\",\"finish_reason\":null}]}\n\n";
+  if (usage)
+    s += "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":" +
+         std::to_string(tokens) + ",\"total_tokens\":9}}\n\n";
+  s += "data: [DONE]\n\n";
+  return s;
+}
+
+TEST(OutputTokens, CountsSseEventsFedInAnySplit) {
+  const std::string s = stream(57, false);
+  for (std::size_t piece : {1u, 2u, 5u, 7u, 13u, 64u, 1000u}) {
+    OutputTokenCounter c;
+    for (std::size_t off = 0; off < s.size(); off += piece)
+      c.feed(std::string_view(s).substr(off, piece));
+    EXPECT_EQ(c.tokens(), 57u) << "piece " << piece;
+  }
+}
+
+TEST(OutputTokens, UsageWinsWhenPresent) {
+  const std::string s = stream(12, true);
+  for (std::size_t piece : {1u, 3u, 9u, 4096u}) {
+    OutputTokenCounter c;
+    for (std::size_t off = 0; off < s.size(); off += piece)
+      c.feed(std::string_view(s).substr(off, piece));
+    EXPECT_EQ(c.tokens(), 12u) << "piece " << piece;
+  }
+}
+
+TEST(OutputTokens, PlainAnswerUsage) {
+  OutputTokenCounter c;
+  c.feed(R"({"choices":[{"text":"data: not an event"}],"usage":{"prompt_tokens":3,)");
+  c.feed(R"("completion_tokens": 250,"total_tokens":253}})");
+  EXPECT_EQ(c.tokens(), 250u);
+  c.reset();
+  EXPECT_EQ(c.tokens(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice::protocol
