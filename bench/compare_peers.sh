@@ -3,7 +3,9 @@
 # front of the same three sluice-mock endpoints, one after the other in one
 # run: sluice (config/demo.yaml), HAProxy 2.6 (two priority classes,
 # per-server maxconn, timeout queue) and nginx 1.22 (max_conns). Prints one
-# table, writes bench/results/compare_peers.md and the README's table.
+# table, writes bench/results/compare_peers.md and the table of
+# docs/benchmarks/compare-peers.md (without the sluice build: user pages name
+# no commits; the build is in bench/results/compare_peers.md and printed).
 #
 #   bash bench/compare_peers.sh [BUILD_DIR]     (default build/release)
 #   DURATION=30s (the scenario's own) | any Go-style duration
@@ -77,11 +79,11 @@ kill -TERM $NGINX_PID; wait $NGINX_PID || true
 SLUICE_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 NGINX_VERSION=$("$NGINX" -v 2>&1 | sed -n 's|.*nginx/||p')
 HAPROXY_VERSION=$("$HAPROXY" -v 2>&1 | sed -n 's/^HAProxy version \([^ ]*\).*/\1/p')
-python3 - "$WORK" "$OUT" "$ROOT/README.md" "$DURATION" "$SLUICE_COMMIT" "$HAPROXY_VERSION" "$NGINX_VERSION" <<'PY'
+python3 - "$WORK" "$OUT" "$ROOT/docs/benchmarks/compare-peers.md" "$DURATION" "$SLUICE_COMMIT" "$HAPROXY_VERSION" "$NGINX_VERSION" <<'PY'
 import json, sys, datetime
-work, out, readme, duration, commit, hv, nv = sys.argv[1:8]
+work, out, page, duration, commit, hv, nv = sys.argv[1:8]
 rows = []
-for key, label in (("sluice", f"sluice ({commit}, config/demo.yaml)"),
+for key, label in (("sluice", "sluice (config/demo.yaml)"),
                    ("haproxy", f"HAProxy {hv} (2 priority classes, maxconn 4/server, timeout queue 20s)"),
                    ("nginx", f"nginx {nv} (max_conns=4/server)")):
     r = json.load(open(f"{work}/{key}.json"))
@@ -102,17 +104,21 @@ for (label, jain, share, p99, iok, isent, shed, err, lost, sent) in rows:
 table = "\n".join(lines)
 head = (f"- date: {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; scenario bench/scenarios/demo.yaml for {duration} "
         "(5 s warm-up excluded); the same three sluice-mock endpoints (4 sequences, 20 ms/token) behind each gateway, one after the other\n")
-open(out, "w").write("# The demo scenario through sluice, HAProxy and nginx (`bench/compare_peers.sh`)\n\n" + head + "\n" + table + "\n")
+open(out, "w").write("# The demo scenario through sluice, HAProxy and nginx (`bench/compare_peers.sh`)\n\n"
+                     + f"- sluice build: {commit}\n" + head + "\n" + table + "\n")
+print(f"sluice build: {commit}")
 print(table)
-text = open(readme).read()
+text = open(page).read()
 b, e = "<!-- compare_peers:begin -->", "<!-- compare_peers:end -->"
 if b in text and e in text:
     i, j = text.index(b) + len(b), text.index(e)
     text = text[:i] + "\n" + head + "\n" + table + "\n" + text[j:]
-    open(readme, "w").write(text)
+    open(page, "w").write(text)
+else:
+    print(f"compare_peers: the markers {b} / {e} are missing from {page}; its table is not updated", file=sys.stderr)
 PY
 for name in sluice haproxy nginx; do
   cp "$WORK/$name.json" "$ROOT/bench/results/compare_$name.json"
   cp "$WORK/$name.html" "$ROOT/bench/results/compare_$name.html"
 done
-log "written to $OUT (and the README's table); each gateway's reports: bench/results/compare_*.{json,html}"
+log "written to $OUT (and the table in docs/benchmarks/compare-peers.md); each gateway's reports: bench/results/compare_*.{json,html}"
