@@ -12,11 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "config/units.h"
+#include "fleet/fleet_sync.h"
 #include "flowcontrol/fairness_policies.h"
 #include "flowcontrol/ordering_policies.h"
 #include "observe/log.h"
 #include "observe/metrics_text.h"
-#include "proxy/server.h"
+#include "proxy/proxy_context.h"
 
 namespace sluice::admin {
 
@@ -160,7 +161,7 @@ void copy_dispatcher_state(flowcontrol::Controller& c, AdminServer::DispatcherCo
 // bounded in size) and the flows' (copied a chunk at a time).
 std::string metrics_text(const AdminServer::DispatcherCopy& c,
                          const AdminServer::FlowsSnapshot& flows, proxy::ProxyContext& ctx,
-                         const observe::WorkerStats& requests) {
+                         fleet::FleetSync* fleet, const observe::WorkerStats& requests) {
   observe::MetricsText m;
   {
     std::vector<std::string> addresses;
@@ -337,8 +338,8 @@ std::string metrics_text(const AdminServer::DispatcherCopy& c,
            "Requests the dispatcher released to endpoints.");
   m.sample("sluice_dispatcher_released_total", {},
            static_cast<double>(ctx.flow_control->released()));
-  if (ctx.fleet) {
-    const fleet::FleetStatus st = ctx.fleet->status();
+  if (fleet) {
+    const fleet::FleetStatus st = fleet->status();
     m.family("sluice_fleet_connected", "gauge",
              "1 while the last sync with Redis succeeded (redis:), else 0.");
     m.sample("sluice_fleet_connected", {}, st.connected ? 1 : 0);
@@ -520,8 +521,8 @@ bool is_loopback_host(const std::string& host) {
   return !ec && a.is_loopback();
 }
 
-AdminServer::AdminServer(proxy::Server& server, std::string token)
-    : server_(server), ctx_(server.context()), token_(std::move(token)) {
+AdminServer::AdminServer(Backend& backend, std::string token)
+    : backend_(backend), ctx_(backend.context()), token_(std::move(token)) {
   producer_ = ctx_.flow_control->make_producer();
 }
 
@@ -545,8 +546,8 @@ std::string AdminServer::bind(const std::string& listen) {
 
 void AdminServer::start() {
   accept();
-  if (ctx_.fleet)
-    ctx_.fleet->set_operation_handler([this](const fleet::FleetOperation& op) {
+  if (fleet())
+    fleet()->set_operation_handler([this](const fleet::FleetOperation& op) {
       apply_replicated(FleetOperationView{op.method, op.target, op.body});
     });
   thread_ = std::thread([this] {
@@ -566,7 +567,7 @@ void AdminServer::start() {
 
 void AdminServer::stop() {
   if (!thread_.joinable()) return;
-  if (ctx_.fleet) ctx_.fleet->set_operation_handler({});
+  if (fleet()) fleet()->set_operation_handler({});
   ioc_.stop();
   thread_.join();
 }
@@ -756,11 +757,11 @@ void AdminServer::route(const std::string& method, const std::string& target,
                         const std::string& body, std::function<void(Reply)> respond,
                         bool replicated) {
   const std::string path = target.substr(0, target.find('?'));
-  if (!replicated && ctx_.fleet && fleet_wide(method, target)) {
+  if (!replicated && fleet() && fleet_wide(method, target)) {
     // Applied here first; stored for the others once it succeeded.
     respond = [this, method, target, body, respond = std::move(respond)](Reply r) {
       if (r.status >= 200 && r.status < 300)
-        ctx_.fleet->publish_operation(fleet::FleetOperation{method, target, body});
+        fleet()->publish_operation(fleet::FleetOperation{method, target, body});
       respond(std::move(r));
     };
   }
@@ -795,33 +796,34 @@ void AdminServer::route(const std::string& method, const std::string& target,
     // The I/O threads' request statistics, the flows (copied a chunk at a
     // time), the rest of flow control's state (a bounded copy); rendered
     // here, never on the dispatcher.
-    server_.collect_stats([this, respond = std::move(respond)](observe::WorkerStats stats) mutable {
-      auto requests = std::make_shared<observe::WorkerStats>(std::move(stats));
-      net::post(ioc_, [this, requests, respond = std::move(respond)]() mutable {
-        with_flows([this, requests, respond = std::move(respond)](
-                       std::shared_ptr<const FlowsSnapshot> flows) mutable {
-          auto copy = std::make_shared<DispatcherCopy>();
-          ctx_.flow_control->reconfigure(
-              *producer_,
-              [copy](flowcontrol::Controller& c) {
-                try {  // on the dispatcher: a failure costs this scrape, not the process
-                  copy_dispatcher_state(c, *copy);
-                } catch (const std::exception& e) {
-                  SLUICE_LOG(kError, "admin", "copying for /metrics failed: " << e.what());
-                  copy->failed = true;
-                }
-              },
-              [this, copy, flows, requests, respond = std::move(respond)]() mutable {
-                net::post(ioc_, [this, copy, flows, requests, respond = std::move(respond)] {
-                  if (copy->failed)
-                    return respond(
-                        error_reply(500, "internal-error", "the scrape failed; see the log"));
-                  respond(Reply{200, metrics_text(*copy, *flows, ctx_, *requests)});
-                });
-              });
+    backend_.collect_stats(
+        [this, respond = std::move(respond)](observe::WorkerStats stats) mutable {
+          auto requests = std::make_shared<observe::WorkerStats>(std::move(stats));
+          net::post(ioc_, [this, requests, respond = std::move(respond)]() mutable {
+            with_flows([this, requests, respond = std::move(respond)](
+                           std::shared_ptr<const FlowsSnapshot> flows) mutable {
+              auto copy = std::make_shared<DispatcherCopy>();
+              ctx_.flow_control->reconfigure(
+                  *producer_,
+                  [copy](flowcontrol::Controller& c) {
+                    try {  // on the dispatcher: a failure costs this scrape, not the process
+                      copy_dispatcher_state(c, *copy);
+                    } catch (const std::exception& e) {
+                      SLUICE_LOG(kError, "admin", "copying for /metrics failed: " << e.what());
+                      copy->failed = true;
+                    }
+                  },
+                  [this, copy, flows, requests, respond = std::move(respond)]() mutable {
+                    net::post(ioc_, [this, copy, flows, requests, respond = std::move(respond)] {
+                      if (copy->failed)
+                        return respond(
+                            error_reply(500, "internal-error", "the scrape failed; see the log"));
+                      respond(Reply{200, metrics_text(*copy, *flows, ctx_, fleet(), *requests)});
+                    });
+                  });
+            });
+          });
         });
-      });
-    });
     return;
   }
   if (path == "/admin/v1/drain") {
@@ -854,7 +856,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
   }
   if (path == "/admin/v1/reload") {
     if (method != "POST") return respond(error_reply(405, "method-not-allowed", "use POST"));
-    server_.reload([this, respond = std::move(respond)](proxy::ReloadResult r) mutable {
+    backend_.reload([this, respond = std::move(respond)](ReloadResult r) mutable {
       Reply reply;
       if (!r.ok) {
         reply = error_reply(400, "invalid-config", r.error);
@@ -872,9 +874,9 @@ void AdminServer::route(const std::string& method, const std::string& target,
   }
   if (path == "/admin/v1/fleet") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
-    if (!ctx_.fleet)
+    if (!fleet())
       return respond(Reply{200, json{{"enabled", false}}.dump(-1, ' ', false, kReplace)});
-    const fleet::FleetStatus st = ctx_.fleet->status();
+    const fleet::FleetStatus st = fleet()->status();
     json replicas = json::array();
     for (const auto& r : st.replicas)
       replicas.push_back(json{{"id", r.id},

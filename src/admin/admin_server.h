@@ -18,14 +18,10 @@
 #include <vector>
 
 #include "admin/admin_requests.h"
+#include "admin/backend.h"
 #include "flowcontrol/controller.h"
 #include "flowcontrol/controller_shell.h"
 #include "registry/flow_registry.h"
-
-namespace sluice::proxy {
-struct ProxyContext;
-class Server;
-}  // namespace sluice::proxy
 
 namespace sluice::admin {
 
@@ -35,7 +31,7 @@ class AdminServer {
  public:
   // `token` empty: mutations are allowed without one (loopback only; main
   // refuses a non-loopback admin address without a token).
-  AdminServer(proxy::Server& server, std::string token);
+  AdminServer(Backend& backend, std::string token);
   ~AdminServer();
 
   // Binds (throws at startup) and returns the bound "HOST:PORT".
@@ -95,8 +91,9 @@ class AdminServer {
   void on_dispatcher(std::function<Reply(flowcontrol::Controller&)> fn,
                      std::function<void(Reply)> respond);
 
-  proxy::Server& server_;
+  Backend& backend_;
   proxy::ProxyContext& ctx_;
+  fleet::FleetSync* fleet() { return backend_.fleet(); }
   std::string token_;
   // Connections whose request is not yet whole (waiting for it, or reading
   // it), oldest first. At adminMaxConnections a new connection takes the

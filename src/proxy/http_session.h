@@ -23,7 +23,8 @@
 #include "protocol/proxy_parsers.h"
 #include "protocol/routes.h"
 #include "protocol/sse_events.h"
-#include "proxy/server.h"
+#include "proxy/io_thread.h"
+#include "proxy/proxy_context.h"
 #include "proxy/upstream_pool.h"
 
 namespace sluice::proxy {

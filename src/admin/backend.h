@@ -1,0 +1,44 @@
+// What the admin plane needs from the process that hosts it, and nothing
+// more: the data plane's shared context, the fleet (if any), a reload and
+// the I/O threads' statistics. The composition root (app/gateway.h)
+// implements it; the admin plane never sees how.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "observe/request_stats.h"
+
+namespace sluice::fleet {
+class FleetSync;
+}  // namespace sluice::fleet
+
+namespace sluice::proxy {
+struct ProxyContext;
+}  // namespace sluice::proxy
+
+namespace sluice::admin {
+
+// What a reload did.
+struct ReloadResult {
+  bool ok = false;
+  std::string error;                        // !ok: why nothing changed
+  std::vector<std::string> applied;         // sections applied in place
+  std::vector<std::string> restart_needed;  // changed, but only a restart applies them
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual proxy::ProxyContext& context() = 0;
+  // The fleet's sync thread (redis:); null without one.
+  virtual fleet::FleetSync* fleet() = 0;
+  // Re-reads the config file and applies what it changed in place (see
+  // app::Gateway::reload). `done` runs exactly once, on any thread.
+  virtual void reload(std::function<void(ReloadResult)> done) = 0;
+  // Every I/O thread's request statistics, merged; `done` on any thread.
+  virtual void collect_stats(std::function<void(observe::WorkerStats)> done) = 0;
+};
+
+}  // namespace sluice::admin

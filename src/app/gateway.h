@@ -1,0 +1,108 @@
+// The composition root: one sluice process. Builds the data plane's shared
+// context, the I/O threads, the admin plane, the data layer (metrics
+// scraper, endpoints file, DNS discovery) and the fleet, wires them to the
+// dispatcher, and runs startup, reload and shutdown in their order. Only
+// main.cc imports app/.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "admin/admin_server.h"
+#include "admin/backend.h"
+#include "config/config.h"
+#include "datalayer/dns_watcher.h"
+#include "datalayer/endpoints_watcher.h"
+#include "datalayer/metrics_scraper.h"
+#include "fleet/fleet_sync.h"
+#include "flowcontrol/controller_shell.h"
+#include "proxy/data_plane.h"
+#include "proxy/proxy_context.h"
+
+namespace sluice::app {
+
+class Gateway final : public admin::Backend {
+ public:
+  // `admin_token` empty: admin mutations need no token (loopback only).
+  Gateway(const config::Config& config, std::string admin_token);
+  ~Gateway() override;
+
+  // The access log of config.server (before bind()); false with `error`.
+  bool open_access_log(std::string& error);
+  // Resolves the static endpoints, starts watching the endpoints file and
+  // binds both listeners (throws on failure, at startup). Returns the
+  // bound "HOST:PORT" of the data plane and of the admin plane.
+  struct Bound {
+    std::string data, admin;
+  };
+  Bound bind(const std::string& listen, const std::string& admin_listen);
+  // Starts the dispatcher, the fleet, the data layer, the I/O threads and
+  // the admin plane.
+  void start();
+  // Stops the admin plane and accepting; lets queued requests be
+  // dispatched (server.shutdownQueueDeadline) and in-flight ones finish
+  // (server.shutdownGracePeriod), then closes what is left. Blocks until
+  // every thread has exited.
+  void shutdown();
+
+  // admin::Backend. reload(): re-reads the config file and applies what it
+  // changed in place: bands, limits, policies, weights, TTL, objectives,
+  // detector, scheduling profiles and plugins, endpoints. Queued and
+  // in-flight requests stay. An invalid file changes nothing. `done` runs
+  // exactly once, on the dispatcher thread (after the change applied) or
+  // on the caller's. Any thread; reloads are serialized.
+  proxy::ProxyContext& context() override { return ctx_; }
+  fleet::FleetSync* fleet() override { return fleet_.get(); }
+  void reload(std::function<void(admin::ReloadResult)> done) override;
+  void collect_stats(std::function<void(observe::WorkerStats)> done) override;
+
+ private:
+  // Startup (gateway.cc).
+  void resolve_static_endpoints();
+  void start_scraper();
+  void start_fleet();
+  void wait_for_queue(std::chrono::steady_clock::time_point deadline);
+  // The endpoint pool (endpoints.cc), on the data-layer thread: the
+  // config's endpoints plus the file's plus DNS's (new addresses join,
+  // missing ones leave), published to the dispatcher.
+  void apply_endpoints_file(const std::vector<config::EndpointConfig>& file);
+  void reconcile_endpoints();
+  void publish_endpoints();
+  void start_dns();
+  // Reload (reload.cc): its steps, in order.
+  struct ReloadPlan;
+  bool read_and_build(ReloadPlan& plan);
+  void note_restart_needed(ReloadPlan& plan);
+  void note_applied(ReloadPlan& plan);
+  void apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> done);
+
+  proxy::ProxyContext ctx_;
+  proxy::DataPlane data_;
+  // The dispatcher's queues of the threads that are not I/O threads;
+  // declared before what uses them (destroyed after it).
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> reload_producer_;
+  // Endpoint metrics for the dispatcher and the legacy detector.
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> scraper_producer_;
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> data_producer_;   // pool changes
+  std::unique_ptr<flowcontrol::ControllerShell::Producer> fleet_producer_;  // the sync thread's
+  std::unique_ptr<datalayer::MetricsScraper> scraper_;
+  std::unique_ptr<datalayer::EndpointsWatcher> watcher_;
+  std::unique_ptr<datalayer::DnsWatcher> dns_;
+  std::unique_ptr<fleet::FleetSync> fleet_;  // redis:; null without one
+  std::unique_ptr<admin::AdminServer> admin_;
+  std::vector<config::EndpointConfig> static_endpoints_;  // data-layer thread
+  std::vector<config::EndpointConfig> file_endpoints_;    // data-layer thread
+  std::vector<config::EndpointConfig> dns_endpoints_;     // data-layer thread
+  // Reloads: one at a time; the config that runs now.
+  std::mutex reload_mu_;
+  config::Config running_;
+  std::shared_ptr<const proxy::RequestPolicy> running_policy_;
+  std::string bound_;  // the data plane's bound address (the fleet shows it)
+  bool started_ = false;
+};
+
+}  // namespace sluice::app

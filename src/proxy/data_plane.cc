@@ -1,0 +1,271 @@
+#include "proxy/data_plane.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <random>
+
+#include "config/units.h"
+#include "observe/log.h"
+#include "proxy/http_session.h"
+
+namespace sluice::proxy {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+DataPlane::DataPlane(ProxyContext& ctx) : ctx_(ctx) {
+  const auto& config = ctx_.config;
+  std::size_t n = config.server.threads > 0 ? static_cast<std::size_t>(config.server.threads)
+                                            : std::max(1u, std::thread::hardware_concurrency());
+  std::random_device rd;
+  for (std::size_t i = 0; i < n; ++i) {
+    workers_.push_back(std::make_unique<Worker>(i, ctx_));
+    workers_.back()->id_prefix = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }
+}
+
+DataPlane::~DataPlane() {
+  if (!running()) return;
+  stop_accepting();
+  finish(std::chrono::steady_clock::now() + ctx_.config.server.shutdown_grace_period);
+}
+
+std::string DataPlane::bind(const std::string& listen) {
+  auto hp = config::parse_host_port(listen);
+  if (!hp) throw std::runtime_error("invalid listen address '" + listen + "'");
+  tcp::resolver resolver(workers_[0]->ioc);
+  auto addr = resolver.resolve(std::string(hp->host), std::to_string(hp->port)).begin()->endpoint();
+  acceptor_.emplace(workers_[0]->ioc);
+  acceptor_->open(addr.protocol());
+  acceptor_->set_option(net::socket_base::reuse_address(true));
+  acceptor_->bind(addr);
+  acceptor_->listen(net::socket_base::max_listen_connections);
+  auto bound = acceptor_->local_endpoint();
+  std::string host = bound.address().to_string();
+  if (bound.address().is_v6()) host = "[" + host + "]";
+  return host + ":" + std::to_string(bound.port());
+}
+
+namespace {
+
+// The first I/O thread's event loop as the dispatcher's (server.dispatcher).
+class IoDispatchHost final : public flowcontrol::DispatchHost {
+ public:
+  IoDispatchHost(Worker& worker, flowcontrol::ControllerShell& shell)
+      : worker_(worker), ioc_(worker.ioc), timer_(ioc_), shell_(shell) {
+    worker_.host_inline_dispatcher();
+  }
+  void post(std::function<void()> fn) override { net::post(ioc_, std::move(fn)); }
+  void arm(flowcontrol::TimePoint when) override {
+    // Re-arming moves the loop's timer (a syscall): only for an earlier
+    // pass; a later one is armed by the pass this timer runs.
+    if (armed_ && when >= armed_at_) return;
+    armed_ = true;
+    armed_at_ = when;
+    timer_.expires_at(when);
+    timer_.async_wait([this, at = when](boost::system::error_code ec) {
+      if (ec || at != armed_at_) return;  // replaced by an earlier one
+      armed_ = false;
+      shell_.pass();
+    });
+  }
+  void disarm() override {
+    armed_ = false;
+    armed_at_ = {};
+    timer_.cancel();
+  }
+  bool on_host_thread() const override { return ioc_.get_executor().running_in_this_thread(); }
+  void before_pass() override { worker_.begin_inline_pass(); }
+  void after_pass() override { worker_.end_inline_pass(); }
+
+ private:
+  Worker& worker_;
+  net::io_context& ioc_;
+  net::steady_timer timer_;
+  flowcontrol::ControllerShell& shell_;
+  bool armed_ = false;
+  flowcontrol::TimePoint armed_at_{};
+};
+
+}  // namespace
+
+bool DataPlane::inline_dispatcher() const {
+  const auto& d = ctx_.config.server.dispatcher;
+  return d == "inline" || (d == "auto" && workers_.size() == 1);
+}
+
+void DataPlane::start_dispatcher() {
+  if (inline_dispatcher()) {
+    dispatch_host_ = std::make_unique<IoDispatchHost>(*workers_[0], *ctx_.flow_control);
+    ctx_.flow_control->start_inline(dispatch_host_.get());
+  } else {
+    ctx_.flow_control->start();
+  }
+}
+
+void DataPlane::start() {
+  for (auto& w : workers_) guards_.emplace_back(net::make_work_guard(w->ioc));
+  net::post(workers_[0]->ioc, [this] { do_accept(); });
+  for (auto& w : workers_) {
+    w->pool_sweep.emplace(w->ioc);
+    sweep_pool(*w);
+  }
+  for (auto& w : workers_) {
+    threads_.emplace_back([this, w = w.get()] {
+      pthread_setname_np(pthread_self(), "sluice-io");
+      w->ioc.run();
+      std::lock_guard lock(done_mu_);
+      ++threads_done_;
+      done_cv_.notify_all();
+    });
+  }
+}
+
+void DataPlane::collect_stats(std::function<void(observe::WorkerStats)> done) {
+  struct Gather {
+    std::mutex mu;  // the scrape's merge only, never a request's path
+    observe::WorkerStats merged;
+    std::size_t left;
+    std::function<void(observe::WorkerStats)> done;
+  };
+  auto g = std::make_shared<Gather>();
+  g->merged = observe::WorkerStats(ctx_.config.server.metrics_max_flows);
+  g->left = workers_.size();
+  g->done = std::move(done);
+  for (auto& wp : workers_) {
+    Worker* w = wp.get();
+    net::post(w->ioc, [w, g] {
+      std::unique_lock lock(g->mu);
+      g->merged.merge(w->stats);
+      if (--g->left > 0) return;
+      observe::WorkerStats out = std::move(g->merged);
+      lock.unlock();
+      g->done(std::move(out));
+    });
+  }
+}
+
+void DataPlane::set_policy(std::shared_ptr<const RequestPolicy> policy,
+                           std::function<void()> done) {
+  auto left = std::make_shared<std::atomic<std::size_t>>(workers_.size());
+  auto shared_done = std::make_shared<std::function<void()>>(std::move(done));
+  for (auto& w : workers_) {
+    net::post(w->ioc, [w = w.get(), policy, left, shared_done] {
+      w->policy = policy;
+      if (left->fetch_sub(1) == 1) (*shared_done)();
+    });
+  }
+}
+
+void DataPlane::sweep_pool(Worker& w) {
+  w.pool_sweep->expires_after(std::chrono::seconds(1));
+  w.pool_sweep->async_wait([this, &w](boost::system::error_code ec) {
+    if (ec || ctx_.shutting_down.load()) return;
+    w.pool.sweep(std::chrono::steady_clock::now(), ctx_.config.server.upstream_pool_idle_timeout,
+                 [this](std::size_t e) {
+                   return e < ctx_.endpoints.size() &&
+                          ctx_.endpoints.at(e).removed.load(std::memory_order_relaxed);
+                 });
+    sweep_pool(w);
+  });
+}
+
+void DataPlane::do_accept() {
+  Worker* target = workers_[next_worker_++ % workers_.size()].get();
+  acceptor_->async_accept(target->ioc.get_executor(), [this, target](boost::system::error_code ec,
+                                                                     Socket s) {
+    if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
+    if (ec) {
+      // Out of descriptors and the like: back off briefly instead of
+      // spinning, and say so a few times a second at most.
+      SLUICE_LOG_LIMITED(kWarn, "listener", "accept failed: " << ec.message());
+      auto timer =
+          std::make_shared<net::steady_timer>(workers_[0]->ioc, std::chrono::milliseconds(50));
+      timer->async_wait([this, timer](boost::system::error_code) {
+        if (acceptor_->is_open()) do_accept();
+      });
+      return;
+    }
+    auto permit = ctx_.connections.try_acquire();
+    if (!permit) {
+      // At server.maxConnections: a typed answer, then the close.
+      SLUICE_LOG_LIMITED(
+          kWarn, "listener",
+          "connection refused: " << ctx_.connections.max() << " open (server.maxConnections)");
+      ConnectionLimit::refuse(s.native_handle());
+      boost::system::error_code ignored;
+      s.close(ignored);
+      return do_accept();
+    }
+    boost::system::error_code ignored;
+    s.set_option(tcp::no_delay(true), ignored);
+    net::post(target->ioc, [this, target, s = std::move(s), permit = std::move(permit)]() mutable {
+      std::make_shared<HttpSession>(std::move(s), *target, ctx_, std::move(permit))->start();
+    });
+    do_accept();
+  });
+}
+
+void DataPlane::stop_accepting() {
+  net::post(workers_[0]->ioc, [this] {
+    boost::system::error_code ec;
+    acceptor_->close(ec);
+  });
+  // Idle connections close now; busy ones after their response.
+  for (auto& wp : workers_) {
+    Worker* w = wp.get();
+    net::post(w->ioc, [w] {
+      std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
+      for (auto* s : live) s->begin_close();
+    });
+  }
+}
+
+void DataPlane::finish(std::chrono::steady_clock::time_point deadline) {
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    Worker* w = workers_[i].get();
+    net::post(w->ioc, [w] {
+      // begin_close may destroy sessions (unlinking them): iterate over a copy.
+      std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
+      for (auto* s : live) s->begin_close();
+      w->pool.close_all();
+      if (w->pool_sweep) w->pool_sweep->cancel();
+      w->stop_hinting();
+    });
+    guards_[i].reset();  // run() returns once the last session is gone
+  }
+  {
+    std::unique_lock lock(done_mu_);
+    const auto remaining = deadline - std::chrono::steady_clock::now();
+    if (!done_cv_.wait_for(lock, std::max(remaining, std::chrono::steady_clock::duration(0)),
+                           [&] { return threads_done_ == threads_.size(); })) {
+      SLUICE_LOG(kWarn, "server", "grace period over; closing remaining connections");
+      for (auto& wp : workers_) {
+        Worker* w = wp.get();
+        net::post(w->ioc, [w] {
+          std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
+          for (auto* s : live) s->force_close();
+          w->pool.close_all();
+        });
+      }
+      if (!done_cv_.wait_for(lock, std::chrono::seconds(2),
+                             [&] { return threads_done_ == threads_.size(); })) {
+        for (auto& w : workers_) w->ioc.stop();
+      }
+    }
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  // Handlers still queued on a stopped context hold sessions; destroy them on
+  // this thread now that no I/O thread runs.
+  for (auto& w : workers_) {
+    w->ioc.restart();
+    w->ioc.poll();
+    w->pool.close_all();
+  }
+}
+
+}  // namespace sluice::proxy

@@ -1,0 +1,67 @@
+#include "proxy/proxy_context.h"
+
+#include <algorithm>
+
+#include "flowcontrol/from_config.h"
+
+namespace sluice::proxy {
+
+std::shared_ptr<RequestPolicy> make_request_policy(const config::Config& c,
+                                                   const scheduling::RequestPreparation& prep) {
+  auto p = std::make_shared<RequestPolicy>(c);
+  p->preparation = prep;
+  return p;
+}
+
+RequestPolicy::RequestPolicy(const config::Config& c) {
+  for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
+  if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
+  if (c.flow_control.enabled) room_detector = flowcontrol::make_detector(c.saturation_detector);
+}
+
+ProxyContext::ProxyContext(const config::Config& c)
+    : config(c),
+      endpoints(c.endpoints),
+      connections(c.server.max_connections),
+      admin_connections(c.server.admin_max_connections),
+      body_budget(c.server.max_buffered_body_bytes > 0
+                      ? c.server.max_buffered_body_bytes
+                      : default_body_budget(c.server.max_body_bytes)) {
+  auto controller = flowcontrol::make_controller(c);
+  controller->set_metrics_max_flows(c.server.metrics_max_flows);
+  policy = make_request_policy(c, controller->scheduler()->preparation());
+  gated = c.flow_control.enabled;
+  flow_control = std::make_unique<flowcontrol::ControllerShell>(std::move(controller));
+  for (const auto& p : c.plugins) {
+    if (p.type != "metrics-data-source" || !p.parameters || !p.parameters.IsMap()) continue;
+    if (auto path = p.parameters["path"]; path && path.IsScalar() && !path.Scalar().empty())
+      metrics_path = path.Scalar();
+  }
+}
+
+bool ProxyContext::pool_saturated(const flowcontrol::SaturationDetector& detector) const {
+  const auto now = datalayer::Clock::now();
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    const auto& ep = endpoints.at(i);
+    flowcontrol::EndpointLoad load;
+    const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+    load.has_metrics = at != 0;
+    load.metrics_time = flowcontrol::TimePoint(flowcontrol::Duration(at));
+    load.waiting = ep.waiting.load(std::memory_order_relaxed);
+    load.running = ep.running.load(std::memory_order_relaxed);
+    load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
+    load.in_flight =
+        static_cast<std::uint32_t>(std::max(0, ep.in_flight.load(std::memory_order_relaxed)));
+    if (ep.usable(now) && detector.has_room(load, now)) return false;
+  }
+  return true;
+}
+
+std::size_t ProxyContext::in_flight() const {
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < endpoints.size(); ++i)
+    n += endpoints.at(i).in_flight.load(std::memory_order_relaxed);
+  return n > 0 ? static_cast<std::size_t>(n) : 0;
+}
+
+}  // namespace sluice::proxy

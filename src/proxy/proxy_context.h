@@ -1,0 +1,82 @@
+// What the data plane's threads share, read-mostly: the startup config, the
+// endpoint pool, the dispatcher, the limits; and what each request reads
+// that a reload can change (RequestPolicy).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "config/config.h"
+#include "datalayer/endpoint_set.h"
+#include "datalayer/metrics_scraper.h"
+#include "flowcontrol/controller_shell.h"
+#include "flowcontrol/saturation_detectors.h"
+#include "observe/access_log.h"
+#include "proxy/body_budget.h"
+#include "proxy/connection_limit.h"
+
+namespace sluice::proxy {
+
+struct ObjectiveInfo {
+  int priority = 0;
+  std::optional<std::chrono::nanoseconds> ttl;
+};
+
+// What an I/O thread reads per request that a config reload can change.
+// Immutable once built; each worker holds its own reference, replaced on
+// its own thread (no lock, no shared write).
+struct RequestPolicy {
+  explicit RequestPolicy(const config::Config& c);
+  std::unordered_map<std::string, ObjectiveInfo> objectives;
+  // What the I/O thread computes for the scheduler (prefix hashing).
+  scheduling::RequestPreparation preparation;
+  // Without the gate, GIE's legacy admission: a sheddable request (priority
+  // < 0) is rejected while no endpoint has room by this detector.
+  std::unique_ptr<flowcontrol::SaturationDetector> legacy_detector;
+  // With the gate, the same detector the dispatcher gates on, applied by the
+  // I/O thread to the endpoint a dispatched request actually goes to (the
+  // dispatcher does not see fallbacks, ejections or refused connections):
+  // nothing is sent to an endpoint without room by sluice's own in-flight
+  // count.
+  std::unique_ptr<flowcontrol::SaturationDetector> room_detector;
+};
+
+// Read-mostly state shared by all I/O threads.
+struct ProxyContext {
+  explicit ProxyContext(const config::Config& c);
+  // The startup config. Its server: section is what runs (a reload cannot
+  // change it); the rest is replaced by reloads (see Server::reload).
+  config::Config config;
+  datalayer::EndpointSet endpoints;             // grows at runtime (endpoints file, reload)
+  std::shared_ptr<const RequestPolicy> policy;  // the startup one; workers hold theirs
+  // The dispatcher: flow control (featureGates: [flowControl]) and the
+  // scheduler; without the gate it only schedules, dispatching at once.
+  std::unique_ptr<flowcontrol::ControllerShell> flow_control;
+  bool gated = false;  // featureGates: [flowControl]
+  // metrics-data-source's `path` (GIE), where endpoints serve metrics.
+  std::string metrics_path = "/metrics";
+  // The data layer's scraper (its counters, for /metrics); set by bind().
+  const datalayer::MetricsScraper* scraper = nullptr;
+  bool pool_saturated(const flowcontrol::SaturationDetector& detector) const;
+  std::atomic<bool> shutting_down{false};
+  // Drain (admin) or shutdown: new inference requests are turned away (503
+  // `draining`); what is queued and in flight finishes.
+  std::atomic<bool> draining{false};
+  observe::AccessLog access_log;      // opened before start(); then read-only
+  ConnectionLimit connections;        // server.maxConnections
+  ConnectionLimit admin_connections;  // server.adminMaxConnections
+  BodyBudget body_budget;             // server.maxBufferedBodyBytes
+  // Requests proxied right now (inference and pass-through), all threads.
+  std::size_t in_flight() const;
+};
+
+// A request policy for `c` whose prefix hashing follows `prep` (the
+// scheduler's, built from the same config).
+std::shared_ptr<RequestPolicy> make_request_policy(const config::Config& c,
+                                                   const scheduling::RequestPreparation& prep);
+
+}  // namespace sluice::proxy
