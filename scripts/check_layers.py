@@ -52,11 +52,7 @@ MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
 # What the restructure has not cut yet: path or "path:function" -> lines now.
 NOT_YET_CUT = {
-    "src/proxy/http_session.cc": 1410,
     "src/admin/admin_server.cc": 1125,
-    "src/proxy/http_session.cc:void HttpSession::on_upstream_read": 85,
-    "src/proxy/http_session.cc:void HttpSession::admit": 86,
-    "src/proxy/http_session.cc:void HttpSession::handle_request": 81,
     "src/admin/admin_server.cc:void AdminServer::route": 362,
     "src/admin/admin_server.cc:std::string metrics_text": 245,
     "src/observe/access_log.cc:void AccessLog::write": 98,
@@ -164,7 +160,7 @@ def main():
             if tf is None or own is None:
                 continue
             where = f"{path}:{lineno}"
-            if tf == "app" and own != "main":
+            if tf == "app" and own not in ("main", "app"):
                 problems.append(f"{where}: imports {inc}: only src/main.cc may import app/")
             elif tf != own and tf not in LAYERS.get(own, set()):
                 problems.append(f"{where}: {own}/ may not import {tf}/ ({inc})")

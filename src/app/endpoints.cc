@@ -103,8 +103,7 @@ void Gateway::start_dns() {
   datalayer::DnsOptions o;
   o.interval = std::chrono::duration_cast<std::chrono::milliseconds>(
       ctx_.config.server.dns_refresh_interval);
-  o.timeout =
-      std::chrono::duration_cast<std::chrono::milliseconds>(ctx_.config.server.dns_timeout);
+  o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(ctx_.config.server.dns_timeout);
   o.servers = ctx_.config.server.dns_servers;
   dns_ = std::make_unique<datalayer::DnsWatcher>(
       std::move(names), o,

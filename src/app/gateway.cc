@@ -1,5 +1,4 @@
 #include "app/gateway.h"
-#include "config/units.h"
 
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "config/units.h"
 #include "observe/log.h"
 
 namespace sluice::app {

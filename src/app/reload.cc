@@ -135,9 +135,9 @@ void Gateway::apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> d
   reload->staleness = next.saturation_detector.metrics_staleness_threshold;
   auto gated_config = next;
   gated_config.flow_control.enabled = ctx_.gated;
-  std::shared_ptr<const proxy::RequestPolicy> policy = proxy::make_request_policy(
-      gated_config,
-      reload->scheduler ? reload->scheduler->preparation() : running_policy_->preparation);
+  std::shared_ptr<const proxy::RequestPolicy> policy =
+      proxy::make_request_policy(gated_config, reload->scheduler ? reload->scheduler->preparation()
+                                                                 : running_policy_->preparation);
   running_policy_ = policy;
   running_ = next;
   auto& res = plan.res;

@@ -157,9 +157,9 @@ int serve(const config::Config& config, const std::string& token, const std::str
   gateway.start();
   std::printf("listening on %s\nadmin listening on %s\n", bound.data.c_str(), bound.admin.c_str());
   std::fflush(stdout);
-  SLUICE_LOG(kInfo, "server",
-             "listening on " << bound.data << " with " << config.endpoints.size()
-                             << " endpoint(s)");
+  SLUICE_LOG(
+      kInfo, "server",
+      "listening on " << bound.data << " with " << config.endpoints.size() << " endpoint(s)");
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);

@@ -9,7 +9,7 @@
 
 #include "config/units.h"
 #include "observe/log.h"
-#include "proxy/http_session.h"
+#include "proxy/client_connection.h"
 
 namespace sluice::proxy {
 
@@ -22,8 +22,8 @@ DataPlane::DataPlane(ProxyContext& ctx) : ctx_(ctx) {
                                             : std::max(1u, std::thread::hardware_concurrency());
   std::random_device rd;
   for (std::size_t i = 0; i < n; ++i) {
-    workers_.push_back(std::make_unique<Worker>(i, ctx_));
-    workers_.back()->id_prefix = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    const std::uint64_t id_prefix = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    io_threads_.push_back(std::make_unique<IoThread>(i, ctx_, id_prefix));
   }
 }
 
@@ -36,9 +36,9 @@ DataPlane::~DataPlane() {
 std::string DataPlane::bind(const std::string& listen) {
   auto hp = config::parse_host_port(listen);
   if (!hp) throw std::runtime_error("invalid listen address '" + listen + "'");
-  tcp::resolver resolver(workers_[0]->ioc);
+  tcp::resolver resolver(io_threads_[0]->context());
   auto addr = resolver.resolve(std::string(hp->host), std::to_string(hp->port)).begin()->endpoint();
-  acceptor_.emplace(workers_[0]->ioc);
+  acceptor_.emplace(io_threads_[0]->context());
   acceptor_->open(addr.protocol());
   acceptor_->set_option(net::socket_base::reuse_address(true));
   acceptor_->bind(addr);
@@ -54,9 +54,9 @@ namespace {
 // The first I/O thread's event loop as the dispatcher's (server.dispatcher).
 class IoDispatchHost final : public flowcontrol::DispatchHost {
  public:
-  IoDispatchHost(Worker& worker, flowcontrol::ControllerShell& shell)
-      : worker_(worker), ioc_(worker.ioc), timer_(ioc_), shell_(shell) {
-    worker_.host_inline_dispatcher();
+  IoDispatchHost(IoThread& thread, flowcontrol::ControllerShell& shell)
+      : thread_(thread), ioc_(thread.context()), timer_(ioc_), shell_(shell) {
+    thread_.host_inline_dispatcher();
   }
   void post(std::function<void()> fn) override { net::post(ioc_, std::move(fn)); }
   void arm(flowcontrol::TimePoint when) override {
@@ -78,11 +78,11 @@ class IoDispatchHost final : public flowcontrol::DispatchHost {
     timer_.cancel();
   }
   bool on_host_thread() const override { return ioc_.get_executor().running_in_this_thread(); }
-  void before_pass() override { worker_.begin_inline_pass(); }
-  void after_pass() override { worker_.end_inline_pass(); }
+  void before_pass() override { thread_.begin_inline_pass(); }
+  void after_pass() override { thread_.end_inline_pass(); }
 
  private:
-  Worker& worker_;
+  IoThread& thread_;
   net::io_context& ioc_;
   net::steady_timer timer_;
   flowcontrol::ControllerShell& shell_;
@@ -94,12 +94,12 @@ class IoDispatchHost final : public flowcontrol::DispatchHost {
 
 bool DataPlane::inline_dispatcher() const {
   const auto& d = ctx_.config.server.dispatcher;
-  return d == "inline" || (d == "auto" && workers_.size() == 1);
+  return d == "inline" || (d == "auto" && io_threads_.size() == 1);
 }
 
 void DataPlane::start_dispatcher() {
   if (inline_dispatcher()) {
-    dispatch_host_ = std::make_unique<IoDispatchHost>(*workers_[0], *ctx_.flow_control);
+    dispatch_host_ = std::make_unique<IoDispatchHost>(*io_threads_[0], *ctx_.flow_control);
     ctx_.flow_control->start_inline(dispatch_host_.get());
   } else {
     ctx_.flow_control->start();
@@ -107,16 +107,15 @@ void DataPlane::start_dispatcher() {
 }
 
 void DataPlane::start() {
-  for (auto& w : workers_) guards_.emplace_back(net::make_work_guard(w->ioc));
-  net::post(workers_[0]->ioc, [this] { do_accept(); });
-  for (auto& w : workers_) {
-    w->pool_sweep.emplace(w->ioc);
-    sweep_pool(*w);
+  for (auto& w : io_threads_) guards_.emplace_back(net::make_work_guard(w->context()));
+  net::post(io_threads_[0]->context(), [this] { do_accept(); });
+  for (auto& w : io_threads_) {
+    w->start_pool_sweep(ctx_);
   }
-  for (auto& w : workers_) {
+  for (auto& w : io_threads_) {
     threads_.emplace_back([this, w = w.get()] {
       pthread_setname_np(pthread_self(), "sluice-io");
-      w->ioc.run();
+      w->context().run();
       std::lock_guard lock(done_mu_);
       ++threads_done_;
       done_cv_.notify_all();
@@ -133,13 +132,13 @@ void DataPlane::collect_stats(std::function<void(observe::WorkerStats)> done) {
   };
   auto g = std::make_shared<Gather>();
   g->merged = observe::WorkerStats(ctx_.config.server.metrics_max_flows);
-  g->left = workers_.size();
+  g->left = io_threads_.size();
   g->done = std::move(done);
-  for (auto& wp : workers_) {
-    Worker* w = wp.get();
-    net::post(w->ioc, [w, g] {
+  for (auto& wp : io_threads_) {
+    IoThread* w = wp.get();
+    net::post(w->context(), [w, g] {
       std::unique_lock lock(g->mu);
-      g->merged.merge(w->stats);
+      g->merged.merge(w->stats());
       if (--g->left > 0) return;
       observe::WorkerStats out = std::move(g->merged);
       lock.unlock();
@@ -150,40 +149,28 @@ void DataPlane::collect_stats(std::function<void(observe::WorkerStats)> done) {
 
 void DataPlane::set_policy(std::shared_ptr<const RequestPolicy> policy,
                            std::function<void()> done) {
-  auto left = std::make_shared<std::atomic<std::size_t>>(workers_.size());
+  auto left = std::make_shared<std::atomic<std::size_t>>(io_threads_.size());
   auto shared_done = std::make_shared<std::function<void()>>(std::move(done));
-  for (auto& w : workers_) {
-    net::post(w->ioc, [w = w.get(), policy, left, shared_done] {
-      w->policy = policy;
+  for (auto& w : io_threads_) {
+    net::post(w->context(), [w = w.get(), policy, left, shared_done] {
+      w->set_policy(policy);
       if (left->fetch_sub(1) == 1) (*shared_done)();
     });
   }
 }
 
-void DataPlane::sweep_pool(Worker& w) {
-  w.pool_sweep->expires_after(std::chrono::seconds(1));
-  w.pool_sweep->async_wait([this, &w](boost::system::error_code ec) {
-    if (ec || ctx_.shutting_down.load()) return;
-    w.pool.sweep(std::chrono::steady_clock::now(), ctx_.config.server.upstream_pool_idle_timeout,
-                 [this](std::size_t e) {
-                   return e < ctx_.endpoints.size() &&
-                          ctx_.endpoints.at(e).removed.load(std::memory_order_relaxed);
-                 });
-    sweep_pool(w);
-  });
-}
-
 void DataPlane::do_accept() {
-  Worker* target = workers_[next_worker_++ % workers_.size()].get();
-  acceptor_->async_accept(target->ioc.get_executor(), [this, target](boost::system::error_code ec,
-                                                                     Socket s) {
+  IoThread* target = io_threads_[next_thread_++ % io_threads_.size()].get();
+  acceptor_->async_accept(target->context().get_executor(), [this, target](
+                                                                boost::system::error_code ec,
+                                                                Socket s) {
     if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
     if (ec) {
       // Out of descriptors and the like: back off briefly instead of
       // spinning, and say so a few times a second at most.
       SLUICE_LOG_LIMITED(kWarn, "listener", "accept failed: " << ec.message());
-      auto timer =
-          std::make_shared<net::steady_timer>(workers_[0]->ioc, std::chrono::milliseconds(50));
+      auto timer = std::make_shared<net::steady_timer>(io_threads_[0]->context(),
+                                                       std::chrono::milliseconds(50));
       timer->async_wait([this, timer](boost::system::error_code) {
         if (acceptor_->is_open()) do_accept();
       });
@@ -202,38 +189,35 @@ void DataPlane::do_accept() {
     }
     boost::system::error_code ignored;
     s.set_option(tcp::no_delay(true), ignored);
-    net::post(target->ioc, [this, target, s = std::move(s), permit = std::move(permit)]() mutable {
-      std::make_shared<HttpSession>(std::move(s), *target, ctx_, std::move(permit))->start();
+    net::post(target->context(), [this, target, s = std::move(s),
+                                  permit = std::move(permit)]() mutable {
+      std::make_shared<ClientConnection>(std::move(s), *target, ctx_, std::move(permit))->start();
     });
     do_accept();
   });
 }
 
 void DataPlane::stop_accepting() {
-  net::post(workers_[0]->ioc, [this] {
+  net::post(io_threads_[0]->context(), [this] {
     boost::system::error_code ec;
     acceptor_->close(ec);
   });
   // Idle connections close now; busy ones after their response.
-  for (auto& wp : workers_) {
-    Worker* w = wp.get();
-    net::post(w->ioc, [w] {
-      std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
-      for (auto* s : live) s->begin_close();
-    });
+  for (auto& wp : io_threads_) {
+    IoThread* w = wp.get();
+    net::post(w->context(),
+              [w] { w->for_each_connection([](ClientConnection& c) { c.begin_close(); }); });
   }
 }
 
 void DataPlane::finish(std::chrono::steady_clock::time_point deadline) {
-  for (std::size_t i = 0; i < workers_.size(); ++i) {
-    Worker* w = workers_[i].get();
-    net::post(w->ioc, [w] {
-      // begin_close may destroy sessions (unlinking them): iterate over a copy.
-      std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
-      for (auto* s : live) s->begin_close();
-      w->pool.close_all();
-      if (w->pool_sweep) w->pool_sweep->cancel();
-      w->stop_hinting();
+  for (std::size_t i = 0; i < io_threads_.size(); ++i) {
+    IoThread* w = io_threads_[i].get();
+    net::post(w->context(), [w] {
+      // begin_close may end connections (unlinking them): for_each_connection
+      // iterates over a copy.
+      w->for_each_connection([](ClientConnection& c) { c.begin_close(); });
+      w->stop_upstreams();
     });
     guards_[i].reset();  // run() returns once the last session is gone
   }
@@ -243,28 +227,27 @@ void DataPlane::finish(std::chrono::steady_clock::time_point deadline) {
     if (!done_cv_.wait_for(lock, std::max(remaining, std::chrono::steady_clock::duration(0)),
                            [&] { return threads_done_ == threads_.size(); })) {
       SLUICE_LOG(kWarn, "server", "grace period over; closing remaining connections");
-      for (auto& wp : workers_) {
-        Worker* w = wp.get();
-        net::post(w->ioc, [w] {
-          std::vector<HttpSession*> live(w->sessions.begin(), w->sessions.end());
-          for (auto* s : live) s->force_close();
-          w->pool.close_all();
+      for (auto& wp : io_threads_) {
+        IoThread* w = wp.get();
+        net::post(w->context(), [w] {
+          w->for_each_connection([](ClientConnection& c) { c.force_close(); });
+          w->close_pool();
         });
       }
       if (!done_cv_.wait_for(lock, std::chrono::seconds(2),
                              [&] { return threads_done_ == threads_.size(); })) {
-        for (auto& w : workers_) w->ioc.stop();
+        for (auto& w : io_threads_) w->context().stop();
       }
     }
   }
   for (auto& t : threads_) t.join();
   threads_.clear();
-  // Handlers still queued on a stopped context hold sessions; destroy them on
+  // Handlers still queued on a stopped context hold connections; destroy them on
   // this thread now that no I/O thread runs.
-  for (auto& w : workers_) {
-    w->ioc.restart();
-    w->ioc.poll();
-    w->pool.close_all();
+  for (auto& w : io_threads_) {
+    w->context().restart();
+    w->context().poll();
+    w->close_pool();
   }
 }
 

@@ -57,15 +57,14 @@ class DataPlane {
 
  private:
   void do_accept();
-  void sweep_pool(Worker& w);  // on w's thread, once a second
   bool inline_dispatcher() const;
 
   ProxyContext& ctx_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<IoThread>> io_threads_;
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
   // server.dispatcher inline: the first I/O thread's loop runs the passes.
   std::unique_ptr<flowcontrol::DispatchHost> dispatch_host_;
-  std::size_t next_worker_ = 0;
+  std::size_t next_thread_ = 0;
   std::vector<std::thread> threads_;
   using Guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
   std::vector<std::optional<Guard>> guards_;

@@ -1,0 +1,339 @@
+// Admission: a request whose head and body are read goes through the
+// checks below in order (Pingora's phases: each step answers and returns
+// false when the request may not go on), then to flow control, whose
+// decision comes back to on_decision.
+#include <algorithm>
+
+#include "observe/log.h"
+#include "protocol/openai_request.h"
+#include "protocol/steering.h"
+#include "proxy/client_connection.h"
+#include "proxy/exchange.h"
+#include "registry/flow_table.h"
+#include "scheduling/prefix_hasher.h"
+
+namespace sluice::proxy {
+
+namespace http = boost::beast::http;
+using flowcontrol::client_error;
+
+namespace {
+
+// Hands flow control's decision to the connection's own thread, through
+// its thread's inbox. The first decision (dispatch or drop) takes the
+// connection along; a later one (an in-flight eviction, the dispatcher
+// keeping the waiter until the request completes) reaches it only if it
+// still exists. Either way the reference travels to the connection's
+// thread, so a connection is never destroyed on the dispatcher's.
+class ConnectionWaiter final : public flowcontrol::Waiter {
+ public:
+  ConnectionWaiter(std::shared_ptr<ClientConnection> connection, IoThread& thread)
+      : weak_(connection), connection_(std::move(connection)), thread_(thread) {}
+  void deliver(const flowcontrol::Decision& d) override {
+    auto c = connection_ ? std::move(connection_) : weak_.lock();
+    if (c) thread_.deliver(std::move(c), d);
+  }
+
+ private:
+  std::weak_ptr<ClientConnection> weak_;
+  std::shared_ptr<ClientConnection> connection_;
+  IoThread& thread_;
+};
+
+}  // namespace
+
+void Exchange::handle_request() {
+  keep_alive_ = request_parser_->keep_alive() && !conn_.closing_;
+  route_ = protocol::classify_target(request_.target);
+  begin_request(/*head_read=*/true);
+  assign_request_id();
+  if (!check_framing_and_route()) return;
+  if (!protocol::is_inference(route_)) return forward_without_admission();
+  protocol::ParseResult parsed;
+  if (!check_inference_request(parsed)) return;
+  if (!check_legacy_saturation()) return;
+  admit(parsed.request);
+}
+
+// The client's x-request-id if it is a valid token, else a new one.
+void Exchange::assign_request_id() {
+  if (protocol::is_valid_steering_value(request_.request_id, 128)) {
+    request_id_ = request_.request_id;
+  } else {
+    thread_.new_request_id(request_id_);
+  }
+}
+
+// A transfer coding sluice can read, a known path, its method.
+bool Exchange::check_framing_and_route() {
+  if (request_.unsupported_transfer_coding) {
+    keep_alive_ = false;
+    answer(client_error(501, "unsupported-transfer-coding",
+                        "only Transfer-Encoding: chunked is supported"));
+    return false;
+  }
+  if (route_ == protocol::Route::kUnknown) {
+    answer(client_error(404, "not-found", "no such path: " + request_.target));
+    return false;
+  }
+  const bool inference = protocol::is_inference(route_);
+  const auto method = request_.method;
+  if ((inference && method != http::verb::post) || (!inference && method != http::verb::get)) {
+    answer(client_error(405, "method-not-allowed",
+                        "method " + request_.method_string + " is not allowed on " +
+                            request_.target));
+    return false;
+  }
+  return true;
+}
+
+// An inference request: not while draining; a JSON body sluice can read
+// (`parsed`), with a valid model name.
+bool Exchange::check_inference_request(protocol::ParseResult& parsed) {
+  if (ctx_.draining.load(std::memory_order_relaxed)) {
+    // Drained or shutting down: nothing new is admitted. Another replica
+    // can take it at once.
+    flowcontrol::ErrorAnswer a;
+    a.status = 503;
+    a.reason = "draining";
+    a.llmd_reason = "rejected-shutting-down";
+    a.body = flowcontrol::openai_error_body(
+        "sluice is draining and admits no new requests; retry elsewhere", "server_error",
+        "draining");
+    a.retry_after_seconds = 1;
+    a.close_connection = true;
+    answer(a);
+    return false;
+  }
+  if (!protocol::is_json_content_type(request_.content_type)) {
+    answer(client_error(400, "unsupported-content-type", "Content-Type must be application/json"));
+    return false;
+  }
+  const RequestPolicy& policy = thread_.policy();
+  const bool hash_prefix = policy.preparation.prefix_hashes;
+  prompt_text_.clear();
+  parsed = protocol::parse_openai_request(request_.body, hash_prefix ? &prompt_text_ : nullptr,
+                                          scheduling::prefix_text_limit(policy.preparation));
+  if (!parsed.ok()) {
+    answer(client_error(400, parsed.error_code, parsed.error_message));
+    return false;
+  }
+  if (!protocol::is_valid_model_name(parsed.request.model, ctx_.config.server.max_model_bytes)) {
+    answer(client_error(400, "invalid-model",
+                        "'model' must be 1 to " +
+                            std::to_string(ctx_.config.server.max_model_bytes) +
+                            " bytes without control characters"));
+    return false;
+  }
+  return true;
+}
+
+// GIE's legacy admission (flow control off): shed sheddable requests while
+// the pool is saturated.
+bool Exchange::check_legacy_saturation() {
+  const RequestPolicy& policy = thread_.policy();
+  if (!policy.legacy_detector || request_.objective.empty()) return true;
+  auto it = policy.objectives.find(request_.objective);
+  if (it != policy.objectives.end() && it->second.priority < 0 &&
+      ctx_.pool_saturated(*policy.legacy_detector)) {
+    answer(flowcontrol::answer_for(QueueOutcome::kRejectedCapacity,
+                                   "system saturated, sheddable request dropped"));
+    return false;
+  }
+  return true;
+}
+
+// GET /v1/models and the like: no admission; any endpoint will do.
+void Exchange::forward_without_admission() {
+  rec_.dispatched = true;
+  rec_.dispatched_at = rec_.start;
+  up_.tried.assign(ctx_.endpoints.size(), false);
+  up_.fallbacks.fill(-1);
+  up_.request_headers.clear();
+  up_.response_headers.clear();
+  up_.retried = false;
+  try_next_endpoint();
+}
+
+// ---------------------------------------------------------------- flow control
+
+void Exchange::admit(const protocol::OpenAIRequest& parsed) {
+  flowcontrol::EnqueueRequest e;
+  if (!check_steering()) return;
+  if (!steer(parsed, e)) return;
+  e.received = flowcontrol::Clock::now();
+  e.bytes = request_.body.size();
+  e.input_tokens = parsed.estimated_input_tokens;
+  rec_.flow_id = e.flow_id;
+  rec_.priority = e.priority;
+  rec_.input_tokens = parsed.estimated_input_tokens;
+  // A client's max_tokens only sizes the request for tokens-mode admission:
+  // clamped, so in-flight token sums cannot overflow (the body goes as sent).
+  static constexpr std::int64_t kMaxChargedOutputTokens = 1 << 24;
+  e.max_output_tokens = static_cast<std::uint64_t>(
+      std::clamp<std::int64_t>(parsed.max_tokens.value_or(0), 0, kMaxChargedOutputTokens));
+  // What the scheduler needs, computed here rather than on the dispatcher.
+  auto sr = std::make_shared<scheduling::Request>();
+  sr->request_id = request_id_;
+  sr->model = parsed.model;
+  sr->session_token = request_.session_token;
+  sr->input_tokens = parsed.estimated_input_tokens;
+  const auto& preparation = thread_.policy().preparation;
+  if (preparation.prefix_hashes)
+    scheduling::compute_prefix_hashes(prompt_text_, parsed.model, preparation, *sr,
+                                      parsed.prompt_chars);
+  e.scheduling = std::move(sr);
+  enqueue(std::move(e));
+}
+
+// Steering values become table keys, labels and log fields: validated
+// here, once (protocol/steering.h), so nothing behind sees raw bytes.
+bool Exchange::check_steering() {
+  if (!request_.repeated_steering.empty()) {
+    answer(client_error(400, "repeated-steering-header",
+                        "the steering header " + request_.repeated_steering +
+                            " was sent more than once; send each at most once"));
+    return false;
+  }
+  const std::size_t max_id = ctx_.config.server.max_fairness_id_bytes;
+  if (!request_.fairness_id.empty() &&
+      !protocol::is_valid_steering_value(request_.fairness_id, max_id)) {
+    answer(client_error(400, "invalid-fairness-id",
+                        "the fairness id (x-llm-d-inference-fairness-id or "
+                        "x-gateway-inference-fairness-id) must be 1 to " +
+                            std::to_string(max_id) +
+                            " token characters (letters, digits, !#$%&'*+-.^_`|~:/@=)"));
+    return false;
+  }
+  if (!request_.objective.empty() &&
+      !protocol::is_valid_steering_value(request_.objective, max_id)) {
+    answer(client_error(400, "invalid-objective",
+                        "the objective (x-llm-d-inference-objective or "
+                        "x-gateway-inference-objective) must be 1 to " +
+                            std::to_string(max_id) + " token characters"));
+    return false;
+  }
+  return true;
+}
+
+// The request's flow, priority (its objective's), TTL (the objective's, or
+// the header's if shorter) and TTFT objective.
+bool Exchange::steer(const protocol::OpenAIRequest& parsed, flowcontrol::EnqueueRequest& e) {
+  e.flow_id = request_.fairness_id.empty() ? "default-flow" : request_.fairness_id;
+  e.flow_hash = registry::FlowTable::hash(e.flow_id);
+  rec_.model = parsed.model;
+  std::optional<std::chrono::nanoseconds> ttl;
+  if (!request_.objective.empty()) {
+    // An unknown objective is priority 0, as in GIE.
+    const auto& objectives = thread_.policy().objectives;
+    auto it = objectives.find(request_.objective);
+    if (it != objectives.end()) {
+      e.priority = it->second.priority;
+      ttl = it->second.ttl;
+    }
+  }
+  if (!request_.ttl_ms.empty()) {
+    std::uint64_t ms = 0;
+    if (!protocol::parse_whole_ms(request_.ttl_ms, ms)) {
+      answer(client_error(400, "invalid-ttl",
+                          "x-gateway-inference-ttl-ms must be a whole number of milliseconds"));
+      return false;
+    }
+    // 0 is no TTL of the request's own, as 0 is in the config.
+    std::chrono::nanoseconds header_ttl = std::chrono::milliseconds(ms);
+    if (ms > 0 && (!ttl || header_ttl < *ttl)) ttl = header_ttl;
+  }
+  e.ttl = ttl;
+  std::uint64_t slo_ms = 0;
+  if (protocol::parse_whole_ms(request_.slo_ttft_ms, slo_ms))
+    e.slo_ttft = std::chrono::milliseconds(slo_ms);
+  return true;
+}
+
+void Exchange::enqueue(flowcontrol::EnqueueRequest e) {
+  phase_ = Phase::kQueued;
+  cancel_sent_ = false;
+  conn_.watch_saw_bytes_ = false;
+  // Queued, a whole body is flow control's to bound (maxBytes, displacement,
+  // fairness between tenants) and, dispatched, the pool's (its concurrency):
+  // the budget stops charging it, so no tenant can hold the budget with
+  // queued bodies. Without the gate it is charged until the answer starts.
+  if (ctx_.gated) body_lease_.reset();
+  cookie_ = thread_.next_cookie();
+  thread_.enqueue(cookie_, std::move(e), std::make_shared<ConnectionWaiter>(guard(), thread_));
+  // The client watch is armed only if the request is still open a tick or
+  // two from now (proxy/deferred_watch.h): most are answered before then.
+  // Before the wake: an early inline pass may decide this request (and
+  // even end it) before request_admitted() returns.
+  thread_.defer_watch(conn_);
+  thread_.request_admitted();
+}
+
+void Exchange::on_decision(const flowcontrol::Decision& d) {
+  if (d.outcome == QueueOutcome::kEvictedPreempted) return on_evicted(d.ticket);
+  if (!in(Phase::kQueued)) {
+    // The connection closed while its request waited; give back what was
+    // taken.
+    if (d.outcome == QueueOutcome::kDispatched) {
+      thread_.complete(d.ticket, 0);
+      thread_.wake_dispatcher();
+    }
+    return;
+  }
+  // A close is seen by the readiness watch while it is armed (its handler
+  // may still be due in this loop round: then the upstream is stopped as
+  // soon as it runs). Unarmed, only a look at the socket tells a close — a
+  // system call, paid only where a close is plausible: the watch went off
+  // at pipelined bytes, or the request waited in the queue. A request
+  // released in the pass that admitted it is sent without the look: if its
+  // client left in that moment, the deferred watch stops it 10 to 20 ms
+  // later.
+  const auto looked_gone = [&] {
+    if (conn_.watching_ || (!conn_.watch_saw_bytes_ && !d.waited)) return false;
+    return conn_.client_gone();
+  };
+  if (d.outcome == QueueOutcome::kDispatched && (cancel_sent_ || looked_gone())) {
+    // The client left while the decision was on its way (the cancel and the
+    // dispatch crossed): hand the slot back at once rather than have the
+    // pool generate an answer for nobody.
+    thread_.complete(d.ticket, 0);
+    thread_.wake_dispatcher();
+    return conn_.close();
+  }
+  if (d.outcome == QueueOutcome::kDispatched) return on_dispatched(d);
+  if (d.outcome == QueueOutcome::kEvictedContextCancelled) return conn_.close();
+  if (!d.detail.empty()) {
+    SLUICE_LOG_LIMITED(kWarn, "scheduler",
+                       "request " << request_id_ << " not schedulable: " << d.detail);
+    return answer(
+        flowcontrol::answer_for(d.outcome, "no endpoint can serve this request: " + d.detail));
+  }
+  answer(flowcontrol::answer_for(d.outcome));
+}
+
+// Dispatched: the ticket is held from here until the request ends; the
+// scheduler's choice (and its fallbacks, headers and held headroom) goes
+// to the upstream call.
+void Exchange::on_dispatched(const flowcontrol::Decision& d) {
+  rec_.dispatched = true;
+  rec_.dispatched_at = std::chrono::steady_clock::now();
+  rec_.model_stats = &thread_.stats().model(rec_.model);
+  rec_.model_stats->running += 1;
+  ticket_ = DispatchTicket(thread_, ctx_.gated, d.ticket);
+  evicted_ = false;
+  relay_.write_pending = false;
+  up_.tried.assign(ctx_.endpoints.size(), false);
+  up_.retried = false;
+  up_.fallbacks = d.fallbacks;
+  up_.over_admission = d.over_admission;
+  up_.held_reserve = d.held_reserve;
+  up_.held_reserve_tokens = d.held_reserve_tokens;
+  up_.held_endpoints = d.held_endpoints;
+  up_.request_headers = d.request_headers;
+  up_.response_headers = d.response_headers;
+  if (d.endpoint < 0 || static_cast<std::size_t>(d.endpoint) >= ctx_.endpoints.size())
+    return try_next_endpoint();
+  dispatch_to(d.endpoint);
+}
+
+}  // namespace sluice::proxy

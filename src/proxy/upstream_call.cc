@@ -1,0 +1,355 @@
+// The upstream call: the endpoint (the scheduler's choice, its fallbacks,
+// then any usable one with room), a pooled or new connection, the request
+// written, the answer's head awaited (1xx relayed or dropped), and one retry
+// on a fresh connection when a pooled one failed before any answer.
+#include <boost/asio/write.hpp>
+
+#include "observe/log.h"
+#include "protocol/engine_priority.h"
+#include "proxy/client_connection.h"
+#include "proxy/exchange.h"
+#include "proxy/wire.h"
+#include "scheduling/least_in_flight.h"
+
+namespace sluice::proxy {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using flowcontrol::client_error;
+
+void DispatchTicket::report(std::uint64_t output_tokens) {
+  if (!id_ || output_tokens <= reported_) return;
+  reported_ = output_tokens;
+  thread_->report_output_tokens(id_, reported_);
+  if (gated_) thread_->wake_dispatcher();
+}
+
+void DispatchTicket::release(std::uint64_t output_tokens) {
+  if (!id_) return;
+  thread_->complete(std::exchange(id_, 0), output_tokens);
+  // Gated, a completion frees room: dispatch now. Not gated, nothing waits
+  // for it; the dispatcher takes it with the next request's wake (or within
+  // a second), which saves a thread switch per request.
+  if (gated_) thread_->wake_dispatcher();
+}
+
+void Exchange::try_next_endpoint() {
+  // Endpoints may have joined since the decision (reload, endpoints file):
+  // the per-request marks cover the pool as it is now.
+  if (up_.tried.size() < ctx_.endpoints.size()) up_.tried.resize(ctx_.endpoints.size(), false);
+  // The scheduler's fallbacks first, then any usable endpoint; each one
+  // only if it may take the request now (reserve()). Every endpoint is
+  // looked at once per request at most.
+  const auto now = datalayer::Clock::now();
+  for (;;) {
+    int ep = -1;
+    for (std::int32_t f : up_.fallbacks) {
+      if (f >= 0 && static_cast<std::size_t>(f) < ctx_.endpoints.size() &&
+          !up_.tried[static_cast<std::size_t>(f)] &&
+          ctx_.endpoints.at(static_cast<std::size_t>(f)).usable(now)) {
+        ep = f;
+        break;
+      }
+    }
+    if (ep < 0)
+      ep = scheduling::pick_least_in_flight(ctx_.endpoints, up_.tried, now, thread_.rotation());
+    if (ep < 0) break;
+    up_.tried[static_cast<std::size_t>(ep)] = true;
+    if (reserve(ep, now)) return send_to(ep);
+  }
+  // No endpoint is usable, or (gated) none has room: a typed 503 with
+  // Retry-After rather than a request past the saturation detector's limit.
+  release_dispatch();
+  return answer(flowcontrol::answer_for(QueueOutcome::kRejectedNoEndpoints));
+}
+
+void Exchange::dispatch_to(int endpoint) {
+  phase_ = Phase::kProxying;
+  if (up_.tried.size() <= static_cast<std::size_t>(endpoint))
+    up_.tried.resize(static_cast<std::size_t>(endpoint) + 1, false);
+  up_.tried[static_cast<std::size_t>(endpoint)] = true;
+  // The dispatcher sees neither ejections nor refused connections, and
+  // counts a request against the endpoint it chose even when a fallback
+  // served it: its choice is checked here.
+  if (!reserve(endpoint, datalayer::Clock::now())) return try_next_endpoint();
+  send_to(endpoint);
+}
+
+bool Exchange::reserve(int endpoint, std::chrono::steady_clock::time_point now) {
+  auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(endpoint));
+  if (!ep.usable(now)) return false;
+  const auto* detector = thread_.policy().room_detector.get();
+  const bool gated = ctx_.gated && ticket_ && detector;
+  if (gated && up_.held_endpoints > 0) {
+    // The reserved endpoints, as the dispatcher counts them: the pool's
+    // last held_endpoints not removed, never all of it.
+    std::size_t in_pool = 0, after = 0;
+    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
+      if (ctx_.endpoints.at(i).removed.load(std::memory_order_relaxed)) continue;
+      ++in_pool;
+      after += i > static_cast<std::size_t>(endpoint);
+    }
+    const std::size_t lane = std::min<std::size_t>(up_.held_endpoints, in_pool - (in_pool > 0));
+    if (after < lane) return false;
+  }
+  int before = 0;
+  up_.permit = datalayer::InFlightPermit(&ep, before);
+  if (!gated) return true;
+  flowcontrol::EndpointLoad load;
+  const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+  load.has_metrics = at != 0;
+  load.metrics_time = flowcontrol::TimePoint(flowcontrol::Duration(at));
+  load.waiting = ep.waiting.load(std::memory_order_relaxed);
+  load.running = ep.running.load(std::memory_order_relaxed);
+  load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
+  load.in_flight = static_cast<std::uint32_t>(std::max(0, before));
+  if (up_.over_admission > 0) flowcontrol::over_admit(load, up_.over_admission);
+  load.in_flight += up_.held_reserve;
+  load.in_flight_tokens += up_.held_reserve_tokens;
+  if (detector->has_room(load, now)) return true;
+  up_.permit.release();
+  return false;
+}
+
+void Exchange::send_to(int endpoint) {
+  phase_ = Phase::kProxying;
+  up_.endpoint = endpoint;
+  build_upstream_head(endpoint);
+  up_.conn = thread_.pool().take(endpoint);
+  if (up_.conn) {
+    thread_.stats().endpoint(static_cast<std::size_t>(endpoint)).connections_reused += 1;
+    up_.reused = true;
+    return write_upstream();
+  }
+  connect_upstream();
+}
+
+// The request as the model server sees it: the client's fields minus
+// steering, hop-by-hop and framing fields, with sluice's Host, request id
+// and Content-Length. One buffer, written together with the body.
+void Exchange::build_upstream_head(int endpoint) {
+  const auto& address = ctx_.endpoints.at(endpoint).config.address;
+  auto& h = up_.head;
+  h.clear();
+  h += request_.method_string;
+  h += ' ';
+  h += request_.target;
+  h += " HTTP/1.1\r\nHost: ";
+  h += address;
+  h += "\r\n";
+  h += request_.forward_headers;
+  h += up_.request_headers;
+  h += "x-request-id: ";
+  h += request_id_;
+  h += "\r\n";
+  // An engine that schedules by priority gets the band's, never the
+  // client's own (which would let a tenant jump the engine's queue).
+  up_.body = &request_.body;
+  if (ctx_.endpoints.at(endpoint).config.priority_scheduling && protocol::is_inference(route_)) {
+    up_.engine_body =
+        protocol::body_with_priority(request_.body, protocol::engine_priority_for_band(rec_.priority));
+    up_.body = &up_.engine_body;
+  }
+  if (!up_.body->empty() || request_.method == http::verb::post) {
+    h += "Content-Length: ";
+    wire::append_number(h, up_.body->size());
+    h += "\r\n";
+  }
+  h += "\r\n";
+}
+
+void Exchange::connect_upstream() {
+  up_.reused = false;
+  thread_.stats().endpoint(static_cast<std::size_t>(up_.endpoint)).connections_new += 1;
+  up_.conn = std::make_unique<UpstreamConnection>(conn_.client_.get_executor(), up_.endpoint);
+  up_.conn->stream.expires_after(ctx_.config.server.upstream_connect_timeout);
+  up_.conn->stream.async_connect(
+      ctx_.endpoints.at(static_cast<std::size_t>(up_.endpoint)).resolved,
+      [self = guard()](error_code ec) { self->exchange_.on_connect(ec); });
+}
+
+void Exchange::on_connect(error_code ec) {
+  if (closed()) return;  // the client left meanwhile
+  if (evicted_) return finish_evicted();
+  auto& ep = ctx_.endpoints.at(up_.endpoint);
+  if (ec) {
+    thread_.stats().endpoint(static_cast<std::size_t>(up_.endpoint))
+        .errors[static_cast<std::size_t>(observe::UpstreamError::kConnect)] += 1;
+    if (ec != net::error::operation_aborted) {  // not our own cancel (shutdown)
+      SLUICE_LOG_LIMITED(
+          kWarn, "upstream",
+          "endpoint " << ep.config.address << " unreachable (" << ec.message() << "); marked down");
+      record_endpoint_failure("connecting");
+      ep.mark_down(datalayer::Clock::now(), ctx_.config.server.endpoint_down_backoff);
+    }
+    up_.conn.reset();
+    up_.permit.release();
+    return try_next_endpoint();
+  }
+  error_code ignored;
+  up_.conn->stream.socket().set_option(net::ip::tcp::no_delay(true), ignored);
+  write_upstream();
+}
+
+void Exchange::write_upstream() {
+  relay_.parser.reset();
+  relay_.interim_responses = 0;
+  tokens_.reset();
+  relay_.head_built = false;
+  relay_.head_sent = false;
+  up_.conn->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
+  std::array<net::const_buffer, 2> buffers = {net::buffer(up_.head),
+                                              net::buffer(*up_.body)};
+  if (up_.body->empty() || wire::coalesce(buffers, relay_.coalesced)) {
+    net::const_buffer out = up_.body->empty() ? buffers[0] : net::buffer(relay_.coalesced);
+    // Tried at once, as a relayed write is (write_to_client).
+    error_code ec;
+    const std::size_t sent = wire::try_send(up_.conn->stream.socket(), out, ec);
+    if (ec || sent == out.size()) return on_upstream_written(ec, sent);
+    out += sent;
+    net::async_write(
+        up_.conn->stream, out,
+        bind<&Exchange::on_upstream_written>());
+    return;
+  }
+  net::async_write(
+      up_.conn->stream, buffers,
+      bind<&Exchange::on_upstream_written>());
+}
+
+void Exchange::on_upstream_written(error_code ec, std::size_t) {
+  if (closed()) return;  // the client left meanwhile
+  if (evicted_) return finish_evicted();
+  if (ec) return upstream_failed_before_response(ec, "writing the request");
+  start_response_parser();
+  // The deadline set before the write also bounds the wait for the headers.
+  read_upstream();
+}
+
+void Exchange::read_upstream() {
+  up_.conn->stream.async_read_some(
+      up_.conn->buffer.prepare(wire::kRelayReadSize),
+      bind<&Exchange::on_upstream_read>());
+}
+
+// An interim (1xx) response came before the final one (RFC 9110 §15.2). 100
+// Continue answers an Expect sluice never forwards: dropped. Others (103
+// Early Hints) go to HTTP/1.1 clients. Then the final response is read with
+// a fresh parser from what is buffered. 101 means the endpoint switched
+// protocols under an inference request: an upstream error, never relayed.
+void Exchange::on_interim_response() {
+  static constexpr int kMaxInterimResponses = 8;
+  const int status = relay_.response.status;
+  if (status == 101 || ++relay_.interim_responses > kMaxInterimResponses) {
+    return upstream_failed_before_response(
+        http::error::bad_status, status == 101 ? "reading the response (101 Switching Protocols)"
+                                               : "reading the response (too many 1xx responses)");
+  }
+  auto next = [self = guard()] {
+    auto& x = self->exchange_;
+    x.start_response_parser();
+    if (x.up_.conn->buffer.size() > 0) return x.on_upstream_read({}, 0);
+    x.read_upstream();
+  };
+  if (status == 100 || request_.version < 11) return next();
+  auto& h = relay_.interim_head;
+  h.assign("HTTP/1.1 ");
+  wire::append_number(h, static_cast<std::uint64_t>(status));
+  h += ' ';
+  h += relay_.response.reason;
+  h += "\r\n";
+  h += relay_.response.forward_headers;
+  h += "\r\n";
+  conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
+  relay_.write_pending = true;
+  net::async_write(conn_.client_, net::buffer(relay_.interim_head),
+                   [self = guard(), next](error_code ec, std::size_t) {
+                     auto& x = self->exchange_;
+                     x.relay_.write_pending = false;
+                     if (x.closed()) return;
+                     if (x.evicted_ && !ec) return x.finish_evicted();
+                     if (ec) {
+                       x.drop_upstream();
+                       x.release_dispatch();
+                       return self->close();
+                     }
+                     next();
+                   });
+}
+
+void Exchange::upstream_failed_before_response(error_code ec, const char* stage) {
+  // After an interim response the endpoint has begun answering: no retry.
+  const bool got_bytes =
+      relay_.interim_responses > 0 || (relay_.parser && relay_.parser->got_some());
+  auto& ep = ctx_.endpoints.at(up_.endpoint);
+  up_.conn.reset();  // never pooled after a failure
+  // A kept-alive connection may have been closed by the endpoint while idle in
+  // the pool: retry once on a fresh connection, but only if not a single
+  // response byte came back (so the endpoint cannot have started answering).
+  auto& errors = thread_.stats().endpoint(static_cast<std::size_t>(up_.endpoint)).errors;
+  if (up_.reused && !up_.retried && !got_bytes && ec != beast::error::timeout) {
+    errors[static_cast<std::size_t>(observe::UpstreamError::kStaleReused)] += 1;
+    up_.retried = true;
+    SLUICE_LOG(kDebug, "upstream",
+               "reused connection to " << ep.config.address << " failed while " << stage << " ("
+                                       << ec.message() << "); retrying on a fresh connection");
+    return connect_upstream();
+  }
+  errors[static_cast<std::size_t>(ec == beast::error::timeout
+                                      ? observe::UpstreamError::kTimeout
+                                      : observe::UpstreamError::kBeforeResponse)] += 1;
+  release_dispatch();
+  SLUICE_LOG_LIMITED(
+      kWarn, "upstream",
+      "endpoint " << ep.config.address << " failed while " << stage << ": " << ec.message());
+  // A reset, an EOF or a malformed head before the response: the endpoint's
+  // failure. Not a timeout (a model may think long; upstreamIdleTimeout
+  // answers 504) and not our own cancel.
+  if (ec != beast::error::timeout && ec != net::error::operation_aborted)
+    record_endpoint_failure(stage);
+  flowcontrol::ErrorAnswer a;
+  if (ec == beast::error::timeout) {
+    a = client_error(504, "upstream-timeout", "model server did not answer in time");
+  } else {
+    a = client_error(502, "upstream-error",
+                     std::string("model server failed while ") + stage + ": " + ec.message());
+  }
+  a.close_connection = false;
+  answer(a);
+}
+
+void Exchange::record_endpoint_failure(const char* what) {
+  const auto& s = ctx_.config.server;
+  const datalayer::EjectionPolicy policy{s.endpoint_ejection_consecutive_failures,
+                                         s.endpoint_ejection_base_time,
+                                         s.endpoint_ejection_max_time};
+  std::chrono::nanoseconds backoff{};
+  const auto slot = static_cast<std::size_t>(up_.endpoint);
+  const auto verdict =
+      ctx_.endpoints.record_failure(slot, datalayer::Clock::now(), policy, &backoff);
+  const auto& ep = ctx_.endpoints.at(slot);
+  if (verdict == datalayer::FailureVerdict::kEjected) {
+    SLUICE_LOG_LIMITED(kWarn, "upstream",
+                       "endpoint "
+                           << ep.config.address << " ejected for "
+                           << std::chrono::duration_cast<std::chrono::milliseconds>(backoff).count()
+                           << " ms after " << ep.consecutive_failures.load()
+                           << " failures in a row (last " << what << ")");
+  } else if (verdict == datalayer::FailureVerdict::kSpared) {
+    SLUICE_LOG_LIMITED(kWarn, "upstream",
+                       "endpoint " << ep.config.address << " failed "
+                                   << ep.consecutive_failures.load()
+                                   << " times in a row; not ejected: no other endpoint is usable");
+  }
+}
+
+
+void Exchange::start_response_parser() {
+  relay_.parser.emplace(relay_.response);
+  relay_.parser->body_limit(boost::none);  // relayed, never buffered whole
+  relay_.parser->header_limit(wire::kMaxResponseHeadBytes);
+  relay_.parser->eager(true);
+}
+
+}  // namespace sluice::proxy
