@@ -79,9 +79,9 @@ bool Exchange::check_framing_and_route() {
   const bool inference = protocol::is_inference(route_);
   const auto method = request_.method;
   if ((inference && method != http::verb::post) || (!inference && method != http::verb::get)) {
-    answer(client_error(405, "method-not-allowed",
-                        "method " + request_.method_string + " is not allowed on " +
-                            request_.target));
+    answer(
+        client_error(405, "method-not-allowed",
+                     "method " + request_.method_string + " is not allowed on " + request_.target));
     return false;
   }
   return true;
@@ -320,7 +320,6 @@ void Exchange::on_dispatched(const flowcontrol::Decision& d) {
   rec_.model_stats = &thread_.stats().model(rec_.model);
   rec_.model_stats->running += 1;
   ticket_ = DispatchTicket(thread_, ctx_.gated, d.ticket);
-  evicted_ = false;
   relay_.write_pending = false;
   up_.tried.assign(ctx_.endpoints.size(), false);
   up_.retried = false;

@@ -70,9 +70,9 @@ void ClientConnection::wait_for_request() {
 }
 
 void ClientConnection::read_client(std::size_t size) {
-  client_.async_read_some(buffer_.prepare(size),
-                          beast::bind_front_handler(&ClientConnection::on_client_read,
-                                                    shared_from_this()));
+  client_.async_read_some(
+      buffer_.prepare(size),
+      beast::bind_front_handler(&ClientConnection::on_client_read, shared_from_this()));
 }
 
 void ClientConnection::on_client_read(error_code ec, std::size_t n) {
@@ -86,8 +86,11 @@ void ClientConnection::on_client_read(error_code ec, std::size_t n) {
 
 void ClientConnection::arm_deferred_watch() {
   if (state_ != State::kBusy) return;
+  using Phase = Exchange::Phase;
   const auto phase = exchange_.phase();
-  if (phase == Exchange::Phase::kQueued || phase == Exchange::Phase::kProxying) watch_client();
+  if (phase == Phase::kQueued || phase == Phase::kCalling || phase == Phase::kRelaying ||
+      phase == Phase::kEvicted)
+    watch_client();
 }
 
 void ClientConnection::watch_client() {

@@ -134,9 +134,6 @@ void Exchange::read_more() {
 
 void Exchange::begin_request(bool head_read) {
   rec_.open = true;
-  // An eviction belongs to the request it ended (one answered before its
-  // head, or during its last write, leaves the connection open).
-  evicted_ = false;
   rec_.head_unread = !head_read;
   rec_.start = std::chrono::steady_clock::now();
   rec_.dispatched = false;
@@ -225,14 +222,12 @@ void Exchange::answer(const flowcontrol::ErrorAnswer& a) {
   res.keep_alive(keep_alive_ && !conn_.closing_);
   res.prepare_payload();
   conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
-  http::async_write(conn_.client_, res,
-                    bind<&Exchange::on_answer_written>());
+  http::async_write(conn_.client_, res, bind<&Exchange::on_answer_written>());
 }
 
 void Exchange::on_answer_written(error_code ec, std::size_t) {
   const bool keep = !ec && answer_->keep_alive();
-  if (!ec && !keep && in(Phase::kAnswering) && request_parser_ &&
-      !request_parser_->is_done()) {
+  if (!ec && !keep && in(Phase::kAnswering) && request_parser_ && !request_parser_->is_done()) {
     // The client may still be sending a body we refused (413) or headers we
     // could not take (431). Closing with unread input would send a reset that
     // can destroy our answer before the client reads it, so stop sending and

@@ -49,16 +49,22 @@ class Exchange {
   //   phase       what happens                      next
   //   kReading    head and body read, limits,       kAnswering (refused, malformed,
   //               deadlines, 100-continue           too large), kQueued (admitted),
-  //                                                 kProxying (no admission: GET)
-  //   kQueued     flow control holds it; the        kProxying (dispatched),
+  //                                                 kCalling (no admission: GET)
+  //   kQueued     flow control holds it; the        kCalling (dispatched),
   //               client watch cancels it           kAnswering (rejected, evicted
   //                                                 from the queue)
-  //   kProxying   upstream call, then the relay     kAnswering (no endpoint, failed
-  //               of the answer                     before the answer, evicted before
-  //                                                 it), the next request (served)
+  //   kCalling    an endpoint with room, its        kRelaying (the answer's head),
+  //               connection, the request written,  kCalling (a retry, a fallback),
+  //               1xx answers passed on             kAnswering (no endpoint; failed
+  //                                                 before the answer), kEvicted
+  //   kRelaying   the answer relayed a read at a    the next request (served), the
+  //               time                              close (failed mid-way), kEvicted
+  //   kEvicted    flow control evicted it in        kAnswering (nothing of the answer
+  //               flight: the pending operation     sent yet), the close after an
+  //               is stopped, its handler ends it   SSE error event
   //   kAnswering  sluice's own answer is written    the next request, or the
   //                                                 connection's lingering close
-  enum class Phase { kReading, kQueued, kProxying, kAnswering };
+  enum class Phase { kReading, kQueued, kCalling, kRelaying, kEvicted, kAnswering };
 
   explicit Exchange(ClientConnection& conn);
 
@@ -124,7 +130,6 @@ class Exchange {
     protocol::ResponseHead response;
     std::optional<protocol::RelayResponseParser> parser;
     std::string client_head;  // status line + headers sent to the client
-    bool head_built = false;
     bool head_sent = false;
     bool write_pending = false;  // a relay or interim write to the client is under way
     int interim_responses = 0;   // 1xx before the final response
@@ -261,7 +266,6 @@ class Exchange {
   std::uint64_t cookie_ = 0;  // this request's id towards the dispatcher
   DispatchTicket ticket_;     // held once dispatched, until completed
   bool cancel_sent_ = false;  // the queued request's cancel went to the dispatcher
-  bool evicted_ = false;      // the dispatcher evicted this request in flight
   protocol::OutputTokenCounter tokens_;
   UpstreamCall up_;
   Relay relay_;

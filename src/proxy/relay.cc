@@ -23,7 +23,7 @@ using flowcontrol::client_error;
 void Exchange::on_upstream_read(error_code ec, std::size_t n) {
   if (up_.conn) HintedReads::read_done(*up_.conn);
   if (closed()) return;  // the client left meanwhile
-  if (evicted_) return finish_evicted();
+  if (phase_ == Phase::kEvicted) return finish_evicted();
   auto& p = *relay_.parser;
   // The part of an SSE event held back from the last read goes first.
   const std::size_t held = take_held_event();
@@ -34,7 +34,8 @@ void Exchange::on_upstream_read(error_code ec, std::size_t n) {
     parse_response(ec, n);
   }
   if (ec) {
-    if (!relay_.head_built) return upstream_failed_before_response(ec, "reading the response");
+    if (phase_ == Phase::kCalling)
+      return upstream_failed_before_response(ec, "reading the response");
     return upstream_failed_mid_response(ec);
   }
   if (!p.is_header_done()) return read_upstream();
@@ -43,15 +44,15 @@ void Exchange::on_upstream_read(error_code ec, std::size_t n) {
   // one is an upstream error, not memory.
   if (!p.is_done() && up_.conn->buffer.size() > wire::kMaxResponseHeadBytes) {
     const error_code overflow = http::error::buffer_overflow;
-    if (!relay_.head_built)
+    if (phase_ == Phase::kCalling)
       return upstream_failed_before_response(overflow, "reading the response");
     return upstream_failed_mid_response(overflow);
   }
-  if (!relay_.head_built && relay_.response.status / 100 == 1) return on_interim_response();
-  if (!relay_.head_built && relay_.response.unsupported_transfer_coding)
+  if (phase_ == Phase::kCalling && relay_.response.status / 100 == 1) return on_interim_response();
+  if (phase_ == Phase::kCalling && relay_.response.unsupported_transfer_coding)
     return upstream_failed_before_response(http::error::bad_transfer_encoding,
                                            "reading the response (unsupported transfer coding)");
-  if (!relay_.head_built) build_client_head();
+  if (phase_ == Phase::kCalling) build_client_head();
   relay_what_came(held);
 }
 
@@ -125,7 +126,7 @@ void Exchange::relay_what_came(std::size_t held) {
 }
 
 void Exchange::build_client_head() {
-  relay_.head_built = true;
+  phase_ = Phase::kRelaying;
   relay_.sse.reset();
   // The answer has begun: the request will not be sent again (no retry
   // after a response byte), so its body goes, and its charge.
@@ -202,7 +203,8 @@ void Exchange::write_to_client() {
     if (relay_.framing == Framing::kChunked) {
       // Once per relayed read: to_chars, not a printf per SSE event.
       char* end =
-          std::to_chars(relay_.chunk_prefix, relay_.chunk_prefix + sizeof relay_.chunk_prefix - 2, body.size(), 16)
+          std::to_chars(relay_.chunk_prefix, relay_.chunk_prefix + sizeof relay_.chunk_prefix - 2,
+                        body.size(), 16)
               .ptr;
       *end++ = '\r';
       *end++ = '\n';
@@ -251,14 +253,12 @@ void Exchange::write_to_client() {
     }
     conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
     relay_.write_pending = true;
-    net::async_write(conn_.client_, out,
-                     bind<&Exchange::on_relay_written>());
+    net::async_write(conn_.client_, out, bind<&Exchange::on_relay_written>());
     return;
   }
   conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
   relay_.write_pending = true;
-  net::async_write(conn_.client_, pieces,
-                   bind<&Exchange::on_relay_written>());
+  net::async_write(conn_.client_, pieces, bind<&Exchange::on_relay_written>());
 }
 
 void Exchange::on_relay_written(error_code ec, std::size_t) {
@@ -277,13 +277,14 @@ void Exchange::on_relay_written(error_code ec, std::size_t) {
   // pending, the session's own takes its place: either way one owner each).
   relay_.response.body.swap(thread_.relay_body());
   if (relay_.parser->is_done()) return finish_response();  // done first: served
-  if (evicted_) return finish_evicted();
+  if (phase_ == Phase::kEvicted) return finish_evicted();
   up_.conn->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   read_upstream();
 }
 
 void Exchange::upstream_failed_mid_response(error_code ec) {
-  thread_.stats().endpoint(static_cast<std::size_t>(up_.endpoint))
+  thread_.stats()
+      .endpoint(static_cast<std::size_t>(up_.endpoint))
       .errors[static_cast<std::size_t>(ec == beast::error::timeout
                                            ? observe::UpstreamError::kTimeout
                                            : observe::UpstreamError::kMidResponse)] += 1;
@@ -301,7 +302,7 @@ void Exchange::upstream_failed_mid_response(error_code ec) {
 }
 
 void Exchange::end_stream_with_error(std::string_view message, std::string_view code,
-                                        bool end_stream) {
+                                     bool end_stream) {
   if (!relay_.response.is_sse || relay_.framing != Framing::kChunked) return conn_.close();
   // Only whole events reach the client: the part of one that came before
   // the end is dropped (with what was held back). A client holding part of
@@ -335,8 +336,8 @@ void Exchange::on_evicted(std::uint64_t ticket) {
   // Only the request still being proxied: one that finished (or whose
   // client left) has given its slot back already, which confirms the
   // eviction; a later request on this connection has another ticket.
-  if (!in(Phase::kProxying) || !ticket_ || ticket_.id() != ticket || evicted_) return;
-  evicted_ = true;
+  if (!(in(Phase::kCalling) || in(Phase::kRelaying)) || !ticket_ || ticket_.id() != ticket) return;
+  phase_ = Phase::kEvicted;
   // A write to the client is under way: the slot is freed now (the engine
   // sees its connection close and stops), whatever the client's reading;
   // the write's handler then finishes the eviction (the error event).
@@ -391,6 +392,5 @@ void Exchange::finish_response() {
   if (!keep_alive_) return conn_.close();
   conn_.wait_for_request();
 }
-
 
 }  // namespace sluice::proxy

@@ -65,7 +65,7 @@ void Exchange::try_next_endpoint() {
 }
 
 void Exchange::dispatch_to(int endpoint) {
-  phase_ = Phase::kProxying;
+  phase_ = Phase::kCalling;
   if (up_.tried.size() <= static_cast<std::size_t>(endpoint))
     up_.tried.resize(static_cast<std::size_t>(endpoint) + 1, false);
   up_.tried[static_cast<std::size_t>(endpoint)] = true;
@@ -113,7 +113,7 @@ bool Exchange::reserve(int endpoint, std::chrono::steady_clock::time_point now) 
 }
 
 void Exchange::send_to(int endpoint) {
-  phase_ = Phase::kProxying;
+  phase_ = Phase::kCalling;
   up_.endpoint = endpoint;
   build_upstream_head(endpoint);
   up_.conn = thread_.pool().take(endpoint);
@@ -147,8 +147,8 @@ void Exchange::build_upstream_head(int endpoint) {
   // client's own (which would let a tenant jump the engine's queue).
   up_.body = &request_.body;
   if (ctx_.endpoints.at(endpoint).config.priority_scheduling && protocol::is_inference(route_)) {
-    up_.engine_body =
-        protocol::body_with_priority(request_.body, protocol::engine_priority_for_band(rec_.priority));
+    up_.engine_body = protocol::body_with_priority(
+        request_.body, protocol::engine_priority_for_band(rec_.priority));
     up_.body = &up_.engine_body;
   }
   if (!up_.body->empty() || request_.method == http::verb::post) {
@@ -171,10 +171,11 @@ void Exchange::connect_upstream() {
 
 void Exchange::on_connect(error_code ec) {
   if (closed()) return;  // the client left meanwhile
-  if (evicted_) return finish_evicted();
+  if (phase_ == Phase::kEvicted) return finish_evicted();
   auto& ep = ctx_.endpoints.at(up_.endpoint);
   if (ec) {
-    thread_.stats().endpoint(static_cast<std::size_t>(up_.endpoint))
+    thread_.stats()
+        .endpoint(static_cast<std::size_t>(up_.endpoint))
         .errors[static_cast<std::size_t>(observe::UpstreamError::kConnect)] += 1;
     if (ec != net::error::operation_aborted) {  // not our own cancel (shutdown)
       SLUICE_LOG_LIMITED(
@@ -196,11 +197,9 @@ void Exchange::write_upstream() {
   relay_.parser.reset();
   relay_.interim_responses = 0;
   tokens_.reset();
-  relay_.head_built = false;
   relay_.head_sent = false;
   up_.conn->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
-  std::array<net::const_buffer, 2> buffers = {net::buffer(up_.head),
-                                              net::buffer(*up_.body)};
+  std::array<net::const_buffer, 2> buffers = {net::buffer(up_.head), net::buffer(*up_.body)};
   if (up_.body->empty() || wire::coalesce(buffers, relay_.coalesced)) {
     net::const_buffer out = up_.body->empty() ? buffers[0] : net::buffer(relay_.coalesced);
     // Tried at once, as a relayed write is (write_to_client).
@@ -208,19 +207,15 @@ void Exchange::write_upstream() {
     const std::size_t sent = wire::try_send(up_.conn->stream.socket(), out, ec);
     if (ec || sent == out.size()) return on_upstream_written(ec, sent);
     out += sent;
-    net::async_write(
-        up_.conn->stream, out,
-        bind<&Exchange::on_upstream_written>());
+    net::async_write(up_.conn->stream, out, bind<&Exchange::on_upstream_written>());
     return;
   }
-  net::async_write(
-      up_.conn->stream, buffers,
-      bind<&Exchange::on_upstream_written>());
+  net::async_write(up_.conn->stream, buffers, bind<&Exchange::on_upstream_written>());
 }
 
 void Exchange::on_upstream_written(error_code ec, std::size_t) {
   if (closed()) return;  // the client left meanwhile
-  if (evicted_) return finish_evicted();
+  if (phase_ == Phase::kEvicted) return finish_evicted();
   if (ec) return upstream_failed_before_response(ec, "writing the request");
   start_response_parser();
   // The deadline set before the write also bounds the wait for the headers.
@@ -228,9 +223,8 @@ void Exchange::on_upstream_written(error_code ec, std::size_t) {
 }
 
 void Exchange::read_upstream() {
-  up_.conn->stream.async_read_some(
-      up_.conn->buffer.prepare(wire::kRelayReadSize),
-      bind<&Exchange::on_upstream_read>());
+  up_.conn->stream.async_read_some(up_.conn->buffer.prepare(wire::kRelayReadSize),
+                                   bind<&Exchange::on_upstream_read>());
 }
 
 // An interim (1xx) response came before the final one (RFC 9110 §15.2). 100
@@ -268,7 +262,7 @@ void Exchange::on_interim_response() {
                      auto& x = self->exchange_;
                      x.relay_.write_pending = false;
                      if (x.closed()) return;
-                     if (x.evicted_ && !ec) return x.finish_evicted();
+                     if (x.phase_ == Phase::kEvicted && !ec) return x.finish_evicted();
                      if (ec) {
                        x.drop_upstream();
                        x.release_dispatch();
@@ -343,7 +337,6 @@ void Exchange::record_endpoint_failure(const char* what) {
                                    << " times in a row; not ejected: no other endpoint is usable");
   }
 }
-
 
 void Exchange::start_response_parser() {
   relay_.parser.emplace(relay_.response);
