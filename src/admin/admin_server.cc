@@ -161,7 +161,7 @@ void copy_dispatcher_state(flowcontrol::Controller& c, AdminServer::DispatcherCo
 // bounded in size) and the flows' (copied a chunk at a time).
 std::string metrics_text(const AdminServer::DispatcherCopy& c,
                          const AdminServer::FlowsSnapshot& flows, proxy::ProxyContext& ctx,
-                         fleet::FleetSync* fleet, const observe::WorkerStats& requests) {
+                         fleet::FleetSync* fleet, const observe::ThreadStats& requests) {
   observe::MetricsText m;
   {
     std::vector<std::string> addresses;
@@ -797,8 +797,8 @@ void AdminServer::route(const std::string& method, const std::string& target,
     // time), the rest of flow control's state (a bounded copy); rendered
     // here, never on the dispatcher.
     backend_.collect_stats(
-        [this, respond = std::move(respond)](observe::WorkerStats stats) mutable {
-          auto requests = std::make_shared<observe::WorkerStats>(std::move(stats));
+        [this, respond = std::move(respond)](observe::ThreadStats stats) mutable {
+          auto requests = std::make_shared<observe::ThreadStats>(std::move(stats));
           net::post(ioc_, [this, requests, respond = std::move(respond)]() mutable {
             with_flows([this, requests, respond = std::move(respond)](
                            std::shared_ptr<const FlowsSnapshot> flows) mutable {

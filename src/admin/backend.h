@@ -38,7 +38,7 @@ class Backend {
   // app::Gateway::reload). `done` runs exactly once, on any thread.
   virtual void reload(std::function<void(ReloadResult)> done) = 0;
   // Every I/O thread's request statistics, merged; `done` on any thread.
-  virtual void collect_stats(std::function<void(observe::WorkerStats)> done) = 0;
+  virtual void collect_stats(std::function<void(observe::ThreadStats)> done) = 0;
 };
 
 }  // namespace sluice::admin

@@ -125,7 +125,7 @@ void Gateway::shutdown() {
   ctx_.draining.store(true);
   data_.stop_accepting();
   wait_for_queue(start + queue_deadline);
-  // What is still queued ends now (EvictedOther, 503); their sessions answer
+  // What is still queued ends now (EvictedOther, 503); their connections answer
   // on their own threads, which still run.
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });
   if (dns_) dns_->stop();
@@ -150,7 +150,7 @@ void Gateway::wait_for_queue(std::chrono::steady_clock::time_point deadline) {
                left << " queued request(s) not dispatched by the deadline end as evicted-other");
 }
 
-void Gateway::collect_stats(std::function<void(observe::WorkerStats)> done) {
+void Gateway::collect_stats(std::function<void(observe::ThreadStats)> done) {
   data_.collect_stats(std::move(done));
 }
 

@@ -58,7 +58,7 @@ class Gateway final : public admin::Backend {
   proxy::ProxyContext& context() override { return ctx_; }
   fleet::FleetSync* fleet() override { return fleet_.get(); }
   void reload(std::function<void(admin::ReloadResult)> done) override;
-  void collect_stats(std::function<void(observe::WorkerStats)> done) override;
+  void collect_stats(std::function<void(observe::ThreadStats)> done) override;
 
  private:
   // Startup (gateway.cc).

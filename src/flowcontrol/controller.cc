@@ -225,7 +225,7 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   if (r.slo_ttft) q.slo_deadline = r.received + *r.slo_ttft;
   q.byte_size = r.bytes;
   // Each share is bounded, so no sum of in-flight tokens can wrap (the
-  // session clamps max_tokens already; the one writer does not rely on it).
+  // exchange clamps max_tokens already; the one writer does not rely on it).
   q.input_tokens = std::min(r.input_tokens, kMaxRequestTokens);
   q.max_output_tokens = std::min(r.max_output_tokens, kMaxRequestTokens);
   q.scheduling = r.scheduling;

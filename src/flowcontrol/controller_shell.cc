@@ -154,7 +154,7 @@ void ControllerShell::reconfigure(Producer& p, std::function<void(Controller&)> 
 void ControllerShell::on_decision(const Decision& d) {
   if (d.outcome == QueueOutcome::kEvictedPreempted) {
     // A dispatched request evicted in flight: its completion (which the
-    // session sends once it has stopped the upstream) confirms it.
+    // exchange sends once it has stopped the upstream) confirms it.
     auto in = in_flight_.find(d.ticket);
     if (in != in_flight_.end()) in->second->deliver(d);
     return;
@@ -199,7 +199,7 @@ void ControllerShell::handle(Event& e, TimePoint now) {
     }
     case Event::Kind::kCancel: {
       auto it = pending_.find(e.id);
-      // Already decided (dispatched or rejected): the session handles it.
+      // Already decided (dispatched or rejected): the exchange handles it.
       if (it != pending_.end() && it->second.ticket) controller_->cancel(it->second.ticket, now);
       break;
     }

@@ -37,7 +37,7 @@ namespace sluice::flowcontrol {
 
 // Receives the one decision for a request. deliver() runs on the dispatcher
 // thread (inline: the host's, during a pass) and must only hand the decision
-// over (e.g. post it to the session's executor, or leave it for the host's
+// over (e.g. post it to the connection's executor, or leave it for the host's
 // after_pass()): no blocking, no calls back into the shell.
 class Waiter {
  public:
@@ -59,7 +59,7 @@ class DispatchHost {
   virtual void disarm() = 0;
   virtual bool on_host_thread() const = 0;
   // Around each pass, on the host's thread: the host may take the pass's
-  // decisions for its own sessions directly (Waiter::deliver still only
+  // decisions for its own connections directly (Waiter::deliver still only
   // hands them over) and act on them when the pass is over.
   virtual void before_pass() {}
   virtual void after_pass() {}
@@ -80,7 +80,7 @@ class ControllerShell {
   bool is_inline() const { return host_ != nullptr; }
   // One pass: what run() does per wake-up. Inline only, on the host's thread
   // (its timer and wake() call this, and the proxy's I/O thread when a busy
-  // loop round has admitted enough to run one early: Worker::request_admitted).
+  // loop round has admitted enough to run one early: IoThread::request_admitted).
   void pass();
   // Ends every queued request (EvictedOther), then stops the thread. A
   // request enqueued after the stop (an I/O thread that raced with it) gets

@@ -7,7 +7,7 @@
 
 namespace sluice::observe {
 
-ModelStats& WorkerStats::model(std::string_view name) {
+ModelStats& ThreadStats::model(std::string_view name) {
   if (name.empty()) name = "unknown";
   auto it = models.find(name);
   if (it != models.end()) return it->second;
@@ -15,7 +15,7 @@ ModelStats& WorkerStats::model(std::string_view name) {
   return models[std::string(name)];
 }
 
-void WorkerStats::outcome(std::string_view what) {
+void ThreadStats::outcome(std::string_view what) {
   auto it = outcomes.find(what);
   if (it != outcomes.end()) {
     it->second += 1;
@@ -24,7 +24,7 @@ void WorkerStats::outcome(std::string_view what) {
   outcomes.emplace(std::string(what), 1);
 }
 
-void WorkerStats::merge(const WorkerStats& o) {
+void ThreadStats::merge(const ThreadStats& o) {
   for (const auto& [name, s] : o.models) {
     auto& d = name != "other" && !models.count(name) && named_models() >= max_models
                   ? models["other"]
@@ -58,7 +58,7 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(UpstreamError::k
 
 }  // namespace
 
-void WorkerStats::render(MetricsText& m, const std::vector<std::string>& addresses) const {
+void ThreadStats::render(MetricsText& m, const std::vector<std::string>& addresses) const {
   // Sorted, so a scrape reads the same way twice.
   std::map<std::string, const ModelStats*> sorted;
   for (const auto& [name, s] : models) sorted[name] = &s;

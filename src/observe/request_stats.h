@@ -1,6 +1,6 @@
 // Per-request statistics of one I/O thread: written only by that thread,
 // copied on that thread when /metrics is scraped (the admin plane posts a
-// snapshot task to each worker and merges the copies). No atomics, no lock.
+// snapshot task to each I/O thread and merges the copies). No atomics, no lock.
 #pragma once
 
 #include <array>
@@ -49,8 +49,8 @@ struct StringHash {
 template <class V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
-struct WorkerStats {
-  explicit WorkerStats(std::size_t max_models = 100) : max_models(max_models) {}
+struct ThreadStats {
+  explicit ThreadStats(std::size_t max_models = 100) : max_models(max_models) {}
 
   // The stats of `model`; beyond `max_models` distinct names, "other".
   ModelStats& model(std::string_view name);
@@ -62,8 +62,8 @@ struct WorkerStats {
   // Models with their own series ("other" does not count against the cap).
   std::size_t named_models() const { return models.size() - models.count("other"); }
 
-  // Adds another worker's copy (for the merged exposition).
-  void merge(const WorkerStats& o);
+  // Adds another I/O thread's copy (for the merged exposition).
+  void merge(const ThreadStats& o);
   // The families, after the merge. `endpoint_address(i)` names slot i.
   void render(MetricsText& m, const std::vector<std::string>& endpoint_addresses) const;
 

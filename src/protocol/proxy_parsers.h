@@ -2,7 +2,7 @@
 // storing every field in a node-allocated container and serializing it again,
 // they copy the headers that are forwarded straight into one flat buffer (the
 // outgoing header block) and capture the few that sluice itself reads. The
-// buffers live in the session and keep their capacity across requests, so a
+// buffers live in the exchange and keep their capacity across requests, so a
 // request costs no allocation per field.
 #pragma once
 
@@ -14,7 +14,7 @@ namespace sluice::protocol {
 
 // A request-body buffer larger than this is not kept for a connection's
 // next request (RequestHead::clear), nor among its I/O thread's spares
-// (Worker::spare_bodies).
+// (IoThread::give_back_body).
 inline constexpr std::size_t kKeptBodyCapacity = 1u << 20;
 
 // What the proxy keeps of a client request. Reused across the requests of a
@@ -78,7 +78,7 @@ class ProxyRequestParser final : public boost::beast::http::basic_parser<true> {
 };
 
 // What the proxy keeps of an upstream response. Body bytes parsed by each
-// read are appended to `body` and relayed; the session clears it after each
+// read are appended to `body` and relayed; the exchange clears it after each
 // write, so at most one read's worth is held.
 struct ResponseHead {
   int status = 0;

@@ -35,7 +35,7 @@ inline std::size_t whole_events_length(std::string_view data, std::size_t scanne
   return 0;
 }
 
-// One SSE stream's relay state (the session's, for its current response):
+// One SSE stream's relay state (the exchange's, for its current response):
 // what is held back of an unfinished event, and what the client holds.
 // Pure, so its edges are unit-tested without a socket.
 class SseEventHold {

@@ -123,15 +123,15 @@ void DataPlane::start() {
   }
 }
 
-void DataPlane::collect_stats(std::function<void(observe::WorkerStats)> done) {
+void DataPlane::collect_stats(std::function<void(observe::ThreadStats)> done) {
   struct Gather {
     std::mutex mu;  // the scrape's merge only, never a request's path
-    observe::WorkerStats merged;
+    observe::ThreadStats merged;
     std::size_t left;
-    std::function<void(observe::WorkerStats)> done;
+    std::function<void(observe::ThreadStats)> done;
   };
   auto g = std::make_shared<Gather>();
-  g->merged = observe::WorkerStats(ctx_.config.server.metrics_max_flows);
+  g->merged = observe::ThreadStats(ctx_.config.server.metrics_max_flows);
   g->left = io_threads_.size();
   g->done = std::move(done);
   for (auto& wp : io_threads_) {
@@ -140,7 +140,7 @@ void DataPlane::collect_stats(std::function<void(observe::WorkerStats)> done) {
       std::unique_lock lock(g->mu);
       g->merged.merge(w->stats());
       if (--g->left > 0) return;
-      observe::WorkerStats out = std::move(g->merged);
+      observe::ThreadStats out = std::move(g->merged);
       lock.unlock();
       g->done(std::move(out));
     });

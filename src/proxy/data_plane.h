@@ -50,7 +50,7 @@ class DataPlane {
 
   // Every I/O thread's request statistics, merged; `done` runs on the
   // thread that contributed last. Any thread.
-  void collect_stats(std::function<void(observe::WorkerStats)> done);
+  void collect_stats(std::function<void(observe::ThreadStats)> done);
   // Gives every I/O thread `policy`, each on its own thread; `done` once
   // the last one has it. Any thread.
   void set_policy(std::shared_ptr<const RequestPolicy> policy, std::function<void()> done);

@@ -60,7 +60,7 @@ class IoThread {
   void give_back_body(std::string& body);
   static constexpr std::size_t kSpareBodies = 4;
   static constexpr std::size_t kSpareBodyCapacity = protocol::kKeptBodyCapacity;
-  observe::WorkerStats& stats() { return stats_; }
+  observe::ThreadStats& stats() { return stats_; }
   std::string& log_scratch() { return log_scratch_; }  // the access-log line being formatted
 
   // ---- Flow control, through this thread's queue token.
@@ -177,7 +177,7 @@ class IoThread {
   std::uint64_t cookie_seq_ = 0;
   flowcontrol::ControllerShell* shell_ = nullptr;
   std::shared_ptr<const RequestPolicy> policy_;  // replaced on this thread by reloads
-  observe::WorkerStats stats_;                   // this thread's requests, for /metrics
+  observe::ThreadStats stats_;                   // this thread's requests, for /metrics
   std::string log_scratch_;
   bool wake_scheduled_ = false;
   bool watch_tick_pending_ = false;

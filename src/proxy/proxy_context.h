@@ -27,7 +27,7 @@ struct ObjectiveInfo {
 };
 
 // What an I/O thread reads per request that a config reload can change.
-// Immutable once built; each worker holds its own reference, replaced on
+// Immutable once built; each I/O thread holds its own reference, replaced on
 // its own thread (no lock, no shared write).
 struct RequestPolicy {
   explicit RequestPolicy(const config::Config& c);

@@ -219,7 +219,7 @@ void Exchange::write_to_client() {
   if (done && relay_.framing == Framing::kChunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   const std::span<const net::const_buffer> pieces(buffers.data(), count);
   // Several small pieces are framed in one buffer: mid-body the thread's
-  // (the session's own is not touched per event), else the session's.
+  // (the exchange's own is not touched per event), else the exchange's.
   std::string& frame = done ? relay_.coalesced : thread_.relay_out();
   if (count == 1 || wire::coalesce(pieces, frame)) {
     net::const_buffer out = count == 1 ? buffers[0] : net::buffer(frame);
@@ -242,9 +242,9 @@ void Exchange::write_to_client() {
       return;
     }
     // The rest is written by the operation, with the deadline. Framed in
-    // the thread's buffer, it is copied to the session's (at most
-    // kCoalesceBytes): the thread's serves its other sessions meanwhile.
-    // A single piece (the body, or the head) is the session's own until
+    // the thread's buffer, it is copied to the exchange's (at most
+    // kCoalesceBytes): the thread's serves its other connections meanwhile.
+    // A single piece (the body, or the head) is the exchange's own until
     // the write completes.
     out += sent;
     if (&frame != &relay_.coalesced && count > 1) {
@@ -274,7 +274,7 @@ void Exchange::on_relay_written(error_code ec, std::size_t) {
   relay_.head_sent = true;
   relay_.response.body.clear();
   // The thread's body buffer goes back to it (or, after a write that was
-  // pending, the session's own takes its place: either way one owner each).
+  // pending, the exchange's own takes its place: either way one owner each).
   relay_.response.body.swap(thread_.relay_body());
   if (relay_.parser->is_done()) return finish_response();  // done first: served
   if (phase_ == Phase::kEvicted) return finish_evicted();

@@ -11,7 +11,7 @@ namespace {
 // Model names come from clients: beyond the cap they fold into "other",
 // in each thread's stats and again when merged.
 TEST(RequestStats, ModelsBeyondTheCapFoldIntoOther) {
-  WorkerStats a(2), b(2);
+  ThreadStats a(2), b(2);
   a.model("m1").requests = 1;
   a.model("m2").requests = 1;
   a.model("m3").requests += 1;
@@ -20,7 +20,7 @@ TEST(RequestStats, ModelsBeyondTheCapFoldIntoOther) {
   EXPECT_EQ(a.models["other"].requests, 2u);
   b.model("m5").requests = 5;
   b.model("m1").requests = 4;
-  WorkerStats merged(2);
+  ThreadStats merged(2);
   merged.merge(a);
   merged.merge(b);
   EXPECT_EQ(merged.models["m1"].requests, 5u);
@@ -30,7 +30,7 @@ TEST(RequestStats, ModelsBeyondTheCapFoldIntoOther) {
 }
 
 TEST(RequestStats, RendersCountsAndHistograms) {
-  WorkerStats s(10);
+  ThreadStats s(10);
   auto& m = s.model("llama");
   m.requests = 3;
   m.errors["rejected-capacity"] = 1;
