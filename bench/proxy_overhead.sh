@@ -4,6 +4,10 @@
 #
 # Usage:   bench/proxy_overhead.sh
 # Env:     SLUICE_BIN  sluice binary (default: <repo>/build/release/sluice)
+#          SLUICE_BASE_BIN another sluice binary (e.g. main before a change): adds
+#                      the targets sluice_base and sluice_fc_base, the same
+#                      configs as sluice and sluice_fc, measured in the same
+#                      interleaved rounds (before vs after in one run)
 #          DURATION    seconds measured per target and round (default 10)
 #          ROUNDS      interleaved rounds; the median is reported (default 3)
 #          CONNECTIONS wrk connections (default 64)
@@ -61,7 +65,10 @@ STOP_TIMEOUT=5    # seconds a process gets to exit after SIGTERM
 LUA_SCRIPT=$SUPPORT_DIR/post_chat.lua
 
 # PO_TARGETS: a subset, e.g. "direct sluice_fc haproxy" (bench/large_prompts.sh).
-read -r -a TARGETS <<<"${PO_TARGETS:-direct sluice sluice_fc sluice_fc_thread nginx haproxy}"
+SLUICE_BASE_BIN=${SLUICE_BASE_BIN:-}
+DEFAULT_TARGETS="direct sluice sluice_fc sluice_fc_thread nginx haproxy"
+[[ -n $SLUICE_BASE_BIN ]] && DEFAULT_TARGETS="direct sluice sluice_base sluice_fc sluice_fc_base sluice_fc_thread nginx haproxy"
+read -r -a TARGETS <<<"${PO_TARGETS:-$DEFAULT_TARGETS}"
 
 log() { printf '[proxy_overhead] %s\n' "$*" >&2; }
 die() { printf 'proxy_overhead: error: %s\n' "$*" >&2; exit 1; }
@@ -247,6 +254,8 @@ LABEL[direct]="direct (nginx $NGINX_VERSION backend)"
 LABEL[sluice]="sluice ($THREADS I/O thread(s))"
 LABEL[sluice_fc]="sluice + flow control ($THREADS I/O thread(s))"
 LABEL[sluice_fc_thread]="sluice + flow control, dispatcher thread (before)"
+LABEL[sluice_base]="sluice, base build ($THREADS I/O thread(s))"
+LABEL[sluice_fc_base]="sluice + flow control, base build ($THREADS I/O thread(s))"
 LABEL[nginx]="nginx $NGINX_VERSION proxy ($THREADS worker(s))"
 LABEL[haproxy]="haproxy $HAPROXY_VERSION (nbthread $THREADS)"
 
@@ -275,13 +284,14 @@ check_proxy() {
   fi
 }
 
-# start_sluice NAME TEMPLATE: a sluice target from a config template.
+# start_sluice NAME TEMPLATE [BINARY]: a sluice target from a config template
+# (BINARY: SLUICE_BIN by default).
 # sluice prints "listening on 127.0.0.1:PORT" on stdout once bound to port 0.
 start_sluice() {
-  local name=$1 template=$2 dir=$WORKDIR/$1 line pid port="" deadline
+  local name=$1 template=$2 bin=${3:-$SLUICE_BIN} dir=$WORKDIR/$1 line pid port="" deadline
   mkdir -p "$dir"
-  if [[ ! -x $SLUICE_BIN ]]; then
-    log "sluice binary not found at $SLUICE_BIN; skipping $name"
+  if [[ ! -x $bin ]]; then
+    log "sluice binary not found at $bin; skipping $name"
     STATUS[$name]="not built"
     return
   fi
@@ -290,7 +300,7 @@ start_sluice() {
   # redirected stdout would otherwise be block-buffered and the line would
   # never show up.
   start_bg "$dir/stdout.log" "$dir/stderr.log" \
-    stdbuf -oL "$SLUICE_BIN" --config "$dir/sluice.yaml" --threads "$THREADS" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
+    stdbuf -oL "$bin" --config "$dir/sluice.yaml" --threads "$THREADS" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0
   pid=$LAST_PID
   deadline=$((SECONDS + READY_TIMEOUT))
   while (( SECONDS < deadline )) && alive "$pid"; do
@@ -327,6 +337,10 @@ start_sluice sluice_fc sluice-flowcontrol.yaml.in
 # The same with the dispatcher on a thread of its own (server.dispatcher:
 # thread; the default before the inline dispatcher): the hop it saves.
 start_sluice sluice_fc_thread sluice-flowcontrol-thread.yaml.in
+if [[ -n $SLUICE_BASE_BIN ]]; then
+  start_sluice sluice_base sluice.yaml.in "$SLUICE_BASE_BIN"
+  start_sluice sluice_fc_base sluice-flowcontrol.yaml.in "$SLUICE_BASE_BIN"
+fi
 
 # nginx reverse proxy.
 render "$SUPPORT_DIR/proxy.nginx.conf.in" "$WORKDIR/nginx-proxy/nginx.conf" \
@@ -496,6 +510,15 @@ ratio() {
   else echo "n/a"; fi
 }
 
+# With SLUICE_BASE_BIN: this build against the base build, same rounds.
+base_lines() {
+  [[ -n $SLUICE_BASE_BIN ]] || return 0
+  echo "- base build: $SLUICE_BASE_BIN (${STATUS[sluice_base]:-}, ${STATUS[sluice_fc_base]:-})"
+  echo "- sluice / base: rps $(ratio "${MED_RPS[sluice]:-}" "${MED_RPS[sluice_base]:-}"), CPU per request $(ratio "${MED_CPU[sluice]:-}" "${MED_CPU[sluice_base]:-}")"
+  echo "- sluice + flow control / base: rps $(ratio "${MED_RPS[sluice_fc]:-}" "${MED_RPS[sluice_fc_base]:-}"), CPU per request $(ratio "${MED_CPU[sluice_fc]:-}" "${MED_CPU[sluice_fc_base]:-}"), p99 $(ratio "${MED_P99[sluice_fc]:-}" "${MED_P99[sluice_fc_base]:-}")"
+  echo "- base + flow control/haproxy: CPU per request $(ratio "${MED_CPU[sluice_fc_base]:-}" "${MED_CPU[haproxy]:-}")"
+}
+
 report() {
   cat <<EOF
 # Proxy overhead: sluice vs nginx vs HAProxy
@@ -517,6 +540,7 @@ $(table)
 - sluice/nginx p99: $(ratio "${MED_P99[sluice]:-}" "${MED_P99[nginx]:-}") (lower is better)
 - sluice+flow control/haproxy: rps $(ratio "${MED_RPS[sluice_fc]:-}" "${MED_RPS[haproxy]:-}"), p99 $(ratio "${MED_P99[sluice_fc]:-}" "${MED_P99[haproxy]:-}"), CPU per request $(ratio "${MED_CPU[sluice_fc]:-}" "${MED_CPU[haproxy]:-}") (lower is better)
 - sluice+flow control, inline dispatcher / dispatcher thread: rps $(ratio "${MED_RPS[sluice_fc]:-}" "${MED_RPS[sluice_fc_thread]:-}"), CPU per request $(ratio "${MED_CPU[sluice_fc]:-}" "${MED_CPU[sluice_fc_thread]:-}")
+$(base_lines)
 EOF
 }
 
