@@ -164,100 +164,132 @@ void append_text_value(std::string& out, std::string_view s) {
 
 }  // namespace
 
-void AccessLog::write(const AccessRecord& r, std::string& out) {
-  if (fd_ < 0) return;
-  out.clear();
-  // UTC time, millisecond precision.
+namespace {
+
+// UTC time, millisecond precision.
+void utc_timestamp(char (&ts)[96]) {
   const auto now = std::chrono::system_clock::now();
   const auto t = std::chrono::system_clock::to_time_t(now);
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
-  char ts[96];
   std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+}
+
+// A line's fields, in their order on the line.
+struct LineFields {
   struct Str {
     const char* key;
     std::string_view value;
   };
-  const Str strings[] = {{"request_id", r.request_id},
-                         {"method", r.method},
-                         {"path", r.path},
-                         {"flow", r.flow},
-                         {"objective", r.objective},
-                         {"model", r.model},
-                         {"outcome", r.outcome},
-                         {"endpoint", r.endpoint}};
   struct Num {
     const char* key;
     std::int64_t value;
   };
-  const Num ints[] = {{"priority", r.priority},
-                      {"status", r.status},
-                      {"input_tokens", static_cast<std::int64_t>(r.input_tokens)},
-                      {"output_tokens", static_cast<std::int64_t>(r.output_tokens)}};
   struct Ms {
     const char* key;
     double value;
   };
-  const Ms times[] = {
-      {"queue_ms", r.queue_ms}, {"upstream_ms", r.upstream_ms}, {"total_ms", r.total_ms}};
-  if (json_) {
-    out += "{\"ts\":\"";
-    out += ts;
-    out += '"';
-    for (const auto& s : strings) {
-      out += ",\"";
-      out += s.key;
-      out += "\":";
-      append_json_string(out, s.value);
-    }
-    for (const auto& n : ints) {
-      out += ",\"";
-      out += n.key;
-      out += "\":";
-      append_int(out, n.value);
-    }
-    for (const auto& m : times) {
-      out += ",\"";
-      out += m.key;
-      out += "\":";
-      append_ms(out, m.value);
-    }
-    out += "}\n";
-  } else {
-    out += ts;
-    for (const auto& s : strings) {
-      out += ' ';
-      out += s.key;
-      out += '=';
-      append_text_value(out, s.value);
-    }
-    for (const auto& n : ints) {
-      out += ' ';
-      out += n.key;
-      out += '=';
-      append_int(out, n.value);
-    }
-    for (const auto& m : times) {
-      out += ' ';
-      out += m.key;
-      out += '=';
-      append_ms(out, m.value);
-    }
-    out += '\n';
+  Str strings[8];
+  Num ints[4];
+  Ms times[3];
+};
+
+LineFields fields_of(const AccessRecord& r) {
+  return LineFields{
+      {{"request_id", r.request_id},
+       {"method", r.method},
+       {"path", r.path},
+       {"flow", r.flow},
+       {"objective", r.objective},
+       {"model", r.model},
+       {"outcome", r.outcome},
+       {"endpoint", r.endpoint}},
+      {{"priority", r.priority},
+       {"status", r.status},
+       {"input_tokens", static_cast<std::int64_t>(r.input_tokens)},
+       {"output_tokens", static_cast<std::int64_t>(r.output_tokens)}},
+      {{"queue_ms", r.queue_ms}, {"upstream_ms", r.upstream_ms}, {"total_ms", r.total_ms}}};
+}
+
+void format_json(const char* ts, const LineFields& f, std::string& out) {
+  out += "{\"ts\":\"";
+  out += ts;
+  out += '"';
+  for (const auto& s : f.strings) {
+    out += ",\"";
+    out += s.key;
+    out += "\":";
+    append_json_string(out, s.value);
   }
+  for (const auto& n : f.ints) {
+    out += ",\"";
+    out += n.key;
+    out += "\":";
+    append_int(out, n.value);
+  }
+  for (const auto& m : f.times) {
+    out += ",\"";
+    out += m.key;
+    out += "\":";
+    append_ms(out, m.value);
+  }
+  out += "}\n";
+}
+
+void format_text(const char* ts, const LineFields& f, std::string& out) {
+  out += ts;
+  for (const auto& s : f.strings) {
+    out += ' ';
+    out += s.key;
+    out += '=';
+    append_text_value(out, s.value);
+  }
+  for (const auto& n : f.ints) {
+    out += ' ';
+    out += n.key;
+    out += '=';
+    append_int(out, n.value);
+  }
+  for (const auto& m : f.times) {
+    out += ' ';
+    out += m.key;
+    out += '=';
+    append_ms(out, m.value);
+  }
+  out += '\n';
+}
+
+}  // namespace
+
+void AccessLog::write(const AccessRecord& r, std::string& out) {
+  if (fd_ < 0) return;
+  out.clear();
+  char ts[96];
+  utc_timestamp(ts);
+  const LineFields f = fields_of(r);
+  if (json_)
+    format_json(ts, f, out);
+  else
+    format_text(ts, f, out);
+  append_line(out);
+}
+
+// To this thread's buffer (bounded: a line past it is dropped and counted),
+// and the writer woken once the buffer is a quarter full.
+void AccessLog::append_line(const std::string& line) {
   ThreadBuffer& b = buffer_for_this_thread();
   bool wake = false;
   {
     std::lock_guard lock(b.mu);
-    if (b.data.size() + out.size() > kBufferBytes) {
+    if (b.data.size() + line.size() > kBufferBytes) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     if (b.data.capacity() == 0) b.data.reserve(64u << 10);
-    b.data += out;
+    b.data += line;
     if (!b.signalled && b.data.size() > kBufferBytes / 4) wake = b.signalled = true;
   }
   if (wake) wake_.notify_one();

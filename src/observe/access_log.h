@@ -73,6 +73,7 @@ class AccessLog {
     bool signalled = false;  // the writer was woken for this fill
   };
   ThreadBuffer& buffer_for_this_thread();
+  void append_line(const std::string& line);
   void run();
   // Swaps every buffer out and writes it; callers hold write_mu_.
   void flush_locked();
