@@ -77,6 +77,8 @@ cat <<'TXT'
    batch-a        priority 0, 8 clients always waiting        -> should get half of the batch capacity
    batch-b-flood  priority 0, 20 req/s (3x what the pool has) -> the same half; its excess shed, with reasons
    best-effort    priority -10 (sheddable), 4 req/s           -> shed while the pool is full, with reasons
+   While interactive requests come, sluice keeps two of the three engines for them
+   (headroom.reserveEndpoints in config/demo.yaml): the other tenants share the third.
 TXT
 "$LOAD" --scenario bench/scenarios/demo.yaml --target "$URL" \
   --json "$REPORT_DIR/report.json" --html "$REPORT_DIR/report.html" | sed 's/^/   /'
