@@ -302,9 +302,10 @@ namespace sluice::load {
 namespace {
 
 TEST(Scenario, TheShippedScenariosLoad) {
-  for (const char* name : {"demo", "vtc-overload", "vtc-weighted", "vtc-on-off", "shared-prefix",
-                           "burst", "priority-flood", "priority-flood-solo", "priority-flood-batch",
-                           "priority-flood-tiny-batch-prompts", "soak", "soak-aborts"}) {
+  for (const char* name :
+       {"demo", "demo-solo", "vtc-overload", "vtc-weighted", "vtc-on-off", "shared-prefix", "burst",
+        "priority-flood", "priority-flood-solo", "priority-flood-batch",
+        "priority-flood-tiny-batch-prompts", "soak", "soak-aborts"}) {
     const std::string path = std::string(SLUICE_SCENARIOS_DIR) + "/" + name + ".yaml";
     EXPECT_NO_THROW(load_scenario_file(path)) << path;
   }
