@@ -66,7 +66,7 @@ echo "   sluice listening on $URL"
 ADMIN=$(grep -m1 -o 'admin listening on .*' "$WORK/sluice.out" | sed 's/admin listening on //')
 echo "   admin plane on $ADMIN"
 
-bold "3. The story, first the interactive tenant alone: 20 s (bench/scenarios/demo-solo.yaml)"
+bold "3. The story, first the interactive tenant alone: 30 s (bench/scenarios/demo-solo.yaml)"
 echo "   its latency on an idle pool, which the flood next must not take from it"
 "$LOAD" --scenario bench/scenarios/demo-solo.yaml --target "$URL" \
   --json "$REPORT_DIR/solo.json" | sed 's/^/   /'
