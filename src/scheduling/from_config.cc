@@ -3,7 +3,6 @@
 #include <random>
 #include <set>
 
-#include "flowcontrol/saturation_detectors.h"
 #include "scheduling/plugins/approx_prefix_cache_producer.h"
 #include "scheduling/plugins/by_label_filter.h"
 #include "scheduling/plugins/by_label_selector_filter.h"
@@ -132,6 +131,8 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
       PluginParams params(s->parameters, c.source, "plugins[" + s->name + "].parameters", s->line);
       std::unique_ptr<Plugin> plugin;
       if (is_detector(s->type)) {
+        // Built through the extension registry (its factories are
+        // src/extensions/'s): scheduling/ includes nothing of flowcontrol/.
         auto it = c.detectors.find(s->name);
         config::SaturationDetectorSpec spec;
         if (it != c.detectors.end()) spec = it->second;
