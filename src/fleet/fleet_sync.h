@@ -37,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -151,8 +152,36 @@ class FleetSync {
     std::chrono::steady_clock::time_point changed{};
     bool dirty = true;
   };
+  // One round's state, handed from step to step (fleet_sync.cc).
+  struct Round;
   void run();
+  // One sync: the exchange with the dispatcher, this replica's state
+  // written, the others' read and merged for the next exchange. Its steps,
+  // in order; one that returns false ends the round (failed, or nothing to
+  // publish).
   void round();
+  bool hand_over(Round& r);
+  void record_own_service(const Round& r);
+  void prune_own_service(std::chrono::steady_clock::time_point started);
+  bool connect();
+  void plan_batch(Round& r);
+  bool send_batch(Round& r);
+  void settle_write(const Round& r);
+  void settle_operations_out(Round& r);
+  bool read_states(Round& r);
+  void parse_states(Round& r);
+  bool read_service_tables(Round& r);
+  bool apply_others_operations(Round& r);
+  void forget_absent(const Round& r);
+  void merge_view(Round& r);
+  void drop_gone(Round& r);
+  void record_sync(const Round& r);
+  // What the steps share.
+  std::vector<std::string> state_record(const flowcontrol::FleetOutbound& out) const;
+  std::optional<std::vector<RedisReply>> send(Round& r,
+                                              const std::vector<std::vector<std::string>>& batch);
+  bool advancing(Remote& remote, const std::string& inc, std::uint64_t seq,
+                 std::chrono::steady_clock::time_point started);
   void fail(const std::string& message);
   // After this replica's write: `other` is the incarnation its own hash held
   // just before it (empty: none, or this one's, or not known to be live).
