@@ -64,178 +64,201 @@ bool is_scheduling(const Plugin* p) {
   throw ConfigError(c.source + ":" + std::to_string(line) + ": " + path + ": " + what);
 }
 
-}  // namespace
+// A saturation detector declared as a plugin: a gate (and a filter only
+// where a profile lists it).
+bool is_detector(const std::string& type) {
+  return is_builtin(type, ExtensionKind::kSaturationDetector);
+}
 
-std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::Options options) {
-  const ExtensionRegistry& registry = builtin_extensions();
-  Context ctx;
-
-  // Which declared plugins the scheduler builds (flow-control policies and
-  // data-layer plugins are built elsewhere or built in).
+// Which declared plugins the scheduler builds (flow-control policies and
+// data-layer plugins are built elsewhere or built in).
+std::vector<const config::PluginSpec*> scheduler_specs(const config::Config& c,
+                                                       const ExtensionRegistry& registry) {
   std::vector<const config::PluginSpec*> specs;
-  auto is_detector = [](const std::string& t) {
-    return is_builtin(t, ExtensionKind::kSaturationDetector);
-  };
   for (const auto& s : c.plugins)
     if (registry.factory<Plugin>(s.type) || is_detector(s.type)) specs.push_back(&s);
-  const bool any_declared_scheduling = [&] {
-    for (const auto* s : specs)
-      if (!is_detector(s->type)) return true;
-    return false;
-  }();
+  return specs;
+}
 
-  // Synthesized plugins (defaults) use plain specs.
-  std::vector<config::PluginSpec> synthesized;
-  std::vector<config::SchedulingProfileSpec> profiles = c.scheduling_profiles;
-  if (profiles.empty() && !any_declared_scheduling) {
-    for (const char* t :
-         {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "max-score-picker"})
-      synthesized.push_back(config::PluginSpec{t, t, YAML::Node(), 0});
-    profiles.push_back(config::SchedulingProfileSpec{"default",
-                                                     {{"queue-scorer", 2.0, 0},
-                                                      {"kv-cache-utilization-scorer", 2.0, 0},
-                                                      {"prefix-cache-scorer", 3.0, 0},
-                                                      {"max-score-picker", std::nullopt, 0}}});
-  }
-  // Producers for prefix scorers that have none, from the scorer's parameters.
+// GIE's default profile, for a config that declares neither profiles nor
+// scheduling plugins: its plugins into `synthesized` (plain specs), itself
+// into `profiles`.
+void add_default_profile(std::vector<config::PluginSpec>& synthesized,
+                         std::vector<config::SchedulingProfileSpec>& profiles) {
+  for (const char* t :
+       {"queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "max-score-picker"})
+    synthesized.push_back(config::PluginSpec{t, t, YAML::Node(), 0});
+  profiles.push_back(config::SchedulingProfileSpec{"default",
+                                                   {{"queue-scorer", 2.0, 0},
+                                                    {"kv-cache-utilization-scorer", 2.0, 0},
+                                                    {"prefix-cache-scorer", 3.0, 0},
+                                                    {"max-score-picker", std::nullopt, 0}}});
+}
+
+// Producers for prefix scorers that have none, from the scorer's parameters
+// (a declared scorer's or decider's; else a synthesized scorer gets one
+// with default parameters, built first).
+void add_missing_producer(const std::vector<const config::PluginSpec*>& specs,
+                          std::vector<config::PluginSpec>& synthesized) {
   bool has_producer = false;
   for (const auto* s : specs)
     has_producer = has_producer || s->type == ApproxPrefixCacheProducer::kType;
-  if (!has_producer) {
-    for (const auto* s : specs)
-      if (s->type == PrefixCacheScorer::kType || s->type == PrefixBasedPdDecider::kType) {
-        YAML::Node params;
-        if (s->type == PrefixCacheScorer::kType) params = s->parameters;
-        synthesized.push_back(config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
-                                                 std::string(ApproxPrefixCacheProducer::kType),
-                                                 params, s->line});
-        has_producer = true;
-        break;
-      }
-    if (!has_producer)
-      for (const auto& s : synthesized)
-        if (s.type == PrefixCacheScorer::kType) {
-          synthesized.insert(
-              synthesized.begin(),
-              config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
-                                 std::string(ApproxPrefixCacheProducer::kType), YAML::Node(), 0});
-          break;
-        }
-  }
-  for (auto& s : synthesized) specs.push_back(&s);
+  if (has_producer) return;
+  for (const auto* s : specs)
+    if (s->type == PrefixCacheScorer::kType || s->type == PrefixBasedPdDecider::kType) {
+      YAML::Node params;
+      if (s->type == PrefixCacheScorer::kType) params = s->parameters;
+      synthesized.push_back(config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
+                                               std::string(ApproxPrefixCacheProducer::kType),
+                                               params, s->line});
+      return;
+    }
+  for (const auto& s : synthesized)
+    if (s.type == PrefixCacheScorer::kType) {
+      synthesized.insert(
+          synthesized.begin(),
+          config::PluginSpec{std::string(ApproxPrefixCacheProducer::kType),
+                             std::string(ApproxPrefixCacheProducer::kType), YAML::Node(), 0});
+      return;
+    }
+}
 
-  // Build by phase, in declaration order within a phase.
+// Builds one plugin: a saturation detector as a filter (with its detector
+// parameters), anything else through its registered factory.
+std::unique_ptr<Plugin> build_plugin(const config::Config& c, const ExtensionRegistry& registry,
+                                     const config::PluginSpec& s, Context& ctx) {
+  PluginParams params(s.parameters, c.source, "plugins[" + s.name + "].parameters", s.line);
+  if (is_detector(s.type)) {
+    // Built through the extension registry (its factories are
+    // src/extensions/'s): scheduling/ includes nothing of flowcontrol/.
+    auto it = c.detectors.find(s.name);
+    config::SaturationDetectorSpec spec;
+    if (it != c.detectors.end()) spec = it->second;
+    spec.type = s.type;
+    return std::make_unique<SaturationFilter>(
+        registry.build<flowcontrol::SaturationDetector>(spec.type, spec),
+        s.type == "utilization-detector");
+  }
+  return (*registry.factory<Plugin>(s.type))(params, ctx);
+}
+
+// Builds every spec into ctx, by phase, in declaration order within a phase.
+void build_plugins(const config::Config& c, const ExtensionRegistry& registry,
+                   const std::vector<const config::PluginSpec*>& specs, Context& ctx) {
   for (int ph = 0; ph <= 3; ++ph) {
     for (const auto* s : specs) {
       if (phase(s->type) != ph) continue;
-      PluginParams params(s->parameters, c.source, "plugins[" + s->name + "].parameters", s->line);
-      std::unique_ptr<Plugin> plugin;
-      if (is_detector(s->type)) {
-        // Built through the extension registry (its factories are
-        // src/extensions/'s): scheduling/ includes nothing of flowcontrol/.
-        auto it = c.detectors.find(s->name);
-        config::SaturationDetectorSpec spec;
-        if (it != c.detectors.end()) spec = it->second;
-        spec.type = s->type;
-        plugin = std::make_unique<SaturationFilter>(
-            registry.build<flowcontrol::SaturationDetector>(spec.type, spec),
-            s->type == "utilization-detector");
-      } else {
-        plugin = (*registry.factory<Plugin>(s->type))(params, ctx);
-      }
+      std::unique_ptr<Plugin> plugin = build_plugin(c, registry, *s, ctx);
       plugin->set_name(s->name);
       ctx.plugins.push_back(std::move(plugin));
     }
   }
+}
 
-  // No profiles but plugins declared: one profile with every filter,
-  // scorer and picker, in declaration order (GIE: all of them).
-  if (profiles.empty()) {
-    config::SchedulingProfileSpec def{"default", {}};
-    for (const auto& s : c.plugins) {
-      Plugin* p = ctx.find(s.name);
-      if (!p || !is_scheduling(p)) continue;
-      if (is_detector(s.type)) continue;  // gate, not filter
-      def.plugins.push_back(config::ProfilePluginRef{s.name, std::nullopt, s.line});
-    }
-    profiles.push_back(std::move(def));
-  }
-
-  Picker* first_picker = nullptr;
-  std::string first_picker_name;
+// No profiles but plugins declared: one profile with every filter,
+// scorer and picker, in declaration order (GIE: all of them).
+config::SchedulingProfileSpec profile_of_all(const config::Config& c, const Context& ctx) {
+  config::SchedulingProfileSpec def{"default", {}};
   for (const auto& s : c.plugins) {
-    if (auto* pk = dynamic_cast<Picker*>(ctx.find(s.name))) {
-      first_picker = pk;
-      first_picker_name = s.name;
-      break;
-    }
+    Plugin* p = ctx.find(s.name);
+    if (!p || !is_scheduling(p)) continue;
+    if (is_detector(s.type)) continue;  // gate, not filter
+    def.plugins.push_back(config::ProfilePluginRef{s.name, std::nullopt, s.line});
   }
+  return def;
+}
 
-  std::vector<Profile> built;
-  for (std::size_t i = 0; i < profiles.size(); ++i) {
-    const auto& ps = profiles[i];
-    Profile prof;
-    prof.name = ps.name;
-    for (std::size_t k = 0; k < ps.plugins.size(); ++k) {
-      const auto& ref = ps.plugins[k];
-      const std::string path =
-          "schedulingProfiles[" + ps.name + "].plugins[" + std::to_string(k) + "]";
-      Plugin* p = ctx.find(ref.plugin_ref);
-      if (!p) {
-        std::string type;
-        for (const auto& s : c.plugins)
-          if (s.name == ref.plugin_ref) type = s.type;
-        fail_at(c, ref.line, path + ".pluginRef",
-                "'" + ref.plugin_ref + "' is a " + (type.empty() ? "unknown plugin" : type) +
-                    ", not a filter, scorer or picker");
-      }
-      bool used = false;
-      if (auto* f = dynamic_cast<Filter*>(p)) {
-        prof.filters.emplace_back(f, p->name());
-        used = true;
-      }
-      if (auto* sc = dynamic_cast<Scorer*>(p)) {
-        prof.scorers.push_back(WeightedScorer{sc, ref.weight.value_or(1.0), p->name()});
-        used = true;
-      }
-      if (auto* pk = dynamic_cast<Picker*>(p)) {
-        if (prof.picker)
-          fail_at(c, ref.line, path + ".pluginRef",
-                  "profile '" + ps.name + "' already has picker '" + prof.picker_name +
-                      "'; a profile has exactly one");
-        prof.picker = pk;
-        prof.picker_name = p->name();
-        used = true;
-      }
-      if (!used)
-        fail_at(c, ref.line, path + ".pluginRef",
-                "'" + ref.plugin_ref + "' is a " + std::string(p->type()) +
-                    ", not a filter, scorer or picker");
+// A picker and its instance name.
+struct NamedPicker {
+  Picker* picker = nullptr;
+  std::string name;
+};
+
+// The first picker declared (none: null).
+NamedPicker first_declared_picker(const config::Config& c, const Context& ctx) {
+  for (const auto& s : c.plugins)
+    if (auto* pk = dynamic_cast<Picker*>(ctx.find(s.name))) return NamedPicker{pk, s.name};
+  return {};
+}
+
+// One profile from its spec: each plugin it refers to as a filter, scorer
+// (weighing 1 unless given) and/or picker (one at most). No picker yet if
+// the spec names none.
+Profile profile_from(const config::Config& c, const config::SchedulingProfileSpec& ps,
+                     const Context& ctx) {
+  Profile prof;
+  prof.name = ps.name;
+  for (std::size_t k = 0; k < ps.plugins.size(); ++k) {
+    const auto& ref = ps.plugins[k];
+    const std::string path =
+        "schedulingProfiles[" + ps.name + "].plugins[" + std::to_string(k) + "]";
+    Plugin* p = ctx.find(ref.plugin_ref);
+    if (!p) {
+      std::string type;
+      for (const auto& s : c.plugins)
+        if (s.name == ref.plugin_ref) type = s.type;
+      fail_at(c, ref.line, path + ".pluginRef",
+              "'" + ref.plugin_ref + "' is a " + (type.empty() ? "unknown plugin" : type) +
+                  ", not a filter, scorer or picker");
     }
-    if (!prof.picker) {
-      if (!first_picker) {
-        auto pk = std::make_unique<MaxScorePicker>(1, seed());
-        pk->set_name("max-score-picker");
-        first_picker = pk.get();
-        first_picker_name = pk->name();
-        ctx.plugins.push_back(std::move(pk));
-      }
-      prof.picker = first_picker;
-      prof.picker_name = first_picker_name;
+    bool used = false;
+    if (auto* f = dynamic_cast<Filter*>(p)) {
+      prof.filters.emplace_back(f, p->name());
+      used = true;
     }
-    built.push_back(std::move(prof));
+    if (auto* sc = dynamic_cast<Scorer*>(p)) {
+      prof.scorers.push_back(WeightedScorer{sc, ref.weight.value_or(1.0), p->name()});
+      used = true;
+    }
+    if (auto* pk = dynamic_cast<Picker*>(p)) {
+      if (prof.picker)
+        fail_at(c, ref.line, path + ".pluginRef",
+                "profile '" + ps.name + "' already has picker '" + prof.picker_name +
+                    "'; a profile has exactly one");
+      prof.picker = pk;
+      prof.picker_name = p->name();
+      used = true;
+    }
+    if (!used)
+      fail_at(c, ref.line, path + ".pluginRef",
+              "'" + ref.plugin_ref + "' is a " + std::string(p->type()) +
+                  ", not a filter, scorer or picker");
   }
+  return prof;
+}
 
-  // The profile handler.
+// A profile without a picker gets the first declared one, else a
+// max-score-picker (built into ctx the first time one is needed).
+void give_default_picker(Profile& prof, NamedPicker& first, Context& ctx) {
+  if (!first.picker) {
+    auto pk = std::make_unique<MaxScorePicker>(1, seed());
+    pk->set_name("max-score-picker");
+    first.picker = pk.get();
+    first.name = pk->name();
+    ctx.plugins.push_back(std::move(pk));
+  }
+  prof.picker = first.picker;
+  prof.picker_name = first.name;
+}
+
+// A profile handler and its instance name.
+struct NamedHandler {
   ProfileHandler* handler = nullptr;
-  std::string handler_name;
+  std::string name;
+};
+
+// The declared profile handler (at most one), checked against the profiles
+// it runs: none declared, null.
+NamedHandler declared_handler(const config::Config& c, const std::vector<Profile>& built,
+                              const Context& ctx) {
+  NamedHandler out;
   for (const auto& s : c.plugins) {
     if (auto* h = dynamic_cast<ProfileHandler*>(ctx.find(s.name))) {
-      if (handler)
+      if (out.handler)
         fail_at(c, s.line, "plugins[" + s.name + "]",
-                "a second profile handler ('" + handler_name + "' is one)");
-      handler = h;
-      handler_name = s.name;
+                "a second profile handler ('" + out.name + "' is one)");
+      out.handler = h;
+      out.name = s.name;
       if (s.type == SingleProfileHandler::kType && built.size() > 1)
         fail_at(c, s.line, "plugins[" + s.name + "]",
                 "single-profile-handler runs one profile, but " + std::to_string(built.size()) +
@@ -249,18 +272,30 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
       }
     }
   }
-  if (!handler) {
-    if (built.size() > 1)
-      throw ConfigError(c.source + ": schedulingProfiles: " + std::to_string(built.size()) +
-                        " profiles but no profile handler configured (declare "
-                        "disagg-profile-handler or another)");
-    auto h = std::make_unique<SingleProfileHandler>();
-    h->set_name("single-profile-handler");
-    handler = h.get();
-    handler_name = h->name();
-    ctx.plugins.push_back(std::move(h));
-  }
+  return out;
+}
 
+// The profile handler: the declared one, else single-profile-handler (built
+// into ctx) if there is one profile, else an error.
+NamedHandler profile_handler(const config::Config& c, const std::vector<Profile>& built,
+                             Context& ctx) {
+  NamedHandler out = declared_handler(c, built, ctx);
+  if (out.handler) return out;
+  if (built.size() > 1)
+    throw ConfigError(c.source + ": schedulingProfiles: " + std::to_string(built.size()) +
+                      " profiles but no profile handler configured (declare "
+                      "disagg-profile-handler or another)");
+  auto h = std::make_unique<SingleProfileHandler>();
+  h->set_name("single-profile-handler");
+  out.handler = h.get();
+  out.name = h->name();
+  ctx.plugins.push_back(std::move(h));
+  return out;
+}
+
+// What a request needs before scheduling: prefix hashes, as the first
+// prefix-cache producer's parameters say, if there is one.
+RequestPreparation preparation(const Context& ctx) {
   RequestPreparation prep;
   for (const auto& p : ctx.plugins)
     if (auto* prod = dynamic_cast<ApproxPrefixCacheProducer*>(p.get())) {
@@ -269,8 +304,44 @@ std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::O
       prep.max_prefix_blocks = prod->params().max_prefix_blocks_to_match;
       break;
     }
-  return std::make_unique<Scheduler>(std::move(ctx.plugins), std::move(built), handler,
-                                     handler_name, prep, options);
+  return prep;
+}
+
+}  // namespace
+
+std::unique_ptr<Scheduler> build_scheduler(const config::Config& c, Scheduler::Options options) {
+  const ExtensionRegistry& registry = builtin_extensions();
+  Context ctx;
+
+  std::vector<const config::PluginSpec*> specs = scheduler_specs(c, registry);
+  const bool any_declared_scheduling = [&] {
+    for (const auto* s : specs)
+      if (!is_detector(s->type)) return true;
+    return false;
+  }();
+
+  // Synthesized plugins (defaults) use plain specs.
+  std::vector<config::PluginSpec> synthesized;
+  std::vector<config::SchedulingProfileSpec> profiles = c.scheduling_profiles;
+  if (profiles.empty() && !any_declared_scheduling) add_default_profile(synthesized, profiles);
+  add_missing_producer(specs, synthesized);
+  for (auto& s : synthesized) specs.push_back(&s);
+
+  build_plugins(c, registry, specs, ctx);
+  if (profiles.empty()) profiles.push_back(profile_of_all(c, ctx));
+
+  NamedPicker first_picker = first_declared_picker(c, ctx);
+  std::vector<Profile> built;
+  for (const auto& ps : profiles) {
+    Profile prof = profile_from(c, ps, ctx);
+    if (!prof.picker) give_default_picker(prof, first_picker, ctx);
+    built.push_back(std::move(prof));
+  }
+
+  NamedHandler handler = profile_handler(c, built, ctx);
+  const RequestPreparation prep = preparation(ctx);
+  return std::make_unique<Scheduler>(std::move(ctx.plugins), std::move(built), handler.handler,
+                                     handler.name, prep, options);
 }
 
 }  // namespace sluice::scheduling
