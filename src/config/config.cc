@@ -263,12 +263,14 @@ std::string unique_key(const Reader& r, Fields& f, const YAML::Node& item, const
   return value;
 }
 
-void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
-  Fields f(r.source, node, "server");
-  auto positive = [&](const YAML::Node& n, const std::string& path, nanoseconds v) {
-    if (v.count() <= 0) fail(r.source, n, path, "must be greater than zero");
-    return v;
-  };
+// A duration that must be greater than zero.
+nanoseconds positive(const Reader& r, const YAML::Node& n, const std::string& path, nanoseconds v) {
+  if (v.count() <= 0) fail(r.source, n, path, "must be greater than zero");
+  return v;
+}
+
+// server: where it listens, its I/O threads and its dispatcher.
+void read_server_threads(const Reader& r, Fields& f, ServerOptions& s) {
   if (auto n = f.take("listen")) s.listen = r.host_port(n, f.child("listen"));
   if (auto n = f.take("adminListen")) s.admin_listen = r.host_port(n, f.child("adminListen"));
   if (auto n = f.take("threads")) {
@@ -281,6 +283,11 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     if (s.dispatcher != "auto" && s.dispatcher != "thread" && s.dispatcher != "inline")
       fail(r.source, n, f.child("dispatcher"), "must be auto, thread or inline");
   }
+}
+
+// server: the sizes and counts it accepts (bodies, headers, ids,
+// connections).
+void read_server_limits(const Reader& r, Fields& f, ServerOptions& s) {
   if (auto n = f.take("maxBodyBytes")) {
     s.max_body_bytes = r.quantity(n, f.child("maxBodyBytes"));
     if (s.max_body_bytes == 0)
@@ -325,6 +332,10 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       fail(r.source, n, f.child("maxModelBytes"), "must be between 1 and 4096");
     s.max_model_bytes = static_cast<std::uint32_t>(v);
   }
+}
+
+// server: its timeouts and intervals, each greater than zero.
+void read_server_timeouts(const Reader& r, Fields& f, ServerOptions& s) {
   struct {
     const char* key;
     nanoseconds* field;
@@ -345,13 +356,18 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
   };
   for (auto& d : durations) {
     if (auto n = f.take(d.key))
-      *d.field = positive(n, f.child(d.key), r.duration(n, f.child(d.key)));
+      *d.field = positive(r, n, f.child(d.key), r.duration(n, f.child(d.key)));
   }
+}
+
+// server: DNS discovery's interval, timeout and servers (at most 3,
+// IPv4:PORT).
+void read_server_dns(const Reader& r, Fields& f, ServerOptions& s) {
   if (auto n = f.take("dnsRefreshInterval"))
     s.dns_refresh_interval =
-        positive(n, f.child("dnsRefreshInterval"), r.duration(n, f.child("dnsRefreshInterval")));
+        positive(r, n, f.child("dnsRefreshInterval"), r.duration(n, f.child("dnsRefreshInterval")));
   if (auto n = f.take("dnsTimeout")) {
-    s.dns_timeout = positive(n, f.child("dnsTimeout"), r.duration(n, f.child("dnsTimeout")));
+    s.dns_timeout = positive(r, n, f.child("dnsTimeout"), r.duration(n, f.child("dnsTimeout")));
     if (s.dns_timeout > 30s) fail(r.source, n, f.child("dnsTimeout"), "must be at most 30s");
   }
   if (auto n = f.take("dnsServers")) {
@@ -367,6 +383,11 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       s.dns_servers.push_back(v);
     }
   }
+}
+
+// server: the metrics endpoint, the endpoints file, the access log and the
+// log level.
+void read_server_observability(const Reader& r, Fields& f, ServerOptions& s) {
   if (auto n = f.take("adminOpenMetrics"))
     s.admin_open_metrics = r.boolean(n, f.child("adminOpenMetrics"));
   if (auto n = f.take("endpointsFile")) s.endpoints_file = r.string(n, f.child("endpointsFile"));
@@ -388,6 +409,11 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       fail(r.source, n, f.child("metricsMaxFlows"), "must be between 0 and 100000");
     s.metrics_max_flows = static_cast<std::uint32_t>(v);
   }
+}
+
+// server: when a failing endpoint is ejected, and for how long (the max
+// never below the base, whether set or not).
+void read_server_ejection(const Reader& r, Fields& f, const YAML::Node& node, ServerOptions& s) {
   if (auto n = f.take("endpointEjectionConsecutiveFailures")) {
     auto v = r.integer(n, f.child("endpointEjectionConsecutiveFailures"));
     if (v < 0 || v > 1000)
@@ -396,10 +422,10 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     s.endpoint_ejection_consecutive_failures = static_cast<std::uint32_t>(v);
   }
   if (auto n = f.take("endpointEjectionBaseTime"))
-    s.endpoint_ejection_base_time = positive(n, f.child("endpointEjectionBaseTime"),
+    s.endpoint_ejection_base_time = positive(r, n, f.child("endpointEjectionBaseTime"),
                                              r.duration(n, f.child("endpointEjectionBaseTime")));
   if (auto n = f.take("endpointEjectionMaxTime")) {
-    s.endpoint_ejection_max_time = positive(n, f.child("endpointEjectionMaxTime"),
+    s.endpoint_ejection_max_time = positive(r, n, f.child("endpointEjectionMaxTime"),
                                             r.duration(n, f.child("endpointEjectionMaxTime")));
     if (s.endpoint_ejection_max_time < s.endpoint_ejection_base_time)
       fail(r.source, n, f.child("endpointEjectionMaxTime"),
@@ -408,6 +434,17 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     fail(r.source, node, "server.endpointEjectionBaseTime",
          "must not be more than endpointEjectionMaxTime (30s unless set)");
   }
+}
+
+// server:, its fields read (and checked) in this order.
+void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
+  Fields f(r.source, node, "server");
+  read_server_threads(r, f, s);
+  read_server_limits(r, f, s);
+  read_server_timeouts(r, f, s);
+  read_server_dns(r, f, s);
+  read_server_observability(r, f, s);
+  read_server_ejection(r, f, node, s);
   if (auto n = f.take("upstreamMaxIdlePerEndpoint")) {
     auto v = r.integer(n, f.child("upstreamMaxIdlePerEndpoint"));
     if (v < 0 || v > 100000)
