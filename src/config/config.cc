@@ -611,6 +611,79 @@ double ceiling(const Reader& r, const YAML::Node& n, const std::string& path, bo
   return v;
 }
 
+// priority-holdback-policy's explicit domain: `list` maps band priority to
+// ceiling; returned highest band first, none above a higher band's.
+std::vector<std::pair<int, double>> read_ceilings(const Reader& r, const Fields& f,
+                                                  const YAML::Node& list) {
+  // Keys are kept apart and never assigned: assigning a YAML::Node writes
+  // through to the document.
+  std::vector<YAML::Node> keys;
+  std::vector<std::pair<int, double>> entries;
+  for (const auto& kv : list) {
+    const std::string key = r.scalar(kv.first, f.child("ceilings"));
+    const std::string at = f.child("ceilings") + "." + key;
+    auto v = r.integer(kv.first, at);
+    if (v < -1000000 || v > 1000000)
+      fail(r.source, kv.first, at, "a priority must be between -1000000 and 1000000");
+    for (const auto& e : entries)
+      if (e.first == v) fail(r.source, kv.first, at, "duplicate band priority " + key);
+    entries.emplace_back(static_cast<int>(v), ceiling(r, kv.second, at, true, true));
+    keys.push_back(kv.first);
+  }
+  std::vector<std::size_t> order(entries.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return entries[a].first > entries[b].first; });
+  // Highest band first; a lower band may not have a higher ceiling.
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const auto& hi = entries[order[k - 1]];
+    const auto& lo = entries[order[k]];
+    if (lo.second > hi.second)
+      fail(r.source, keys[order[k]], f.child("ceilings") + "." + std::to_string(lo.first),
+           "ceilings must not increase towards lower priorities: band " + std::to_string(lo.first) +
+               " has " + short_number(lo.second) + ", above band " + std::to_string(hi.first) +
+               "'s " + short_number(hi.second));
+  }
+  std::vector<std::pair<int, double>> ceilings;
+  for (auto i : order) ceilings.push_back(entries[i]);
+  return ceilings;
+}
+
+// priority-holdback-policy's parameters (but unknown fields): a domain (rank,
+// value or explicit); ceilings per band for explicit, else a linear shape
+// from minCeiling to maxCeiling.
+void read_holdback(const Reader& r, const PluginSpec& p, Fields& f, UsageLimitSpec& u) {
+  std::string domain = "rank";
+  auto dn = f.take("domain");
+  if (dn) {
+    domain = r.string(dn, f.child("domain"));
+    if (domain != "rank" && domain != "value" && domain != "explicit")
+      fail(r.source, dn, f.child("domain"), "must be rank, value or explicit");
+  }
+  auto shape = f.take("shape"), min = f.take("minCeiling"), max = f.take("maxCeiling");
+  auto list = f.take("ceilings");
+  if (domain == "explicit") {
+    u.explicit_domain = true;
+    for (auto [n, key] : {std::pair{shape, "shape"}, {min, "minCeiling"}, {max, "maxCeiling"}})
+      if (n) fail(r.source, n, f.child(key), "must not be set when domain is explicit");
+    if (!list || !list.IsMap() || list.size() == 0)
+      fail(r.source, list ? list : dn, f.child("ceilings"),
+           "is required when domain is explicit: a mapping of band priority to ceiling");
+    for (const auto& e : read_ceilings(r, f, list)) u.ceilings.push_back(e);
+    return;
+  }
+  u.value_domain = domain == "value";
+  if (list) fail(r.source, list, f.child("ceilings"), "must not be set unless domain is explicit");
+  if (!min) fail(r.source, p.parameters, f.child("minCeiling"), "is required");
+  u.min_ceiling = ceiling(r, min, f.child("minCeiling"), true, false);
+  if (max) u.max_ceiling = ceiling(r, max, f.child("maxCeiling"), false, true);
+  if (!(u.max_ceiling > u.min_ceiling))
+    fail(r.source, max ? max : min, f.child(max ? "maxCeiling" : "minCeiling"),
+         "minCeiling must be strictly less than maxCeiling");
+  if (shape && r.string(shape, f.child("shape")) != "linear")
+    fail(r.source, shape, f.child("shape"), "must be linear (the only shape llm-d has)");
+}
+
 // A usage-limit policy's parameters, checked as llm-d checks them (and the
 // static policy's threshold as its documentation says, which its code does
 // not check).
@@ -637,66 +710,7 @@ UsageLimitSpec read_usage_limit(const Reader& r, const PluginSpec& p) {
     f.finish();
     return u;
   }
-  // priority-holdback-policy
-  std::string domain = "rank";
-  auto dn = f.take("domain");
-  if (dn) {
-    domain = r.string(dn, f.child("domain"));
-    if (domain != "rank" && domain != "value" && domain != "explicit")
-      fail(r.source, dn, f.child("domain"), "must be rank, value or explicit");
-  }
-  auto shape = f.take("shape"), min = f.take("minCeiling"), max = f.take("maxCeiling");
-  auto list = f.take("ceilings");
-  if (domain == "explicit") {
-    u.explicit_domain = true;
-    for (auto [n, key] : {std::pair{shape, "shape"}, {min, "minCeiling"}, {max, "maxCeiling"}})
-      if (n) fail(r.source, n, f.child(key), "must not be set when domain is explicit");
-    if (!list || !list.IsMap() || list.size() == 0)
-      fail(r.source, list ? list : dn, f.child("ceilings"),
-           "is required when domain is explicit: a mapping of band priority to ceiling");
-    // Keys are kept apart and never assigned: assigning a YAML::Node writes
-    // through to the document.
-    std::vector<YAML::Node> keys;
-    std::vector<std::pair<int, double>> entries;
-    for (const auto& kv : list) {
-      const std::string key = r.scalar(kv.first, f.child("ceilings"));
-      const std::string at = f.child("ceilings") + "." + key;
-      auto v = r.integer(kv.first, at);
-      if (v < -1000000 || v > 1000000)
-        fail(r.source, kv.first, at, "a priority must be between -1000000 and 1000000");
-      for (const auto& e : entries)
-        if (e.first == v) fail(r.source, kv.first, at, "duplicate band priority " + key);
-      entries.emplace_back(static_cast<int>(v), ceiling(r, kv.second, at, true, true));
-      keys.push_back(kv.first);
-    }
-    std::vector<std::size_t> order(entries.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return entries[a].first > entries[b].first; });
-    // Highest band first; a lower band may not have a higher ceiling.
-    for (std::size_t k = 1; k < order.size(); ++k) {
-      const auto& hi = entries[order[k - 1]];
-      const auto& lo = entries[order[k]];
-      if (lo.second > hi.second)
-        fail(r.source, keys[order[k]], f.child("ceilings") + "." + std::to_string(lo.first),
-             "ceilings must not increase towards lower priorities: band " +
-                 std::to_string(lo.first) + " has " + short_number(lo.second) + ", above band " +
-                 std::to_string(hi.first) + "'s " + short_number(hi.second));
-    }
-    for (auto i : order) u.ceilings.push_back(entries[i]);
-    f.finish();
-    return u;
-  }
-  u.value_domain = domain == "value";
-  if (list) fail(r.source, list, f.child("ceilings"), "must not be set unless domain is explicit");
-  if (!min) fail(r.source, p.parameters, f.child("minCeiling"), "is required");
-  u.min_ceiling = ceiling(r, min, f.child("minCeiling"), true, false);
-  if (max) u.max_ceiling = ceiling(r, max, f.child("maxCeiling"), false, true);
-  if (!(u.max_ceiling > u.min_ceiling))
-    fail(r.source, max ? max : min, f.child(max ? "maxCeiling" : "minCeiling"),
-         "minCeiling must be strictly less than maxCeiling");
-  if (shape && r.string(shape, f.child("shape")) != "linear")
-    fail(r.source, shape, f.child("shape"), "must be linear (the only shape llm-d has)");
+  read_holdback(r, p, f, u);  // priority-holdback-policy
   f.finish();
   return u;
 }
