@@ -856,9 +856,9 @@ void read_eviction(const Reader& r, EvictionSpec& e, const YAML::Node& node,
   f.finish();
 }
 
-void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
-  auto& fc = c.flow_control;
-  Fields f(r.source, node, "flowControl");
+// flowControl: the queue's limits (bytes, requests, flows) and the
+// requests' TTLs.
+void read_queue_limits(const Reader& r, Fields& f, FlowControlSpec& fc) {
   if (auto n = f.take("maxBytes")) fc.max_bytes = r.quantity(n, f.child("maxBytes"));
   if (auto n = f.take("maxRequests")) fc.max_requests = r.quantity(n, f.child("maxRequests"));
   if (auto n = f.take("maxFlows")) {
@@ -876,6 +876,13 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
     fc.no_endpoint_ttl_set = true;  // 0: no expiry while the pool is empty (llm-d)
     fc.no_endpoint_request_ttl = d.count() > 0 ? std::optional<nanoseconds>(d) : std::nullopt;
   }
+}
+
+// flowControl: the band templates (non-negative and negative priorities)
+// and the priority bands, each from the default template, priorities
+// unique.
+void read_priority_bands(const Reader& r, Config& c, Fields& f) {
+  auto& fc = c.flow_control;
   if (auto n = f.take("defaultPriorityBand")) {
     read_band(r, c, n, f.child("defaultPriorityBand"), fc.default_band, false);
     fc.default_band.priority = 0;  // GIE ignores it: the template fits any priority
@@ -899,6 +906,11 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
       fc.bands.push_back(std::move(b));
     }
   }
+}
+
+// flowControl: displacement on or off, how long an idle flow is kept, and
+// eviction (enableEviction, or an eviction section, which turns it on).
+void read_displacement_eviction(const Reader& r, Fields& f, FlowControlSpec& fc) {
   if (auto n = f.take("displacementPolicy")) {
     auto v = r.string(n, f.child("displacementPolicy"));
     if (v != "none" && !is_builtin(v, ExtensionKind::kDisplacementPolicy))
@@ -920,27 +932,41 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
     fc.eviction.enabled = true;  // the section alone turns it on
     read_eviction(r, fc.eviction, n, f.child("eviction"));
   }
+}
+
+// flowControl.usageLimitPolicyPluginRef: a declared usage limit policy, or
+// static-usage-limit-policy (which llm-d registers by itself).
+void read_usage_limit_ref(const Reader& r, Config& c, const YAML::Node& n,
+                          const std::string& path) {
+  auto& fc = c.flow_control;
+  const auto ref = r.string(n, path);
+  if (const PluginSpec* p = find_plugin(c, ref)) {
+    if (!is_usage_limit_type(p->type))
+      fail(r.source, n, path,
+           "plugin '" + ref + "' is a " + p->type + ", not a usage limit policy");
+    fc.usage_limit = read_usage_limit(r, *p);
+  } else if (ref == "static-usage-limit-policy") {
+    // llm-d registers this one by itself (threshold 1.0).
+    fc.usage_limit.type = fc.usage_limit.name = ref;
+  } else {
+    fail(r.source, n, path,
+         "unknown usage limit policy '" + ref + "' (declare it under plugins:, type " +
+             builtin_types_of(ExtensionKind::kUsageLimitPolicy) + ")");
+  }
+}
+
+void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
+  auto& fc = c.flow_control;
+  Fields f(r.source, node, "flowControl");
+  read_queue_limits(r, f, fc);
+  read_priority_bands(r, c, f);
+  read_displacement_eviction(r, f, fc);
   const YAML::Node headroom = f.take("headroom");
   if (headroom) read_headroom(r, fc.headroom, headroom, f.child("headroom"));
   // llm-d: flowControl.saturationDetector, the same as the top-level one.
   if (auto n = f.take("saturationDetector")) read_saturation_detector(r, c, n);
-  if (auto n = f.take("usageLimitPolicyPluginRef")) {
-    const auto path = f.child("usageLimitPolicyPluginRef");
-    const auto ref = r.string(n, path);
-    if (const PluginSpec* p = find_plugin(c, ref)) {
-      if (!is_usage_limit_type(p->type))
-        fail(r.source, n, path,
-             "plugin '" + ref + "' is a " + p->type + ", not a usage limit policy");
-      fc.usage_limit = read_usage_limit(r, *p);
-    } else if (ref == "static-usage-limit-policy") {
-      // llm-d registers this one by itself (threshold 1.0).
-      fc.usage_limit.type = fc.usage_limit.name = ref;
-    } else {
-      fail(r.source, n, path,
-           "unknown usage limit policy '" + ref + "' (declare it under plugins:, type " +
-               builtin_types_of(ExtensionKind::kUsageLimitPolicy) + ")");
-    }
-  }
+  if (auto n = f.take("usageLimitPolicyPluginRef"))
+    read_usage_limit_ref(r, c, n, f.child("usageLimitPolicyPluginRef"));
   const auto& d = c.saturation_detector;
   if (headroom && d.type == "concurrency-detector" && !d.tokens_mode &&
       fc.headroom.reserve >= d.max_concurrency)
