@@ -124,7 +124,95 @@ void add_flow_control(ExtensionRegistry& r) {
                           });
 }
 
-void add_scheduling(ExtensionRegistry& r) {
+// approx-prefix-cache-producer: the prefix hashing parameters.
+std::unique_ptr<Plugin> make_prefix_cache_producer(PluginParams& p, PluginContext&) {
+  auto params = read_prefix_params(p);
+  p.finish();
+  return std::make_unique<ApproxPrefixCacheProducer>(params);
+}
+
+// prefix-cache-scorer: scores by its producer's prefix matches. The
+// scorer's own parameters are its producer's when it has to make one; the
+// builder does that (it needs to own the producer), see build_scheduler.
+std::unique_ptr<Plugin> make_prefix_cache_scorer(PluginParams& p, PluginContext& ctx) {
+  auto* prod = find_producer(p, ctx);
+  if (!prod) p.fail("", "internal: no approx-prefix-cache-producer was made for this scorer");
+  read_prefix_params(p);  // accepted (and checked); the producer holds them
+  p.finish();
+  return std::make_unique<PrefixCacheScorer>(prod);
+}
+
+// prefix-based-pd-decider: prefill when more than nonCachedTokens are not
+// cached.
+std::unique_ptr<Plugin> make_prefix_based_pd_decider(PluginParams& p, PluginContext& ctx) {
+  auto n = p.integer("nonCachedTokens", 0, INT64_MAX).value_or(0);
+  auto* prod = find_producer(p, ctx);
+  p.finish();
+  return std::make_unique<PrefixBasedPdDecider>(static_cast<std::uint64_t>(n), prod);
+}
+
+// disagg-profile-handler: its profiles and decider, given nested
+// (profiles/deciders) or flat, and its topology.
+std::unique_ptr<Plugin> make_disagg_profile_handler(PluginParams& p, PluginContext& ctx) {
+  std::string decode = "decode", prefill = "prefill", decider_name;
+  bool nested = false, flat = false;
+  if (auto m = p.mapping("profiles")) {
+    nested = true;
+    decode = m->string("decode").value_or(decode);
+    prefill = m->string("prefill").value_or(prefill);
+    m->string("encode");  // encode stage: accepted, not supported (no encoder endpoints)
+    m->finish();
+  }
+  if (auto m = p.mapping("deciders")) {
+    nested = true;
+    decider_name = m->string("prefill").value_or("");
+    m->string("encode");
+    m->finish();
+  }
+  if (auto v = p.string("decodeProfile")) flat = true, decode = *v;
+  if (auto v = p.string("prefillProfile")) flat = true, prefill = *v;
+  if (auto v = p.string("deciderPluginName")) flat = true, decider_name = *v;
+  if (auto v = p.string("prefillDeciderPluginName")) flat = true, decider_name = *v;
+  if (nested && flat)
+    p.fail("",
+           "use either profiles/deciders or the flat "
+           "decodeProfile/prefillProfile/deciderPluginName, not both");
+  PdDecider* decider = nullptr;
+  if (!decider_name.empty()) {
+    decider = dynamic_cast<PdDecider*>(ctx.find(decider_name));
+    if (!decider) p.fail("deciders", "'" + decider_name + "' is not a declared P/D decider plugin");
+  }
+  TopologyParams topo;
+  if (auto t = p.mapping("topology")) {
+    if (auto v = t->string_list("labels")) topo.labels = *v;
+    if (auto v = t->number("margin")) {
+      if (*v < 0 || *v > 1) t->fail("margin", "must be between 0 and 1");
+      topo.margin = *v;
+    }
+    if (auto v = t->boolean("enabled")) topo.enabled = *v;
+    t->finish();
+  }
+  p.finish();
+  return std::make_unique<DisaggProfileHandler>(decode, prefill, decider, topo);
+}
+
+// by-label: keeps endpoints whose label has one of validValues (or none,
+// if allowsNoLabel).
+std::unique_ptr<Plugin> make_by_label_filter(PluginParams& p, PluginContext&) {
+  auto label = p.string("label");
+  if (!label || label->empty()) p.fail("label", "is required");
+  auto values = p.string_list("validValues").value_or(std::vector<std::string>{});
+  bool allows = p.boolean("allowsNoLabel").value_or(false);
+  if (values.empty() && !allows)
+    p.fail("validValues", "must not be empty unless allowsNoLabel is true");
+  p.finish();
+  return std::make_unique<ByLabelFilter>(
+      "by-label", *label, std::set<std::string, std::less<>>(values.begin(), values.end()), allows);
+}
+
+// The scorers, the single profile handler and the pickers that take no
+// parameters but maxNumOfEndpoints.
+void add_simple_scheduling(ExtensionRegistry& r) {
   r.add<Plugin>(ExtensionKind::kScorer, std::string(QueueScorer::kType), simple<QueueScorer>());
   r.add<Plugin>(ExtensionKind::kScorer, std::string(InFlightRequestsScorer::kType),
                 simple<InFlightRequestsScorer>());
@@ -143,90 +231,11 @@ void add_scheduling(ExtensionRegistry& r) {
   r.add<Plugin>(ExtensionKind::kPicker, std::string(RandomPicker::kType), picker<RandomPicker>());
   r.add<Plugin>(ExtensionKind::kPicker, std::string(WeightedRandomPicker::kType),
                 picker<WeightedRandomPicker>());
-  r.add<Plugin>(ExtensionKind::kDataProducer, std::string(ApproxPrefixCacheProducer::kType),
-                [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-                  auto params = read_prefix_params(p);
-                  p.finish();
-                  return std::make_unique<ApproxPrefixCacheProducer>(params);
-                });
-  // The scorer's own parameters are its producer's when it has to make one;
-  // the builder does that (it needs to own the producer), see build_scheduler.
-  r.add<Plugin>(ExtensionKind::kScorer, std::string(PrefixCacheScorer::kType),
-                [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-                  auto* prod = find_producer(p, ctx);
-                  if (!prod)
-                    p.fail("",
-                           "internal: no approx-prefix-cache-producer was made for this scorer");
-                  read_prefix_params(p);  // accepted (and checked); the producer holds them
-                  p.finish();
-                  return std::make_unique<PrefixCacheScorer>(prod);
-                });
-  r.add<Plugin>(ExtensionKind::kPdDecider, std::string(PrefixBasedPdDecider::kType),
-                [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-                  auto n = p.integer("nonCachedTokens", 0, INT64_MAX).value_or(0);
-                  auto* prod = find_producer(p, ctx);
-                  p.finish();
-                  return std::make_unique<PrefixBasedPdDecider>(static_cast<std::uint64_t>(n),
-                                                                prod);
-                });
-  r.add<Plugin>(
-      ExtensionKind::kProfileHandler, std::string(DisaggProfileHandler::kType),
-      [](PluginParams& p, PluginContext& ctx) -> std::unique_ptr<Plugin> {
-        std::string decode = "decode", prefill = "prefill", decider_name;
-        bool nested = false, flat = false;
-        if (auto m = p.mapping("profiles")) {
-          nested = true;
-          decode = m->string("decode").value_or(decode);
-          prefill = m->string("prefill").value_or(prefill);
-          m->string("encode");  // encode stage: accepted, not supported (no encoder endpoints)
-          m->finish();
-        }
-        if (auto m = p.mapping("deciders")) {
-          nested = true;
-          decider_name = m->string("prefill").value_or("");
-          m->string("encode");
-          m->finish();
-        }
-        if (auto v = p.string("decodeProfile")) flat = true, decode = *v;
-        if (auto v = p.string("prefillProfile")) flat = true, prefill = *v;
-        if (auto v = p.string("deciderPluginName")) flat = true, decider_name = *v;
-        if (auto v = p.string("prefillDeciderPluginName")) flat = true, decider_name = *v;
-        if (nested && flat)
-          p.fail("",
-                 "use either profiles/deciders or the flat "
-                 "decodeProfile/prefillProfile/deciderPluginName, not both");
-        PdDecider* decider = nullptr;
-        if (!decider_name.empty()) {
-          decider = dynamic_cast<PdDecider*>(ctx.find(decider_name));
-          if (!decider)
-            p.fail("deciders", "'" + decider_name + "' is not a declared P/D decider plugin");
-        }
-        TopologyParams topo;
-        if (auto t = p.mapping("topology")) {
-          if (auto v = t->string_list("labels")) topo.labels = *v;
-          if (auto v = t->number("margin")) {
-            if (*v < 0 || *v > 1) t->fail("margin", "must be between 0 and 1");
-            topo.margin = *v;
-          }
-          if (auto v = t->boolean("enabled")) topo.enabled = *v;
-          t->finish();
-        }
-        p.finish();
-        return std::make_unique<DisaggProfileHandler>(decode, prefill, decider, topo);
-      });
-  r.add<Plugin>(ExtensionKind::kFilter, "by-label",
-                [](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
-                  auto label = p.string("label");
-                  if (!label || label->empty()) p.fail("label", "is required");
-                  auto values = p.string_list("validValues").value_or(std::vector<std::string>{});
-                  bool allows = p.boolean("allowsNoLabel").value_or(false);
-                  if (values.empty() && !allows)
-                    p.fail("validValues", "must not be empty unless allowsNoLabel is true");
-                  p.finish();
-                  return std::make_unique<ByLabelFilter>(
-                      "by-label", *label,
-                      std::set<std::string, std::less<>>(values.begin(), values.end()), allows);
-                });
+}
+
+// The label filters (by-label, the label selectors, prefill and decode).
+void add_label_filters(ExtensionRegistry& r) {
+  r.add<Plugin>(ExtensionKind::kFilter, "by-label", make_by_label_filter);
   for (std::string_view type : {"by-label-selector", "label-selector-filter"}) {
     r.add<Plugin>(ExtensionKind::kFilter, std::string(type),
                   [type](PluginParams& p, PluginContext&) -> std::unique_ptr<Plugin> {
@@ -245,6 +254,19 @@ void add_scheduling(ExtensionRegistry& r) {
                   p.finish();
                   return ByLabelFilter::decode();
                 });
+}
+
+void add_scheduling(ExtensionRegistry& r) {
+  add_simple_scheduling(r);
+  r.add<Plugin>(ExtensionKind::kDataProducer, std::string(ApproxPrefixCacheProducer::kType),
+                make_prefix_cache_producer);
+  r.add<Plugin>(ExtensionKind::kScorer, std::string(PrefixCacheScorer::kType),
+                make_prefix_cache_scorer);
+  r.add<Plugin>(ExtensionKind::kPdDecider, std::string(PrefixBasedPdDecider::kType),
+                make_prefix_based_pd_decider);
+  r.add<Plugin>(ExtensionKind::kProfileHandler, std::string(DisaggProfileHandler::kType),
+                make_disagg_profile_handler);
+  add_label_filters(r);
 }
 
 ExtensionRegistry make_builtin() {
