@@ -208,12 +208,32 @@ int emit(const ctl::Outcome& o) {
   return o.exit_code;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// One invocation: where the admin plane is, how to answer, and the command
+// with its arguments (args[0]: the command).
+struct Invocation {
   Client client;
   bool as_json = false;
-  std::string token_file;
+  std::vector<std::string> args;
+
+  const std::string& cmd() const { return args[0]; }
+  // The i-th argument, or a usage error saying the command needs `what`.
+  const std::string& arg(std::size_t i, const char* what) const {
+    if (i >= args.size()) usage_error(cmd() + " needs " + what);
+    return args[i];
+  }
+  // Reads the answer to one request and writes out what it says.
+  int answer(ctl::Command command, const std::string& subject, const Reply& r) const {
+    return emit(ctl::read_answer({command, subject, as_json}, r.status, r.body));
+  }
+  // A command without arguments: one request, its answer written out.
+  int simple(ctl::Command command, const std::string& method, const std::string& path) const {
+    parse_options(args, 1, {});
+    return answer(command, "", client.call(method, path));
+  }
+};
+
+// The admin address from $SLUICE_ADMIN (HOST:PORT), if it is set.
+void admin_from_environment(Client& client) {
   if (const char* a = std::getenv("SLUICE_ADMIN"); a && *a) {
     std::string s = a;
     auto colon = s.rfind(':');
@@ -221,7 +241,22 @@ int main(int argc, char** argv) {
     client.host = s.substr(0, colon);
     client.port = s.substr(colon + 1);
   }
-  std::vector<std::string> args;
+}
+
+// --admin HOST:PORT (an IPv6 host in brackets).
+void admin_from_option(Client& client, const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+    usage_error("--admin must be HOST:PORT");
+  client.host = s.substr(0, colon);
+  client.port = s.substr(colon + 1);
+  if (client.host.size() > 2 && client.host.front() == '[')
+    client.host = client.host.substr(1, client.host.size() - 2);
+}
+
+// The global options into `inv` (and the token file's name), everything
+// else into inv.args. False at --help, where parsing stops.
+bool parse_arguments(int argc, char** argv, Invocation& inv, std::string& token_file) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -229,25 +264,22 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--admin") {
-      std::string s = value();
-      auto colon = s.rfind(':');
-      if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
-        usage_error("--admin must be HOST:PORT");
-      client.host = s.substr(0, colon);
-      client.port = s.substr(colon + 1);
-      if (client.host.size() > 2 && client.host.front() == '[')
-        client.host = client.host.substr(1, client.host.size() - 2);
+      admin_from_option(inv.client, value());
     } else if (a == "--token-file") {
       token_file = value();
     } else if (a == "--json") {
-      as_json = true;
+      inv.as_json = true;
     } else if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
+      return false;
     } else {
-      args.push_back(a);
+      inv.args.push_back(a);
     }
   }
+  return true;
+}
+
+// The token: the first line of --token-file, else $SLUICE_ADMIN_TOKEN.
+void read_token(Client& client, const std::string& token_file) {
   if (!token_file.empty()) {
     std::ifstream in(token_file);
     if (!in) usage_error("cannot read --token-file " + token_file);
@@ -257,109 +289,119 @@ int main(int argc, char** argv) {
   } else if (const char* t = std::getenv("SLUICE_ADMIN_TOKEN"); t && *t) {
     client.token = t;
   }
-  if (args.empty()) usage_error("no command");
-  const std::string& cmd = args[0];
-  auto arg = [&](std::size_t i, const char* what) -> const std::string& {
-    if (i >= args.size()) usage_error(cmd + " needs " + what);
-    return args[i];
-  };
-  // Reads the answer to one request and writes out what it says.
-  auto answer = [&](ctl::Command command, const std::string& subject, const Reply& r) {
-    return emit(ctl::read_answer({command, subject, as_json}, r.status, r.body));
-  };
+}
 
-  if (cmd == "flows") {
-    parse_options(args, 1, {});
-    return answer(ctl::Command::kFlows, "", client.call("GET", "/admin/v1/flows"));
+// flow ID | flow set ID [--weight W] [--priority P] [--max-queued N] |
+// flow reset ID
+int run_flow(const Invocation& inv) {
+  const auto& args = inv.args;
+  const std::string& sub = inv.arg(1, "an ID, or set/reset ID");
+  if (sub == "set") {
+    const std::string& id = inv.arg(2, "a flow ID");
+    auto o = parse_options(args, 3, {"--weight", "--priority", "--max-queued"});
+    json body = json::object();
+    if (auto v = o.get("--weight")) body["weight"] = number_option("--weight", *v, false);
+    if (auto v = o.get("--priority")) body["priority"] = number_option("--priority", *v, true);
+    if (auto v = o.get("--max-queued")) body["maxQueued"] = number_option("--max-queued", *v, true);
+    if (body.empty()) usage_error("flow set needs --weight, --priority or --max-queued");
+    return inv.answer(ctl::Command::kFlowSet, id,
+                      inv.client.call("PUT", "/admin/v1/flows/" + id,
+                                      body.dump(-1, ' ', false, json::error_handler_t::replace)));
   }
-  if (cmd == "flow") {
-    const std::string& sub = arg(1, "an ID, or set/reset ID");
-    if (sub == "set") {
-      const std::string& id = arg(2, "a flow ID");
-      auto o = parse_options(args, 3, {"--weight", "--priority", "--max-queued"});
-      json body = json::object();
-      if (auto v = o.get("--weight")) body["weight"] = number_option("--weight", *v, false);
-      if (auto v = o.get("--priority")) body["priority"] = number_option("--priority", *v, true);
-      if (auto v = o.get("--max-queued"))
-        body["maxQueued"] = number_option("--max-queued", *v, true);
-      if (body.empty()) usage_error("flow set needs --weight, --priority or --max-queued");
-      return answer(ctl::Command::kFlowSet, id,
-                    client.call("PUT", "/admin/v1/flows/" + id,
-                                body.dump(-1, ' ', false, json::error_handler_t::replace)));
-    }
-    if (sub == "reset") {
-      const std::string& id = arg(2, "a flow ID");
-      parse_options(args, 3, {});
-      return answer(ctl::Command::kFlowReset, id, client.call("DELETE", "/admin/v1/flows/" + id));
-    }
+  if (sub == "reset") {
+    const std::string& id = inv.arg(2, "a flow ID");
+    parse_options(args, 3, {});
+    return inv.answer(ctl::Command::kFlowReset, id,
+                      inv.client.call("DELETE", "/admin/v1/flows/" + id));
+  }
+  parse_options(args, 2, {});
+  return inv.answer(ctl::Command::kFlow, sub, inv.client.call("GET", "/admin/v1/flows/" + sub));
+}
+
+// band set PRIORITY [--max-requests N] [--max-bytes N] [--fairness POLICY]
+// [--ordering POLICY] [--share S] | band delete PRIORITY
+int run_band(const Invocation& inv) {
+  const auto& args = inv.args;
+  const std::string& sub = inv.arg(1, "set or delete");
+  const std::string& priority = inv.arg(2, "a PRIORITY");
+  if (sub == "set") {
+    auto o = parse_options(
+        args, 3, {"--max-requests", "--max-bytes", "--fairness", "--ordering", "--share"});
+    json body = json::object();
+    if (auto v = o.get("--max-requests"))
+      body["maxRequests"] = number_option("--max-requests", *v, true);
+    if (auto v = o.get("--max-bytes")) body["maxBytes"] = number_option("--max-bytes", *v, true);
+    if (auto v = o.get("--fairness")) body["fairnessPolicy"] = *v;
+    if (auto v = o.get("--ordering")) body["orderingPolicy"] = *v;
+    if (auto v = o.get("--share"))
+      body["antiStarvationShare"] = number_option("--share", *v, false);
+    return inv.answer(ctl::Command::kBandSet, priority,
+                      inv.client.call("PUT", "/admin/v1/bands/" + priority,
+                                      body.dump(-1, ' ', false, json::error_handler_t::replace)));
+  }
+  if (sub == "delete") {
+    parse_options(args, 3, {});
+    return inv.answer(ctl::Command::kBandDelete, priority,
+                      inv.client.call("DELETE", "/admin/v1/bands/" + priority));
+  }
+  usage_error("band takes set or delete");
+}
+
+// drain [--wait] [--timeout SECONDS] | drain status | drain cancel. With
+// --wait, polls until drained (exit 1 past the timeout).
+int run_drain(const Invocation& inv) {
+  const auto& args = inv.args;
+  const Client& client = inv.client;
+  if (args.size() > 1 && (args[1] == "status" || args[1] == "cancel")) {
     parse_options(args, 2, {});
-    return answer(ctl::Command::kFlow, sub, client.call("GET", "/admin/v1/flows/" + sub));
+    if (args[1] == "status")
+      return inv.answer(ctl::Command::kDrainStatus, "", client.call("GET", "/admin/v1/drain"));
+    return inv.answer(ctl::Command::kDrainCancel, "", client.call("DELETE", "/admin/v1/drain"));
   }
-  if (cmd == "bands") {
-    parse_options(args, 1, {});
-    return answer(ctl::Command::kBands, "", client.call("GET", "/admin/v1/bands"));
-  }
-  if (cmd == "band") {
-    const std::string& sub = arg(1, "set or delete");
-    const std::string& priority = arg(2, "a PRIORITY");
-    if (sub == "set") {
-      auto o = parse_options(
-          args, 3, {"--max-requests", "--max-bytes", "--fairness", "--ordering", "--share"});
-      json body = json::object();
-      if (auto v = o.get("--max-requests"))
-        body["maxRequests"] = number_option("--max-requests", *v, true);
-      if (auto v = o.get("--max-bytes")) body["maxBytes"] = number_option("--max-bytes", *v, true);
-      if (auto v = o.get("--fairness")) body["fairnessPolicy"] = *v;
-      if (auto v = o.get("--ordering")) body["orderingPolicy"] = *v;
-      if (auto v = o.get("--share"))
-        body["antiStarvationShare"] = number_option("--share", *v, false);
-      return answer(ctl::Command::kBandSet, priority,
-                    client.call("PUT", "/admin/v1/bands/" + priority,
-                                body.dump(-1, ' ', false, json::error_handler_t::replace)));
+  auto o = parse_options(args, 1, {"--timeout"}, {"--wait"});
+  double timeout = 300;
+  if (auto v = o.get("--timeout")) timeout = number_option("--timeout", *v, false).get<double>();
+  auto read = [&](ctl::Command command, const Reply& r) {
+    return ctl::read_drain({command, "", inv.as_json}, r.status, r.body);
+  };
+  auto d = read(ctl::Command::kDrain, client.call("POST", "/admin/v1/drain"));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  while (d.outcome.exit_code == ctl::kExitDone && o.flag("--wait") && d.state != "drained") {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::cerr << "sluice-ctl: not drained after " << timeout << " s: " << d.counts << "\n";
+      return ctl::kExitRefused;
     }
-    if (sub == "delete") {
-      parse_options(args, 3, {});
-      return answer(ctl::Command::kBandDelete, priority,
-                    client.call("DELETE", "/admin/v1/bands/" + priority));
-    }
-    usage_error("band takes set or delete");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling a remote state
+    d = read(ctl::Command::kDrainWait, client.call("GET", "/admin/v1/drain"));
   }
-  if (cmd == "endpoints") {
-    parse_options(args, 1, {});
-    return answer(ctl::Command::kEndpoints, "", client.call("GET", "/admin/v1/endpoints"));
-  }
-  if (cmd == "reload") {
-    parse_options(args, 1, {});
-    return answer(ctl::Command::kReload, "", client.call("POST", "/admin/v1/reload"));
-  }
-  if (cmd == "drain") {
-    if (args.size() > 1 && (args[1] == "status" || args[1] == "cancel")) {
-      parse_options(args, 2, {});
-      if (args[1] == "status")
-        return answer(ctl::Command::kDrainStatus, "", client.call("GET", "/admin/v1/drain"));
-      return answer(ctl::Command::kDrainCancel, "", client.call("DELETE", "/admin/v1/drain"));
-    }
-    auto o = parse_options(args, 1, {"--timeout"}, {"--wait"});
-    double timeout = 300;
-    if (auto v = o.get("--timeout")) timeout = number_option("--timeout", *v, false).get<double>();
-    auto read = [&](ctl::Command command, const Reply& r) {
-      return ctl::read_drain({command, "", as_json}, r.status, r.body);
-    };
-    auto d = read(ctl::Command::kDrain, client.call("POST", "/admin/v1/drain"));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-    while (d.outcome.exit_code == ctl::kExitDone && o.flag("--wait") && d.state != "drained") {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        std::cerr << "sluice-ctl: not drained after " << timeout << " s: " << d.counts << "\n";
-        return ctl::kExitRefused;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // polling a remote state
-      d = read(ctl::Command::kDrainWait, client.call("GET", "/admin/v1/drain"));
-    }
-    return emit(d.outcome);
-  }
-  if (cmd == "metrics") {
-    parse_options(args, 1, {});
-    return answer(ctl::Command::kMetrics, "", client.call("GET", "/metrics"));
-  }
+  return emit(d.outcome);
+}
+
+// Runs the command; returns the exit code.
+int run(const Invocation& inv) {
+  const std::string& cmd = inv.cmd();
+  if (cmd == "flows") return inv.simple(ctl::Command::kFlows, "GET", "/admin/v1/flows");
+  if (cmd == "flow") return run_flow(inv);
+  if (cmd == "bands") return inv.simple(ctl::Command::kBands, "GET", "/admin/v1/bands");
+  if (cmd == "band") return run_band(inv);
+  if (cmd == "endpoints") return inv.simple(ctl::Command::kEndpoints, "GET", "/admin/v1/endpoints");
+  if (cmd == "reload") return inv.simple(ctl::Command::kReload, "POST", "/admin/v1/reload");
+  if (cmd == "drain") return run_drain(inv);
+  if (cmd == "metrics") return inv.simple(ctl::Command::kMetrics, "GET", "/metrics");
   usage_error("unknown command '" + cmd + "'");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Invocation inv;
+  std::string token_file;
+  admin_from_environment(inv.client);
+  if (!parse_arguments(argc, argv, inv, token_file)) {
+    std::cout << kUsage;
+    return 0;
+  }
+  read_token(inv.client, token_file);
+  if (inv.args.empty()) usage_error("no command");
+  return run(inv);
 }
