@@ -26,11 +26,14 @@ constexpr const char* kUsage =
   std::exit(2);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line.
+struct Arguments {
   std::string scenario_path, target, json_path, html_path, requests_path, duration, max_requests;
   bool quiet = false;
+};
+
+// Reads the command line into `a`: false at --help, where reading stops.
+bool parse_arguments(int argc, char** argv, Arguments& args) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -38,53 +41,60 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--scenario")
-      scenario_path = value();
+      args.scenario_path = value();
     else if (a == "--target")
-      target = value();
+      args.target = value();
     else if (a == "--json")
-      json_path = value();
+      args.json_path = value();
     else if (a == "--html")
-      html_path = value();
+      args.html_path = value();
     else if (a == "--requests")
-      requests_path = value();
+      args.requests_path = value();
     else if (a == "--duration")
-      duration = value();
+      args.duration = value();
     else if (a == "--max-requests")
-      max_requests = value();
+      args.max_requests = value();
     else if (a == "--quiet")
-      quiet = true;
+      args.quiet = true;
     else if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
+      return false;
     } else {
       usage_error("unknown argument '" + a + "'");
     }
   }
-  if (scenario_path.empty()) usage_error("--scenario is required");
-  sluice::load::Scenario s;
-  try {
-    s = sluice::load::load_scenario_file(scenario_path);
-  } catch (const sluice::load::ScenarioError& e) {
-    std::cerr << "sluice-load: invalid scenario: " << e.what() << "\n";
-    return 2;
-  }
-  if (!duration.empty()) {
-    auto d = sluice::config::parse_duration(duration);
+  return true;
+}
+
+// --duration and --max-requests over the scenario's own.
+void apply_overrides(const Arguments& args, sluice::load::Scenario& s) {
+  if (!args.duration.empty()) {
+    auto d = sluice::config::parse_duration(args.duration);
     if (!d || *d <= sluice::load::Duration::zero())
       usage_error("--duration must be a duration like 30s");
     s.duration = *d;
     if (s.warmup >= s.duration) s.warmup = {};
   }
-  if (!max_requests.empty()) {
+  if (!args.max_requests.empty()) {
     char* end = nullptr;
-    unsigned long long n = std::strtoull(max_requests.c_str(), &end, 10);
+    unsigned long long n = std::strtoull(args.max_requests.c_str(), &end, 10);
     if (*end != '\0' || n == 0) usage_error("--max-requests must be a whole number > 0");
     s.max_requests = n;
   }
+}
+
+// The target: --target, else the scenario's (http://HOST:PORT).
+std::string target_of(const Arguments& args, const sluice::load::Scenario& s) {
+  std::string target = args.target;
   if (target.empty()) target = s.target;
   if (target.empty())
     usage_error("no target: give --target http://HOST:PORT or target: in the scenario");
   if (target.rfind("http://", 0) != 0) usage_error("--target must start with http://");
+  return target;
+}
+
+// Where the driver connects (the target's host and port, 80 by default),
+// and whether it shows its progress.
+sluice::load::DriverOptions driver_options(const std::string& target, bool quiet) {
   std::string hostport = target.substr(7);
   if (auto slash = hostport.find('/'); slash != std::string::npos) hostport.resize(slash);
   auto colon = hostport.rfind(':');
@@ -92,14 +102,12 @@ int main(int argc, char** argv) {
   o.host = colon == std::string::npos ? hostport : hostport.substr(0, colon);
   o.port = colon == std::string::npos ? "80" : hostport.substr(colon + 1);
   o.progress = !quiet && isatty(STDERR_FILENO);
+  return o;
+}
 
-  sluice::load::RunResult run;
-  try {
-    run = sluice::load::run_scenario(s, o);
-  } catch (const std::exception& e) {
-    std::cerr << "sluice-load: cannot run against " << target << ": " << e.what() << "\n";
-    return 1;
-  }
+// The run's figures over the measured window.
+sluice::load::RunStats measure(const sluice::load::Scenario& s,
+                               const sluice::load::RunResult& run) {
   std::vector<std::string> names;
   std::vector<double> weights;
   std::vector<std::string> groups;
@@ -116,32 +124,76 @@ int main(int argc, char** argv) {
   // are per second of offered load.
   double window_end = std::chrono::duration<double>(s.duration).count();
   if (run.arrivals_end > window_start) window_end = run.arrivals_end;
-  auto stats = sluice::load::compute_stats(run.records, names, weights, groups, run.active,
-                                           run.not_sent, window_start, window_end, run.end);
-  if (!quiet) std::cout << sluice::load::terminal_report(s, stats);
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    out << sluice::load::report_text(sluice::load::json_report(s, stats, target), 2) << "\n";
-    if (!out) {
-      std::cerr << "sluice-load: cannot write " << json_path << "\n";
-      return 1;
-    }
+  return sluice::load::compute_stats(run.records, names, weights, groups, run.active, run.not_sent,
+                                     window_start, window_end, run.end);
+}
+
+// Writes `path` through `write`: false (and said) if it could not.
+template <class Write>
+bool write_file(const std::string& path, Write&& write) {
+  std::ofstream out(path);
+  write(out);
+  if (!out) {
+    std::cerr << "sluice-load: cannot write " << path << "\n";
+    return false;
   }
-  if (!requests_path.empty()) {
-    std::ofstream out(requests_path);
-    for (const auto& r : run.records) out << sluice::load::request_line(s, r) << "\n";
-    if (!out) {
-      std::cerr << "sluice-load: cannot write " << requests_path << "\n";
-      return 1;
-    }
+  return true;
+}
+
+// The reports asked for (--json, --requests, --html), in that order: the
+// exit code (1 if one could not be written; those after it are not).
+int write_reports(const Arguments& args, const sluice::load::Scenario& s,
+                  const sluice::load::RunStats& stats, const sluice::load::RunResult& run,
+                  const std::string& target) {
+  if (!args.json_path.empty()) {
+    const bool written = write_file(args.json_path, [&](std::ofstream& out) {
+      out << sluice::load::report_text(sluice::load::json_report(s, stats, target), 2) << "\n";
+    });
+    if (!written) return 1;
   }
-  if (!html_path.empty()) {
-    std::ofstream out(html_path);
-    out << sluice::load::html_report(s, stats, target);
-    if (!out) {
-      std::cerr << "sluice-load: cannot write " << html_path << "\n";
-      return 1;
-    }
+  if (!args.requests_path.empty()) {
+    const bool written = write_file(args.requests_path, [&](std::ofstream& out) {
+      for (const auto& r : run.records) out << sluice::load::request_line(s, r) << "\n";
+    });
+    if (!written) return 1;
+  }
+  if (!args.html_path.empty()) {
+    const bool written = write_file(args.html_path, [&](std::ofstream& out) {
+      out << sluice::load::html_report(s, stats, target);
+    });
+    if (!written) return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Arguments args;
+  if (!parse_arguments(argc, argv, args)) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (args.scenario_path.empty()) usage_error("--scenario is required");
+  sluice::load::Scenario s;
+  try {
+    s = sluice::load::load_scenario_file(args.scenario_path);
+  } catch (const sluice::load::ScenarioError& e) {
+    std::cerr << "sluice-load: invalid scenario: " << e.what() << "\n";
+    return 2;
+  }
+  apply_overrides(args, s);
+  const std::string target = target_of(args, s);
+  const sluice::load::DriverOptions o = driver_options(target, args.quiet);
+
+  sluice::load::RunResult run;
+  try {
+    run = sluice::load::run_scenario(s, o);
+  } catch (const std::exception& e) {
+    std::cerr << "sluice-load: cannot run against " << target << ": " << e.what() << "\n";
+    return 1;
+  }
+  const sluice::load::RunStats stats = measure(s, run);
+  if (!args.quiet) std::cout << sluice::load::terminal_report(s, stats);
+  return write_reports(args, s, stats, run, target);
 }
