@@ -612,7 +612,18 @@ bool Controller::fleet_hold(Item* item, TimePoint now) {
 
 void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, TimePoint now) {
   fleet_ready_ = in.ready;
-  // The other replicas' work, replacing the last view's.
+  take_remote_load(in);
+  const FleetDemand demand = read_fleet_backlog(in);
+  if ((demand.others_queued > 0 || in.replicas > 0) && gated_)
+    hold_room_for_others(in, demand, now);
+  publish_own_load(out);
+  take_fleet_service(in);
+  publish_fleet_state(out);
+}
+
+// The other replicas' work, replacing the last view's in load_ (and what
+// was left to them at the last view, until they report having used it).
+void Controller::take_remote_load(const FleetInbound& in) {
   std::vector<RemoteLoad> next(load_.size());
   std::unordered_map<std::string_view, std::size_t> slot_of;
   for (std::size_t i = 0; i < view_.size() && i < next.size(); ++i) slot_of[view_[i].address] = i;
@@ -644,17 +655,13 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
     l.in_flight_tokens =
         l.in_flight_tokens - std::min(l.in_flight_tokens, old.tokens) + next[i].tokens;
   }
-  // Every replica sees the same free room in the same view: were each to
-  // take all of it, the pool would be overshot by the room times the others.
-  // So the others' part of it is held for them until the next view (as if
-  // in flight on them): their queued demand if the room covers everyone's,
-  // else the room split by queued demand — and never less than their equal
-  // share, since a burst may reach every replica before the next view. Room
-  // freed here by completions after this view is this replica's own (no
-  // other knows it is free).
   remote_ = std::move(next);
-  // The demand that counts: requests queued in the highest band backlogged
-  // anywhere in the fleet (the room goes to that band first).
+}
+
+// The others' backlog by band (into fleet_backlog_), and the demand that
+// counts: requests queued in the highest band backlogged anywhere in the
+// fleet (the room goes to that band first).
+Controller::FleetDemand Controller::read_fleet_backlog(const FleetInbound& in) {
   fleet_backlog_.clear();
   for (const auto& b : in.backlog) fleet_backlog_[b.priority] = b;
   std::optional<int> top;
@@ -662,85 +669,104 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
     if (b.queued > 0 && (!top || b.priority > *top)) top = b.priority;
   for (auto& [p, band] : registry_.bands())
     if (band->backlogged() && (!top || p > *top)) top = p;
-  std::uint64_t mine = 0, others_queued = 0, before = 0;
+  FleetDemand d;
   if (top) {
     // What the others know of this replica's demand, not what is queued now:
     // a cut made with fresher numbers here than there would not match theirs
     // (in a burst every replica would see itself alone with demand and take
     // nearly all the room). A burst gets the equal share until published.
-    if (auto own = fleet_published_.find(*top); own != fleet_published_.end()) mine = own->second;
+    if (auto own = fleet_published_.find(*top); own != fleet_published_.end()) d.mine = own->second;
     if (auto it = fleet_backlog_.find(*top); it != fleet_backlog_.end()) {
-      others_queued = it->second.queued;
-      before = it->second.queued_before;
+      d.others_queued = it->second.queued;
+      d.before = it->second.queued_before;
     }
   }
-  if ((others_queued > 0 || in.replicas > 0) && gated_) {
-    std::vector<std::uint64_t> room(load_.size(), 0);
-    std::uint64_t total = 0;
-    for (std::size_t i = 0; i < load_.size(); ++i) {
-      if (removed_[i]) continue;
-      room[i] = room_on(i, 4096, now);
-      total += room[i];
-    }
-    if (total > 0) {
-      // The room is cut into one slice per replica, in rank order, each as
-      // wide as the replica's queued demand plus an equal share (a burst may
-      // reach any replica before the next view); every replica cuts the same
-      // line, so whole-request slices add up to the room.
-      // The equal share is whole requests (none while the room is smaller
-      // than the fleet): a fraction of one would be left, view after view,
-      // to a replica with nothing to send.
-      const std::uint64_t n = static_cast<std::uint64_t>(in.replicas) + 1;
-      const double r = static_cast<double>(total);
-      const double share = static_cast<double>(total / n);
-      const double line =
-          static_cast<double>(mine + others_queued) + share * static_cast<double>(n);
-      const double start = static_cast<double>(before) + static_cast<double>(in.rank % n) * share;
-      const double end = start + static_cast<double>(mine) + share;
-      const auto cut = [&](double x) {
-        return static_cast<std::uint64_t>(std::floor(x * r / line));
-      };
-      // Nothing queued anywhere in the top band and less room than replicas:
-      // nothing to share out (and no line to cut).
-      const std::uint64_t grant =
-          line > 0 ? std::min<std::uint64_t>(total, cut(end) - cut(start)) : total;
-      const std::uint64_t reserve = total - grant;
-      std::vector<std::uint64_t> held(load_.size(), 0);
-      std::vector<std::tuple<double, std::size_t, std::size_t>> rest;  // fraction, tie, endpoint
-      std::uint64_t placed = 0;
-      const std::size_t slots = load_.size();
-      for (std::size_t i = 0; i < slots; ++i) {
-        if (room[i] == 0) continue;
-        const double exact = static_cast<double>(reserve) * static_cast<double>(room[i]) /
-                             static_cast<double>(total);
-        held[i] = std::min(room[i], static_cast<std::uint64_t>(exact));
-        placed += held[i];
-        rest.emplace_back(exact - static_cast<double>(held[i]), (i + in.rank) % slots, i);
-      }
-      std::sort(rest.begin(), rest.end(), [](const auto& x, const auto& y) {
-        if (std::get<0>(x) != std::get<0>(y)) return std::get<0>(x) > std::get<0>(y);
-        return std::get<1>(x) < std::get<1>(y);
-      });
-      for (const auto& [frac, tie, i] : rest) {
-        if (placed >= reserve) break;
-        if (held[i] < room[i]) {
-          held[i] += 1;
-          placed += 1;
-        }
-      }
-      for (std::size_t i = 0; i < load_.size(); ++i) {
-        const auto h = static_cast<std::uint32_t>(held[i]);
-        // A repeated view still holds what it left for the same reports:
-        // the larger of the two, never both (the same demand twice).
-        fleet_left_[i] = std::max(fleet_left_[i], h);
-        remote_[i].in_flight += h;
-        remote_[i].dispatched += h;
-        load_[i].in_flight += h;
-        load_[i].dispatched_since_scrape += h;
-      }
+  return d;
+}
+
+// Every replica sees the same free room in the same view: were each to
+// take all of it, the pool would be overshot by the room times the others.
+// So the others' part of it is held for them until the next view (as if
+// in flight on them): their queued demand if the room covers everyone's,
+// else the room split by queued demand — and never less than their equal
+// share, since a burst may reach every replica before the next view. Room
+// freed here by completions after this view is this replica's own (no
+// other knows it is free).
+void Controller::hold_room_for_others(const FleetInbound& in, const FleetDemand& demand,
+                                      TimePoint now) {
+  std::vector<std::uint64_t> room(load_.size(), 0);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < load_.size(); ++i) {
+    if (removed_[i]) continue;
+    room[i] = room_on(i, 4096, now);
+    total += room[i];
+  }
+  if (total == 0) return;
+  // The room is cut into one slice per replica, in rank order, each as
+  // wide as the replica's queued demand plus an equal share (a burst may
+  // reach any replica before the next view); every replica cuts the same
+  // line, so whole-request slices add up to the room.
+  // The equal share is whole requests (none while the room is smaller
+  // than the fleet): a fraction of one would be left, view after view,
+  // to a replica with nothing to send.
+  const std::uint64_t n = static_cast<std::uint64_t>(in.replicas) + 1;
+  const double r = static_cast<double>(total);
+  const double share = static_cast<double>(total / n);
+  const double line =
+      static_cast<double>(demand.mine + demand.others_queued) + share * static_cast<double>(n);
+  const double start =
+      static_cast<double>(demand.before) + static_cast<double>(in.rank % n) * share;
+  const double end = start + static_cast<double>(demand.mine) + share;
+  const auto cut = [&](double x) { return static_cast<std::uint64_t>(std::floor(x * r / line)); };
+  // Nothing queued anywhere in the top band and less room than replicas:
+  // nothing to share out (and no line to cut).
+  const std::uint64_t grant =
+      line > 0 ? std::min<std::uint64_t>(total, cut(end) - cut(start)) : total;
+  hold_reserve(room, total, total - grant, in.rank);
+}
+
+// Holds `reserve` of the `total` room for the others, split over the
+// endpoints by their room (largest remainders first, ties rotated by
+// `rank`), as if in flight on them until the next view.
+void Controller::hold_reserve(const std::vector<std::uint64_t>& room, std::uint64_t total,
+                              std::uint64_t reserve, std::uint32_t rank) {
+  std::vector<std::uint64_t> held(load_.size(), 0);
+  std::vector<std::tuple<double, std::size_t, std::size_t>> rest;  // fraction, tie, endpoint
+  std::uint64_t placed = 0;
+  const std::size_t slots = load_.size();
+  for (std::size_t i = 0; i < slots; ++i) {
+    if (room[i] == 0) continue;
+    const double exact =
+        static_cast<double>(reserve) * static_cast<double>(room[i]) / static_cast<double>(total);
+    held[i] = std::min(room[i], static_cast<std::uint64_t>(exact));
+    placed += held[i];
+    rest.emplace_back(exact - static_cast<double>(held[i]), (i + rank) % slots, i);
+  }
+  std::sort(rest.begin(), rest.end(), [](const auto& x, const auto& y) {
+    if (std::get<0>(x) != std::get<0>(y)) return std::get<0>(x) > std::get<0>(y);
+    return std::get<1>(x) < std::get<1>(y);
+  });
+  for (const auto& [frac, tie, i] : rest) {
+    if (placed >= reserve) break;
+    if (held[i] < room[i]) {
+      held[i] += 1;
+      placed += 1;
     }
   }
-  // This replica's own work: what is left without the others'.
+  for (std::size_t i = 0; i < load_.size(); ++i) {
+    const auto h = static_cast<std::uint32_t>(held[i]);
+    // A repeated view still holds what it left for the same reports:
+    // the larger of the two, never both (the same demand twice).
+    fleet_left_[i] = std::max(fleet_left_[i], h);
+    remote_[i].in_flight += h;
+    remote_[i].dispatched += h;
+    load_[i].in_flight += h;
+    load_[i].dispatched_since_scrape += h;
+  }
+}
+
+// This replica's own work: what is left without the others'.
+void Controller::publish_own_load(FleetOutbound& out) {
   out.endpoints.clear();
   out.queued = registry_.total_requests();
   for (std::size_t i = 0; i < load_.size() && i < view_.size(); ++i) {
@@ -753,8 +779,12 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
     if (own.in_flight > 0 || own.dispatched_since_scrape > 0 || own.in_flight_tokens > 0)
       out.endpoints.push_back(std::move(own));
   }
-  // The others' service, charged to the flows that exist here (one that
-  // does not is lifted to the backlog's floor when it arrives).
+}
+
+// The others' service, charged to the flows that exist here (one that
+// does not is lifted to the backlog's floor when it arrives); each band's
+// floor from the others' smallest backlogged counter.
+void Controller::take_fleet_service(const FleetInbound& in) {
   for (const auto& [key, service] : in.service) {
     const auto space = key.find(' ');
     if (space == std::string::npos || !(service > 0)) continue;
@@ -772,6 +802,11 @@ void Controller::exchange_fleet(const FleetInbound& in, FleetOutbound& out, Time
                                          ? std::nullopt
                                          : std::optional(it->second.min_counter));
   }
+}
+
+// This replica's service since the last exchange, its backlog by band (as
+// published: the others cut the room with it) and its hold counts.
+void Controller::publish_fleet_state(FleetOutbound& out) {
   out.service.assign(fleet_service_.begin(), fleet_service_.end());
   fleet_service_.clear();
   out.backlog.clear();

@@ -343,6 +343,20 @@ class Controller {
   // Requests the pool could still take, at most `cap`.
   std::uint64_t pool_free(std::uint64_t cap, TimePoint now) const;
   void refresh_endpoint_view(TimePoint now);
+  // exchange_fleet's steps, in order (controller.cc). The demand the room
+  // is cut by, in the highest band backlogged anywhere: this replica's as
+  // last published, the others', and that of those ranked before it.
+  struct FleetDemand {
+    std::uint64_t mine = 0, others_queued = 0, before = 0;
+  };
+  void take_remote_load(const FleetInbound& in);
+  FleetDemand read_fleet_backlog(const FleetInbound& in);
+  void hold_room_for_others(const FleetInbound& in, const FleetDemand& demand, TimePoint now);
+  void hold_reserve(const std::vector<std::uint64_t>& room, std::uint64_t total,
+                    std::uint64_t reserve, std::uint32_t rank);
+  void publish_own_load(FleetOutbound& out);
+  void take_fleet_service(const FleetInbound& in);
+  void publish_fleet_state(FleetOutbound& out);
   // Deadline heap (min-heap on request.deadline, positions kept in items).
   void heap_push(registry::Item* item);
   void heap_remove(registry::Item* item);
