@@ -956,6 +956,31 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
   return ep;
 }
 
+// Each release's misses form a chain (the pick, its flow, its head
+// item) that the next pick cannot start before this one is charged.
+// The policy's guess of the picks to come lets those chains be
+// started together, as many as the last pass released: once a pass,
+// for the first band it serves (bands that take turns would otherwise
+// start a guess's loads for every release).
+void Controller::prefetch_upcoming(Band& band) {
+  FlowView* upcoming[kPrefetchPicks];
+  const std::size_t n =
+      band.fairness().upcoming(upcoming, std::min<std::size_t>(last_released_, kPrefetchPicks));
+  registry_.prefetch_releases(upcoming, n);
+}
+
+std::uint32_t Controller::dispatched_series(Flow& flow) {
+  // The series is looked up once per flow (two string-keyed lookups and a
+  // key built per dispatch before), not per dispatch.
+  auto& series = flow.dispatched_series();
+  if (series.epoch != series_epoch_) {
+    series.index = static_cast<std::uint32_t>(
+        series_index(flow.key().id, flow.key().priority, QueueOutcome::kDispatched));
+    series.epoch = series_epoch_;
+  }
+  return series.index;
+}
+
 std::size_t Controller::dispatch(TimePoint now) {
   std::size_t released = 0;
   eviction_check_at_.reset();
@@ -965,18 +990,9 @@ std::size_t Controller::dispatch(TimePoint now) {
   while (true) {
     Band* band = choose_band(now);
     if (!band) break;
-    // Each release's misses form a chain (the pick, its flow, its head
-    // item) that the next pick cannot start before this one is charged.
-    // The policy's guess of the picks to come lets those chains be
-    // started together, as many as the last pass released: once a pass,
-    // for the first band it serves (bands that take turns would otherwise
-    // start a guess's loads for every release).
     if (!prefetched && release_prefetch_ && last_released_ > 1 && large) {
       prefetched = true;
-      FlowView* upcoming[kPrefetchPicks];
-      const std::size_t n = band->fairness().upcoming(
-          upcoming, std::min<std::size_t>(last_released_, kPrefetchPicks));
-      registry_.prefetch_releases(upcoming, n);
+      prefetch_upcoming(*band);
     }
     const bool used_share = band == starving_;
     auto* flow = static_cast<Flow*>(band->fairness().pick());
@@ -1001,15 +1017,8 @@ std::size_t Controller::dispatch(TimePoint now) {
     }
     d.endpoint = ep;
     d.waited = item->request.enqueued != now;
-    // The series is looked up once per flow (two string-keyed lookups and a
-    // key built per dispatch before), not per dispatch.
-    auto& series = flow->dispatched_series();
-    if (series.epoch != series_epoch_) {
-      series.index = static_cast<std::uint32_t>(
-          series_index(flow->key().id, flow->key().priority, QueueOutcome::kDispatched));
-      series.epoch = series_epoch_;
-    }
-    queue_durations_[series.index].histogram.record(now - item->request.enqueued);
+    const std::uint32_t series = dispatched_series(*flow);  // may add a series
+    queue_durations_[series].histogram.record(now - item->request.enqueued);
     registry_.dequeue(item, now);
     if (item->deadline_index != SIZE_MAX) heap_remove(item);
     registry_.mark_in_flight(item, ep);

@@ -311,6 +311,10 @@ class Controller {
   // The queue-duration series of (id, priority, outcome): its own while
   // fewer than max_metric_flows_ ids have one, else "other"'s.
   std::size_t series_index(const std::string& id, int priority, QueueOutcome outcome);
+  // The series of `flow`'s dispatches (cached on the flow).
+  std::uint32_t dispatched_series(registry::Flow& flow);
+  // dispatch(): starts loading the releases `band`'s policy expects next.
+  void prefetch_upcoming(registry::Band& band);
   void record_queue_time(const std::string& id, int priority, QueueOutcome outcome,
                          Duration waited);
   scheduling::Scheduler* scheduler_for(const registry::Item* item);
