@@ -4,7 +4,7 @@
 JOBS ?= 2
 CMAKE_COMMON = -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release asan tsan clang test test-asan demo bench format format-check clean fuzz fuzz-smoke
+.PHONY: deps release asan tsan clang test test-asan check layers demo bench format format-check clean fuzz fuzz-smoke
 
 deps:
 	@bash scripts/install-deps.sh
@@ -36,12 +36,26 @@ clang: deps
 	cmake --build build/clang -j $(JOBS)
 	cd build/clang && ctest --output-on-failure -j $(JOBS)
 
-# The CI gate (.ci/run): formatting; every test under ASan+UBSan (any
+# The CI gate (.ci/run): formatting and the layer rules; every test under ASan+UBSan (any
 # sanitizer report aborts the process that hit it, which fails its test;
 # children started by integration tests are checked for a clean exit too);
 # the threaded and integration tests under TSan; a 10 s smoke of every
 # fuzzer with its saved reproducers. About 20 minutes on 2 cores.
-test: format-check test-asan tsan fuzz-smoke
+test: format-check layers test-asan tsan fuzz-smoke
+
+# The layer rules of src/ (docs/architecture.md: what each folder may import,
+# no include cycle, the size limits of the restructured planes) and the docs'
+# own rules (README length, links that resolve, no commit hashes outside the
+# lab notes).
+layers:
+	python3 scripts/check_layers.py
+	python3 scripts/check_docs.py
+
+# The fast loop for whoever changes the code: the Release build and the unit
+# and integration tests (no sanitizers, no fuzzing). `make test` stays the
+# gate.
+check: release layers
+	cd build/release && ctest -L 'unit|integration' --output-on-failure -j $(JOBS)
 
 test-asan: asan
 	cd build/asan && ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1" \

@@ -10,7 +10,7 @@ pkgs=(
   libyaml-cpp-dev libxxhash-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
   libfuzzer-14-dev
   redis-server libhiredis-dev dnsmasq
-  curl wrk nginx-light haproxy prometheus python3 iproute2
+  curl wrk nginx-light haproxy prometheus python3 iproute2 git
 )
 
 missing=()
