@@ -500,7 +500,7 @@ void Controller::compute_ceilings(TimePoint now) {
   }
 }
 
-Band* Controller::choose_band(TimePoint now) {
+Band* Controller::choose_band(TimePoint now, bool shares) {
   starving_ = nullptr;
   const bool limited = usage_limit_ && gated_;
   if (limited) compute_ceilings(now);
@@ -520,7 +520,7 @@ Band* Controller::choose_band(TimePoint now) {
       continue;
     }
     // A lower band whose guaranteed share has come due goes first.
-    if (band->config().share > 0 && band->starvation_credit >= 1.0 - 1e-9) {
+    if (shares && band->config().share > 0 && band->starvation_credit >= 1.0 - 1e-9) {
       starving_ = band.get();
       return starving_;
     }
@@ -987,8 +987,9 @@ std::size_t Controller::dispatch(TimePoint now) {
   fleet_held_now_ = false;
   bool prefetched = false;
   const bool large = registry_.flow_count() >= kPrefetchFlows;
+  bool shares = true;
   while (true) {
-    Band* band = choose_band(now);
+    Band* band = choose_band(now, shares);
     if (!band) break;
     if (!prefetched && release_prefetch_ && last_released_ > 1 && large) {
       prefetched = true;
@@ -1008,6 +1009,13 @@ std::size_t Controller::dispatch(TimePoint now) {
       // No endpoint has room: wait for a completion or a scrape, or make
       // room by evicting lower-band work in flight.
       maybe_evict(*band, item, now);
+      // A due share that finds no room does not end the pass: a band
+      // above it may have room of its own (reserved endpoints,
+      // over-admission) and goes now, not after the next completion.
+      if (used_share) {
+        shares = false;
+        continue;
+      }
       break;
     }
     if (ep == kFleetHold) break;  // another replica's flow takes this room

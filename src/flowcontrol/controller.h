@@ -323,7 +323,9 @@ class Controller {
   // longest flow (queued / weight), if that flow stays longer than the
   // newcomer's: a flood cannot crowd the other flows out of the band.
   bool displace_in_band(registry::Flow& newcomer, std::uint64_t bytes, TimePoint now);
-  registry::Band* choose_band(TimePoint now);
+  // `shares`: a lower band whose anti-starvation share is due may be
+  // chosen (false once such a band found no room in this pass).
+  registry::Band* choose_band(TimePoint now, bool shares);
   // The pool's saturation over the endpoints still in it; the usage-limit
   // policy's ceilings for every band into ceilings_.
   double pool_saturation_now(TimePoint now);
