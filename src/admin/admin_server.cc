@@ -159,9 +159,9 @@ void copy_dispatcher_state(flowcontrol::Controller& c, AdminServer::DispatcherCo
 // The exposition: GIE's names where they exist, sluice's under sluice_.
 // Rendered on the admin thread from copies: the dispatcher's (DispatcherCopy,
 // bounded in size) and the flows' (copied a chunk at a time).
-std::string metrics_text(const AdminServer::DispatcherCopy& c,
-                         const AdminServer::FlowsSnapshot& flows, proxy::ProxyContext& ctx,
-                         fleet::FleetSync* fleet, const observe::ThreadStats& requests) {
+std::string metrics_text(const AdminServer::DispatcherCopy& c, const FlowsSnapshot& flows,
+                         proxy::ProxyContext& ctx, fleet::FleetSync* fleet,
+                         const observe::ThreadStats& requests) {
   observe::MetricsText m;
   {
     std::vector<std::string> addresses;
@@ -522,9 +522,7 @@ bool is_loopback_host(const std::string& host) {
 }
 
 AdminServer::AdminServer(Backend& backend, std::string token)
-    : backend_(backend), ctx_(backend.context()), token_(std::move(token)) {
-  producer_ = ctx_.flow_control->make_producer();
-}
+    : backend_(backend), ctx_(backend.context()), token_(std::move(token)) {}
 
 AdminServer::~AdminServer() { stop(); }
 
@@ -623,78 +621,6 @@ void AdminServer::accept() {
     std::make_shared<AdminSession>(std::move(s), *this, std::move(permit))->start();
     accept();
   });
-}
-
-void AdminServer::on_dispatcher(std::function<Reply(flowcontrol::Controller&)> fn,
-                                std::function<void(Reply)> respond) {
-  auto reply = std::make_shared<Reply>();
-  ctx_.flow_control->reconfigure(
-      *producer_,
-      [fn = std::move(fn), reply](flowcontrol::Controller& c) {
-        // Runs on the dispatcher: nothing an admin call carries may end it.
-        try {
-          *reply = fn(c);
-        } catch (const std::exception& e) {
-          SLUICE_LOG(kError, "admin", "admin call failed on the dispatcher: " << e.what());
-          *reply = error_reply(500, "internal-error", "the admin call failed; see the log");
-        }
-      },
-      [this, reply, respond = std::move(respond)]() mutable {
-        net::post(ioc_, [reply, respond = std::move(respond)] { respond(std::move(*reply)); });
-      });
-}
-
-void AdminServer::with_flows(std::function<void(std::shared_ptr<const FlowsSnapshot>)> fn) {
-  if (!flow_waiters_.empty()) {
-    // A copy is under way, begun before this call: the next one serves it.
-    next_flow_waiters_.push_back(std::move(fn));
-    return;
-  }
-  flow_waiters_.push_back(std::move(fn));
-  auto snapshot = std::make_shared<FlowsSnapshot>();
-  ctx_.flow_control->reconfigure(
-      *producer_, [](flowcontrol::Controller& c) { c.registry().begin_flow_copy(); },
-      [this, snapshot] { net::post(ioc_, [this, snapshot] { copy_flows_step(snapshot); }); });
-}
-
-void AdminServer::copy_flows_step(std::shared_ptr<FlowsSnapshot> snapshot) {
-  // Flows copied per dispatcher event: tens of microseconds.
-  static constexpr std::size_t kChunk = 256;
-  auto done = std::make_shared<bool>(false);
-  ctx_.flow_control->reconfigure(
-      *producer_,
-      [snapshot, done](flowcontrol::Controller& c) {
-        // On the dispatcher: nothing here may end the process (a bad_alloc
-        // ends this copy with what it has; the registry is unchanged).
-        try {
-          *done = c.registry().continue_flow_copy(kChunk, snapshot->flows);
-        } catch (const std::exception& e) {
-          SLUICE_LOG(kError, "admin", "copying the flows failed: " << e.what());
-          c.registry().abandon_flow_copy();
-          *done = true;
-        }
-        if (*done) {
-          snapshot->prices = c.fairness_prices();
-          snapshot->taken = flowcontrol::Clock::now();
-        }
-      },
-      [this, snapshot, done] {
-        net::post(ioc_, [this, snapshot, done] {
-          if (!*done) return copy_flows_step(snapshot);
-          auto waiters = std::move(flow_waiters_);
-          flow_waiters_.clear();
-          std::shared_ptr<const FlowsSnapshot> result = snapshot;
-          for (auto& w : waiters) w(result);
-          if (!next_flow_waiters_.empty()) {
-            auto next = std::move(next_flow_waiters_);
-            next_flow_waiters_.clear();
-            auto first = std::move(next.front());
-            next.erase(next.begin());
-            with_flows(std::move(first));
-            for (auto& w : next) flow_waiters_.push_back(std::move(w));
-          }
-        });
-      });
 }
 
 void AdminServer::handle(const std::string& method, const std::string& target,
@@ -800,11 +726,10 @@ void AdminServer::route(const std::string& method, const std::string& target,
         [this, respond = std::move(respond)](observe::ThreadStats stats) mutable {
           auto requests = std::make_shared<observe::ThreadStats>(std::move(stats));
           net::post(ioc_, [this, requests, respond = std::move(respond)]() mutable {
-            with_flows([this, requests, respond = std::move(respond)](
-                           std::shared_ptr<const FlowsSnapshot> flows) mutable {
+            handlers_.with_flows([this, requests, respond = std::move(respond)](
+                                     std::shared_ptr<const FlowsSnapshot> flows) mutable {
               auto copy = std::make_shared<DispatcherCopy>();
-              ctx_.flow_control->reconfigure(
-                  *producer_,
+              handlers_.dispatch(
                   [copy](flowcontrol::Controller& c) {
                     try {  // on the dispatcher: a failure costs this scrape, not the process
                       copy_dispatcher_state(c, *copy);
@@ -813,13 +738,11 @@ void AdminServer::route(const std::string& method, const std::string& target,
                       copy->failed = true;
                     }
                   },
-                  [this, copy, flows, requests, respond = std::move(respond)]() mutable {
-                    net::post(ioc_, [this, copy, flows, requests, respond = std::move(respond)] {
-                      if (copy->failed)
-                        return respond(
-                            error_reply(500, "internal-error", "the scrape failed; see the log"));
-                      respond(Reply{200, metrics_text(*copy, *flows, ctx_, fleet(), *requests)});
-                    });
+                  [this, copy, flows, requests, respond = std::move(respond)] {
+                    if (copy->failed)
+                      return respond(
+                          error_reply(500, "internal-error", "the scrape failed; see the log"));
+                    respond(Reply{200, metrics_text(*copy, *flows, ctx_, fleet(), *requests)});
                   });
             });
           });
@@ -839,7 +762,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
           error_reply(409, "shutting-down", "sluice is shutting down; it cannot admit again"));
     if (method == "DELETE" && ctx_.draining.exchange(false))
       SLUICE_LOG(kInfo, "admin", "drain ended: admitting again");
-    return on_dispatcher(
+    return handlers_.on_dispatcher(
         [this, method](flowcontrol::Controller& c) {
           const std::size_t queued = c.queued();
           const std::size_t in_flight = ctx_.in_flight();
@@ -956,7 +879,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
   }
   if (path == "/admin/v1/bands") {
     if (method != "GET") return respond(error_reply(405, "method-not-allowed", "use GET"));
-    return on_dispatcher(
+    return handlers_.on_dispatcher(
         [](flowcontrol::Controller& c) {
           json out = json::array();
           for (const auto& [p, b] : c.registry().bands()) out.push_back(band_json(*b, c));
@@ -980,7 +903,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
       return it == bands.end() ? nullptr : it->second.get();
     };
     if (method == "GET") {
-      return on_dispatcher(
+      return handlers_.on_dispatcher(
           [find, priority](flowcontrol::Controller& c) {
             registry::Band* b = find(c);
             if (!b)
@@ -991,7 +914,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
           std::move(respond));
     }
     if (method == "PUT") {
-      return on_dispatcher(
+      return handlers_.on_dispatcher(
           [find, priority, body](flowcontrol::Controller& c) {
             registry::Band* b = find(c);
             registry::BandConfig bc = b ? b->config() : c.registry().config().default_band;
@@ -1005,7 +928,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
           std::move(respond));
     }
     if (method == "DELETE") {
-      return on_dispatcher(
+      return handlers_.on_dispatcher(
           [find, priority](flowcontrol::Controller& c) {
             registry::Band* b = find(c);
             if (!b || !b->configured())
@@ -1031,7 +954,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
     if (!limit)
       return respond(
           error_reply(400, "invalid-limit", "limit must be a whole number from 1 to 1000000"));
-    return with_flows(
+    return handlers_.with_flows(
         [n = *limit, respond = std::move(respond)](std::shared_ptr<const FlowsSnapshot> snap) {
           std::vector<const registry::FlowSummary*> order;
           order.reserve(snap->flows.size());
@@ -1057,7 +980,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
   if (path.rfind(flows_prefix, 0) == 0 && path.size() > flows_prefix.size()) {
     const std::string id = path.substr(flows_prefix.size());
     if (method == "GET") {
-      return on_dispatcher(
+      return handlers_.on_dispatcher(
           [id](flowcontrol::Controller& c) {
             const auto& ov = c.registry().overrides();
             auto it = ov.find(id);
@@ -1073,7 +996,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
           std::move(respond));
     }
     if (method == "PUT") {
-      return on_dispatcher(
+      return handlers_.on_dispatcher(
           [id, body, replicated](flowcontrol::Controller& c) {
             auto& reg = c.registry();
             const auto& ov = reg.overrides();
@@ -1097,7 +1020,7 @@ void AdminServer::route(const std::string& method, const std::string& target,
           std::move(respond));
     }
     if (method == "DELETE") {
-      return on_dispatcher(
+      return handlers_.on_dispatcher(
           [id](flowcontrol::Controller& c) {
             auto& reg = c.registry();
             if (!reg.overrides().count(id))

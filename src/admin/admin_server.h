@@ -19,6 +19,7 @@
 
 #include "admin/admin_requests.h"
 #include "admin/backend.h"
+#include "admin/handler_context.h"
 #include "flowcontrol/controller.h"
 #include "flowcontrol/controller_shell.h"
 #include "registry/flow_registry.h"
@@ -43,14 +44,8 @@ class AdminServer {
   // exactly once, on the admin thread.
   using Reply = AdminReply;
 
-  // What the admin plane renders, copied on the dispatcher: the flows, a
-  // chunk per dispatcher event (so no step holds decisions up however many
-  // flows there are), and the rest of flow control's state, bounded in size.
-  struct FlowsSnapshot {
-    std::vector<registry::FlowSummary> flows;
-    flowcontrol::FairnessParams prices;
-    flowcontrol::TimePoint taken{};
-  };
+  // What /metrics renders of flow control's state apart from the flows
+  // (FlowsSnapshot), copied on the dispatcher, bounded in size.
   struct TimingCopy {
     std::string extension_point, type, name;
     std::array<std::uint64_t, 13> counts{};
@@ -84,12 +79,6 @@ class AdminServer {
   // handle() past the token check; `replicated`: from another replica.
   void route(const std::string& method, const std::string& target, const std::string& body,
              std::function<void(Reply)> respond, bool replicated);
-  // Calls `fn` on this thread with a copy of every flow made after the call.
-  void with_flows(std::function<void(std::shared_ptr<const FlowsSnapshot>)> fn);
-  void copy_flows_step(std::shared_ptr<FlowsSnapshot> snapshot);
-  // Runs `fn` on the dispatcher, then `respond(fn's reply)` on this thread.
-  void on_dispatcher(std::function<Reply(flowcontrol::Controller&)> fn,
-                     std::function<void(Reply)> respond);
 
   Backend& backend_;
   proxy::ProxyContext& ctx_;
@@ -106,12 +95,10 @@ class AdminServer {
   std::list<AdminSession*> reading_;
   boost::asio::io_context ioc_{1};
   std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
-  std::unique_ptr<flowcontrol::ControllerShell::Producer> producer_;  // admin thread only
+  // What the route handlers work with (its dispatcher producer and the
+  // flow copies' waiters are the admin thread's).
+  HandlerContext handlers_{backend_, ioc_};
   std::thread thread_;
-  // with_flows callers served by the copy in progress, and those that came
-  // after it began (served by the next copy). Admin thread only.
-  std::vector<std::function<void(std::shared_ptr<const FlowsSnapshot>)>> flow_waiters_;
-  std::vector<std::function<void(std::shared_ptr<const FlowsSnapshot>)>> next_flow_waiters_;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
