@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "admin/auth.h"
 #include "config/units.h"
 #include "fleet/fleet_sync.h"
 #include "flowcontrol/fairness_policies.h"
@@ -33,13 +34,6 @@ namespace {
 // Rendering never throws: bytes that are not UTF-8 (a Latin-1 fairness id, an
 // endpoint label, a path) come out as U+FFFD.
 constexpr auto kReplace = json::error_handler_t::replace;
-
-bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;  // no early exit: time does not tell how much matched
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 double ms_since(flowcontrol::TimePoint t, flowcontrol::TimePoint now) {
   return std::chrono::duration<double, std::milli>(now - t).count();
@@ -632,13 +626,9 @@ void AdminServer::handle(const std::string& method, const std::string& target,
   // server.adminOpenMetrics says so.
   const bool open = path == "/healthz" || path == "/readyz" ||
                     (path == "/metrics" && ctx_.config.server.admin_open_metrics);
-  if (!open && !token_.empty()) {
-    const std::string prefix = "Bearer ";
-    if (authorization.rfind(prefix, 0) != 0 ||
-        !same_token(authorization.substr(prefix.size()), token_))
-      return respond(
-          error_reply(401, "unauthorized", "this call needs Authorization: Bearer <admin token>"));
-  }
+  if (!open && !token_.empty() && !bearer_matches(authorization, token_))
+    return respond(
+        error_reply(401, "unauthorized", "this call needs Authorization: Bearer <admin token>"));
   route(method, target, body, std::move(respond), false);
 }
 
