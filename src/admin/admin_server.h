@@ -44,25 +44,6 @@ class AdminServer {
   // exactly once, on the admin thread.
   using Reply = AdminReply;
 
-  // What /metrics renders of flow control's state apart from the flows
-  // (FlowsSnapshot), copied on the dispatcher, bounded in size.
-  struct TimingCopy {
-    std::string extension_point, type, name;
-    std::array<std::uint64_t, 13> counts{};
-    double sum_seconds = 0;
-  };
-  struct DispatcherCopy {
-    std::vector<flowcontrol::QueueDurationSeries> queue_durations;
-    double pool_saturation = 0;
-    std::size_t flow_count = 0;
-    std::uint64_t flow_limit_rejections = 0;
-    std::vector<flowcontrol::Controller::BandCeiling> ceilings;
-    std::uint64_t ceiling_holds = 0;
-    std::uint64_t headroom_holds = 0;
-    flowcontrol::Controller::EvictionStats eviction;
-    std::vector<TimingCopy> timings;
-    bool failed = false;
-  };
   void handle(const std::string& method, const std::string& target,
               const std::string& authorization, const std::string& body,
               std::function<void(Reply)> respond);

@@ -1,0 +1,408 @@
+// GET /metrics: the Prometheus exposition, GIE's names where they exist,
+// sluice's under sluice_. Rendered on the admin thread from copies: the I/O
+// threads' request statistics, the flows (copied a chunk at a time), and the
+// rest of flow control's state (DispatcherCopy, bounded in size), one
+// section at a time in the order the exposition lists them.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "admin/handlers.h"
+#include "fleet/fleet_sync.h"
+#include "observe/log.h"
+#include "observe/metrics_text.h"
+#include "proxy/proxy_context.h"
+
+namespace sluice::admin {
+
+namespace {
+
+struct TimingCopy {
+  std::string extension_point, type, name;
+  std::array<std::uint64_t, 13> counts{};
+  double sum_seconds = 0;
+};
+
+// Flow control's state for /metrics apart from the flows: bounded in size
+// (queue-duration series are capped by metricsMaxFlows), copied in one
+// dispatcher event.
+struct DispatcherCopy {
+  std::vector<flowcontrol::QueueDurationSeries> queue_durations;
+  double pool_saturation = 0;
+  std::size_t flow_count = 0;
+  std::uint64_t flow_limit_rejections = 0;
+  std::vector<flowcontrol::Controller::BandCeiling> ceilings;
+  std::uint64_t ceiling_holds = 0;
+  std::uint64_t headroom_holds = 0;
+  flowcontrol::Controller::EvictionStats eviction;
+  std::vector<TimingCopy> timings;
+  bool failed = false;
+};
+
+void copy_dispatcher_state(flowcontrol::Controller& c, DispatcherCopy& copy) {
+  copy.queue_durations = c.queue_durations();
+  copy.pool_saturation = c.pool_saturation(flowcontrol::Clock::now());
+  copy.flow_count = c.registry().flow_count();
+  copy.flow_limit_rejections = c.registry().flow_limit_rejections();
+  copy.ceilings = c.band_ceilings();
+  copy.ceiling_holds = c.ceiling_holds();
+  copy.headroom_holds = c.headroom_holds();
+  copy.eviction = c.eviction_stats();
+  if (auto* s = c.scheduler()) {
+    for (const auto& t : s->timings()) {
+      TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
+      for (std::size_t i = 0; i < tc.counts.size() && i < t->buckets.size(); ++i)
+        tc.counts[i] = t->buckets[i].load(std::memory_order_relaxed);
+      tc.sum_seconds = static_cast<double>(t->sum_ns.load()) / 1e9;
+      copy.timings.push_back(std::move(tc));
+    }
+  }
+}
+
+// GIE's names for how a queued request's wait ended.
+std::string_view queue_outcome_name(QueueOutcome o) {
+  switch (o) {
+    case QueueOutcome::kDispatched:
+      return "Dispatched";
+    case QueueOutcome::kRejectedCapacity:
+      return "RejectedCapacity";
+    case QueueOutcome::kRejectedNoEndpoints:
+      return "RejectedNoEndpoints";
+    case QueueOutcome::kRejectedOther:
+      return "RejectedOther";
+    case QueueOutcome::kEvictedTTL:
+      return "EvictedTTL";
+    case QueueOutcome::kEvictedContextCancelled:
+      return "EvictedContextCancelled";
+    case QueueOutcome::kEvictedDisplaced:
+      return "EvictedDisplaced";
+    case QueueOutcome::kEvictedOther:
+      return "EvictedOther";
+    case QueueOutcome::kEvictedPreempted:
+      return "EvictedPreempted";
+  }
+  return "Unknown";
+}
+
+// The I/O threads' request statistics, by endpoint address.
+void render_requests(observe::MetricsText& m, proxy::ProxyContext& ctx,
+                     const observe::ThreadStats& requests) {
+  std::vector<std::string> addresses;
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
+    addresses.push_back(ctx.endpoints.at(i).config.address);
+  requests.render(m, addresses);
+}
+
+// Time in the queue by flow, and the queues per flow: the largest
+// `max_flows` by queued bytes labelled, the rest summed per priority as
+// fairness_id "other".
+void render_queues(observe::MetricsText& m, const DispatcherCopy& c, const FlowsSnapshot& flows,
+                   std::size_t max_flows) {
+  m.family("inference_extension_flow_control_request_queue_duration_seconds", "histogram",
+           "Time in the flow-control queue, by flow, priority and how the wait ended.");
+  for (const auto& q : c.queue_durations) {
+    const std::string pr = std::to_string(q.priority);
+    m.histogram("inference_extension_flow_control_request_queue_duration_seconds",
+                {{"fairness_id", q.fairness_id},
+                 {"priority", pr},
+                 {"outcome", queue_outcome_name(q.outcome)}},
+                flowcontrol::LatencyHistogram::kBounds, q.histogram.counts, q.histogram.sum);
+  }
+  struct Q {
+    const std::string* id;
+    int priority;
+    double size, bytes;
+  };
+  std::vector<Q> qs;
+  qs.reserve(flows.flows.size());
+  for (const auto& f : flows.flows)
+    qs.push_back({&f.id, f.priority, static_cast<double>(f.queued), static_cast<double>(f.bytes)});
+  if (qs.size() > max_flows) {
+    std::nth_element(qs.begin(), qs.begin() + static_cast<std::ptrdiff_t>(max_flows), qs.end(),
+                     [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
+  }
+  std::map<int, std::pair<double, double>> other;
+  for (std::size_t i = max_flows; i < qs.size(); ++i) {
+    other[qs[i].priority].first += qs[i].size;
+    other[qs[i].priority].second += qs[i].bytes;
+  }
+  if (qs.size() > max_flows) qs.resize(max_flows);
+  std::sort(qs.begin(), qs.end(), [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
+  for (int pass = 0; pass < 2; ++pass) {
+    const char* name = pass == 0 ? "inference_extension_flow_control_queue_size"
+                                 : "inference_extension_flow_control_queue_bytes";
+    m.family(name, "gauge",
+             pass == 0 ? "Requests queued, by flow." : "Bytes of request bodies queued, by flow.");
+    for (const auto& q : qs) {
+      const std::string pr = std::to_string(q.priority);
+      m.sample(name, {{"fairness_id", *q.id}, {"priority", pr}}, pass == 0 ? q.size : q.bytes);
+    }
+    for (const auto& [p, v] : other) {
+      const std::string pr = std::to_string(p);
+      m.sample(name, {{"fairness_id", "other"}, {"priority", pr}}, pass == 0 ? v.first : v.second);
+    }
+  }
+}
+
+// The dispatch decisions: pool saturation, band ceilings, holds, evictions.
+void render_dispatch(observe::MetricsText& m, const DispatcherCopy& c) {
+  m.family("inference_extension_flow_control_pool_saturation", "gauge",
+           "Pool saturation by the saturation detector (1: no endpoint has room).");
+  m.sample("inference_extension_flow_control_pool_saturation", {}, c.pool_saturation);
+  if (!c.ceilings.empty()) {
+    m.family("sluice_flow_control_band_ceiling", "gauge",
+             "The usage-limit policy's dispatch ceiling per band at the last decision (a band "
+             "dispatches while the pool saturation is below it).");
+    for (const auto& b : c.ceilings)
+      m.sample("sluice_flow_control_band_ceiling", {{"priority", std::to_string(b.priority)}},
+               b.ceiling);
+  }
+  m.family("sluice_flow_control_ceiling_holds_total", "counter",
+           "Times a band with queued requests was passed over because the pool saturation had "
+           "reached its ceiling.");
+  m.sample("sluice_flow_control_ceiling_holds_total", {}, static_cast<double>(c.ceiling_holds));
+  m.family("sluice_flow_control_headroom_holds_total", "counter",
+           "Times a lower band's request waited because flowControl.headroom kept the room for a "
+           "protected band.");
+  m.sample("sluice_flow_control_headroom_holds_total", {}, static_cast<double>(c.headroom_holds));
+  m.family("sluice_flow_control_evictions_total", "counter",
+           "In-flight evictions for higher bands: issued, confirmed (the evicted request stopped) "
+           "and timed_out (given up waiting for that).");
+  m.sample("sluice_flow_control_evictions_total", {{"result", "issued"}},
+           static_cast<double>(c.eviction.issued));
+  m.sample("sluice_flow_control_evictions_total", {{"result", "confirmed"}},
+           static_cast<double>(c.eviction.confirmed));
+  m.sample("sluice_flow_control_evictions_total", {{"result", "timed_out"}},
+           static_cast<double>(c.eviction.timed_out));
+}
+
+// The pool, from the scraped metrics.
+void render_pool(observe::MetricsText& m, proxy::ProxyContext& ctx) {
+  double kv = 0, queue = 0;
+  int ready = 0, with_metrics = 0;
+  const auto fresh = ctx.config.saturation_detector.metrics_staleness_threshold;
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i) {
+    const auto& ep = ctx.endpoints.at(i);
+    if (ep.removed.load()) continue;
+    const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+    if (at == 0) continue;
+    ++with_metrics;
+    kv += ep.kv_cache_usage.load();
+    queue += ep.waiting.load();
+    if (datalayer::Clock::now() - datalayer::Clock::time_point(datalayer::Clock::duration(at)) <=
+        fresh)
+      ++ready;
+  }
+  m.family("inference_pool_average_kv_cache_utilization", "gauge",
+           "Mean KV-cache utilization of the pool's endpoints.");
+  m.sample("inference_pool_average_kv_cache_utilization", {{"name", "sluice"}},
+           with_metrics ? kv / with_metrics : 0);
+  m.family("inference_pool_average_queue_size", "gauge",
+           "Mean number of requests waiting on the pool's endpoints.");
+  m.sample("inference_pool_average_queue_size", {{"name", "sluice"}},
+           with_metrics ? queue / with_metrics : 0);
+  m.family("inference_pool_ready_pods", "gauge", "Endpoints with fresh metrics.");
+  m.sample("inference_pool_ready_pods", {{"name", "sluice"}}, ready);
+}
+
+// Scheduler timings: whole cycles, and each plugin's calls.
+void render_scheduler(observe::MetricsText& m, const DispatcherCopy& c) {
+  if (c.timings.empty()) return;
+  const auto& bounds = scheduling::Timing::kBounds;
+  m.family("inference_extension_scheduler_e2e_duration_seconds", "histogram",
+           "One scheduling cycle, all profiles.");
+  for (const auto& t : c.timings)
+    if (t.extension_point == "Cycle")
+      m.histogram("inference_extension_scheduler_e2e_duration_seconds", {}, bounds, t.counts,
+                  t.sum_seconds);
+  m.family("inference_extension_plugin_duration_seconds", "histogram",
+           "One call of a scheduling plugin.");
+  for (const auto& t : c.timings) {
+    if (t.extension_point == "Cycle") continue;
+    m.histogram(
+        "inference_extension_plugin_duration_seconds",
+        {{"extension_point", t.extension_point}, {"plugin_type", t.type}, {"plugin_name", t.name}},
+        bounds, t.counts, t.sum_seconds);
+  }
+}
+
+// sluice's own admission limits: flows, connections, request-body bytes.
+void render_admission(observe::MetricsText& m, const DispatcherCopy& c, proxy::ProxyContext& ctx) {
+  m.family("sluice_flows", "gauge", "Live flows (fairness id x priority) in the registry.");
+  m.sample("sluice_flows", {}, static_cast<double>(c.flow_count));
+  m.family("sluice_flow_limit_rejections_total", "counter",
+           "New flows refused at flowControl.maxFlows (every flow had work queued or in flight).");
+  m.sample("sluice_flow_limit_rejections_total", {}, static_cast<double>(c.flow_limit_rejections));
+  m.family("sluice_connections", "gauge",
+           "Client connections open, by listener (at most server.maxConnections / "
+           "server.adminMaxConnections).");
+  m.sample("sluice_connections", {{"listener", "data"}},
+           static_cast<double>(ctx.connections.open()));
+  m.sample("sluice_connections", {{"listener", "admin"}},
+           static_cast<double>(ctx.admin_connections.open()));
+  m.family("sluice_connections_refused_total", "counter",
+           "Connections answered 503 too-many-connections and closed, by listener.");
+  m.sample("sluice_connections_refused_total", {{"listener", "data"}},
+           static_cast<double>(ctx.connections.refused()));
+  m.sample("sluice_connections_refused_total", {{"listener", "admin"}},
+           static_cast<double>(ctx.admin_connections.refused()));
+  m.family("sluice_request_body_bytes", "gauge",
+           "Request-body bytes charged to server.maxBufferedBodyBytes now (bodies being read; "
+           "with flow control off, also in flight until the answer starts; bodies up to 16 KiB "
+           "are not charged).");
+  m.sample("sluice_request_body_bytes", {}, static_cast<double>(ctx.body_budget.held()));
+  m.family("sluice_request_body_budget_bytes", "gauge",
+           "server.maxBufferedBodyBytes as it runs (the default: a quarter of the memory limit).");
+  m.sample("sluice_request_body_budget_bytes", {}, static_cast<double>(ctx.body_budget.max()));
+  m.family("sluice_request_body_budget_refused_total", "counter",
+           "Requests answered 503 body-budget-exhausted.");
+  m.sample("sluice_request_body_budget_refused_total", {},
+           static_cast<double>(ctx.body_budget.refused()));
+  m.family("sluice_admin_connections_displaced_total", "counter",
+           "Admin connections without a whole request closed to make room for a new one at "
+           "server.adminMaxConnections.");
+  m.sample("sluice_admin_connections_displaced_total", {},
+           static_cast<double>(ctx.admin_connections.displaced()));
+}
+
+// The dispatcher thread's work.
+void render_dispatcher(observe::MetricsText& m, proxy::ProxyContext& ctx) {
+  m.family("sluice_dispatcher_wakeups_total", "counter", "Times the dispatcher thread woke up.");
+  m.sample("sluice_dispatcher_wakeups_total", {}, static_cast<double>(ctx.flow_control->wakeups()));
+  m.family("sluice_dispatcher_events_total", "counter",
+           "Events the dispatcher handled (enqueue, cancel, completion, metrics, ...); per "
+           "wake-up: its batch size.");
+  m.sample("sluice_dispatcher_events_total", {}, static_cast<double>(ctx.flow_control->events()));
+  m.family("sluice_dispatcher_released_total", "counter",
+           "Requests the dispatcher released to endpoints.");
+  m.sample("sluice_dispatcher_released_total", {},
+           static_cast<double>(ctx.flow_control->released()));
+}
+
+// The fleet's sync with Redis (redis:); nothing without a fleet.
+void render_fleet(observe::MetricsText& m, fleet::FleetSync* fleet) {
+  if (!fleet) return;
+  const fleet::FleetStatus st = fleet->status();
+  m.family("sluice_fleet_connected", "gauge",
+           "1 while the last sync with Redis succeeded (redis:), else 0.");
+  m.sample("sluice_fleet_connected", {}, st.connected ? 1 : 0);
+  m.family("sluice_fleet_degraded", "gauge",
+           "1 while nothing was read from Redis for a lease: accounting is local.");
+  m.sample("sluice_fleet_degraded", {}, st.degraded ? 1 : 0);
+  m.family("sluice_fleet_syncs_total", "counter", "Successful syncs with Redis.");
+  m.sample("sluice_fleet_syncs_total", {}, static_cast<double>(st.syncs));
+  m.family("sluice_fleet_sync_failures_total", "counter",
+           "Syncs that failed (Redis unreachable, slow, refused).");
+  m.sample("sluice_fleet_sync_failures_total", {}, static_cast<double>(st.failures));
+  m.family("sluice_fleet_replicas", "gauge",
+           "Live replicas seen at the last sync, this one included.");
+  m.sample("sluice_fleet_replicas", {}, static_cast<double>(st.replicas.size()));
+  m.family("sluice_fleet_holds_total", "counter",
+           "Dispatches held because another replica's flow was behind in fairness.");
+  m.sample("sluice_fleet_holds_total", {}, static_cast<double>(st.holds));
+  m.family("sluice_fleet_hold_overrides_total", "counter",
+           "Holds given up after redis.maxHold with room left unused.");
+  m.sample("sluice_fleet_hold_overrides_total", {}, static_cast<double>(st.hold_overrides));
+  m.family("sluice_fleet_redis_commands_total", "counter", "Commands sent to Redis.");
+  m.sample("sluice_fleet_redis_commands_total", {}, static_cast<double>(st.commands));
+  m.family("sluice_fleet_duplicate_id", "gauge",
+           "1 while another process syncs under this replica's id (redis.replicaId "
+           "shared): neither counts the other's work.");
+  m.sample("sluice_fleet_duplicate_id", {}, st.duplicate_id ? 1 : 0);
+  m.family("sluice_fleet_duplicate_id_syncs_total", "counter",
+           "Syncs that found another process's state under this replica's id.");
+  m.sample("sluice_fleet_duplicate_id_syncs_total", {}, static_cast<double>(st.duplicate_id_syncs));
+}
+
+// Per endpoint: in flight, connect failures, ejections.
+void render_endpoints(observe::MetricsText& m, proxy::ProxyContext& ctx) {
+  m.family("sluice_endpoint_in_flight", "gauge", "Requests sluice has in flight, by endpoint.");
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
+    m.sample("sluice_endpoint_in_flight", {{"endpoint", ctx.endpoints.at(i).config.address}},
+             ctx.endpoints.at(i).in_flight.load());
+  m.family("sluice_endpoint_connect_failures_total", "counter",
+           "Connections to an endpoint that failed.");
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
+    m.sample("sluice_endpoint_connect_failures_total",
+             {{"endpoint", ctx.endpoints.at(i).config.address}},
+             static_cast<double>(ctx.endpoints.at(i).connect_failures.load()));
+  m.family("sluice_endpoint_ejections_total", "counter",
+           "Times an endpoint was ejected after consecutive failures (passive health).");
+  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
+    m.sample("sluice_endpoint_ejections_total", {{"endpoint", ctx.endpoints.at(i).config.address}},
+             static_cast<double>(ctx.endpoints.at(i).ejections.load()));
+}
+
+// What was lost on the way: log lines, and endpoint scrapes.
+void render_losses(observe::MetricsText& m, proxy::ProxyContext& ctx) {
+  m.family("sluice_access_log_dropped_total", "counter",
+           "Access-log lines lost: a thread's buffer was full, or the write failed.");
+  m.sample("sluice_access_log_dropped_total", {}, static_cast<double>(ctx.access_log.dropped()));
+  m.family("sluice_log_lines_dropped_total", "counter",
+           "Log lines dropped because stderr was not read fast enough (1 MiB pending).");
+  m.sample("sluice_log_lines_dropped_total", {}, static_cast<double>(log::dropped()));
+  if (ctx.scraper) {
+    m.family("sluice_metrics_scrape_failures_total", "counter",
+             "Endpoint /metrics scrapes that failed (connect, timeout, status, nothing usable).");
+    m.sample("sluice_metrics_scrape_failures_total", {},
+             static_cast<double>(ctx.scraper->failures()));
+    m.family("sluice_metrics_scrape_bad_lines_total", "counter",
+             "Malformed lines skipped in scraped /metrics.");
+    m.sample("sluice_metrics_scrape_bad_lines_total", {},
+             static_cast<double>(ctx.scraper->bad_lines()));
+  }
+}
+
+std::string metrics_text(const DispatcherCopy& c, const FlowsSnapshot& flows,
+                         proxy::ProxyContext& ctx, fleet::FleetSync* fleet,
+                         const observe::ThreadStats& requests) {
+  observe::MetricsText m;
+  render_requests(m, ctx, requests);
+  render_queues(m, c, flows, ctx.config.server.metrics_max_flows);
+  render_dispatch(m, c);
+  render_pool(m, ctx);
+  render_scheduler(m, c);
+  render_admission(m, c, ctx);
+  render_dispatcher(m, ctx);
+  render_fleet(m, fleet);
+  render_endpoints(m, ctx);
+  render_losses(m, ctx);
+  return std::move(m.text());
+}
+
+}  // namespace
+
+// The I/O threads' request statistics, then the flows (copied a chunk at a
+// time), then the rest of flow control's state (a bounded copy); rendered
+// here, never on the dispatcher.
+void metrics(HandlerContext& hc, Respond respond) {
+  hc.backend.collect_stats([&hc, respond = std::move(respond)](observe::ThreadStats stats) mutable {
+    auto requests = std::make_shared<observe::ThreadStats>(std::move(stats));
+    hc.post([&hc, requests, respond = std::move(respond)]() mutable {
+      hc.with_flows([&hc, requests, respond = std::move(respond)](
+                        std::shared_ptr<const FlowsSnapshot> flows) mutable {
+        auto copy = std::make_shared<DispatcherCopy>();
+        hc.dispatch(
+            [copy](flowcontrol::Controller& c) {
+              try {  // on the dispatcher: a failure costs this scrape, not the process
+                copy_dispatcher_state(c, *copy);
+              } catch (const std::exception& e) {
+                SLUICE_LOG(kError, "admin", "copying for /metrics failed: " << e.what());
+                copy->failed = true;
+              }
+            },
+            [&hc, copy, flows, requests, respond = std::move(respond)] {
+              if (copy->failed)
+                return respond(
+                    error_reply(500, "internal-error", "the scrape failed; see the log"));
+              respond(AdminReply{200, metrics_text(*copy, *flows, hc.ctx, hc.fleet(), *requests)});
+            });
+      });
+    });
+  });
+}
+
+}  // namespace sluice::admin
