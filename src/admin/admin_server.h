@@ -1,8 +1,10 @@
 // The admin plane: its own listener and thread, JSON in and out (DESIGN.md
 // §3.2). Reads and changes of flow-control state run on the dispatcher
 // thread (ControllerShell::reconfigure), the single writer; the answer is
-// posted back to the admin thread. Mutations need `Authorization: Bearer
-// <token>` when a token is configured.
+// posted back to the admin thread. With a token configured, every call but
+// the probes (and /metrics with server.adminOpenMetrics) needs
+// `Authorization: Bearer <token>`. The paths, their methods and handlers:
+// the route table in routes.cc; the handlers: one file per resource.
 #pragma once
 
 #include <array>

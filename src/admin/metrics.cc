@@ -378,7 +378,7 @@ std::string metrics_text(const DispatcherCopy& c, const FlowsSnapshot& flows,
 // The I/O threads' request statistics, then the flows (copied a chunk at a
 // time), then the rest of flow control's state (a bounded copy); rendered
 // here, never on the dispatcher.
-void metrics(HandlerContext& hc, Respond respond) {
+void metrics(HandlerContext& hc, const Request&, Respond respond) {
   hc.backend.collect_stats([&hc, respond = std::move(respond)](observe::ThreadStats stats) mutable {
     auto requests = std::make_shared<observe::ThreadStats>(std::move(stats));
     hc.post([&hc, requests, respond = std::move(respond)]() mutable {
