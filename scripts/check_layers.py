@@ -7,8 +7,10 @@
    folders go one way.
 3. Nothing imports src/app/ but src/main.cc.
 4. No include cycle between files anywhere in src/ and include/.
-5. In the folders of SIZE_CHECKED: no .cc over MAX_FILE_LINES lines and no
-   function over MAX_FUNCTION_LINES lines, except the entries of
+5. In the folders of SIZE_CHECKED: no .cc over MAX_FILE_LINES lines, no
+   function over MAX_FUNCTION_LINES lines, no class or struct with more than
+   MAX_CLASS_MEMBERS data members (the client connection: at most
+   MAX_CONNECTION_MEMBERS), except the entries of
    NOT_YET_CUT, each of which may not grow past the size recorded there
    (they are the restructure's remaining work: remove an entry once it is
    cut; a stale entry fails the check too).
@@ -50,6 +52,8 @@ LAYERS = {
 SIZE_CHECKED = ("src/proxy/", "src/admin/", "src/observe/", "src/app/")
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
+MAX_CLASS_MEMBERS = 30
+MAX_CONNECTION_MEMBERS = 15  # proxy::ClientConnection (issue 31)
 # What the restructure has not cut yet: path or "path:function" -> lines now.
 NOT_YET_CUT = {
 }
@@ -118,6 +122,47 @@ def functions(lines):
             else:
                 i = j
         i += 1
+
+
+def data_members(lines):
+    """(class name, data members) of each class or struct in clang-formatted
+    code: the declarations one indent inside its body that end with ';' and
+    are not functions, types, aliases or static."""
+    joined, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        if (re.match(r"^\s*(class|struct)\s+\w+", line)
+                and not line.rstrip().endswith(("{", ";")) and i + 1 < len(lines)):
+            line = line + " " + lines[i + 1].strip()
+            i += 1
+        joined.append(line)
+        i += 1
+    stack = []
+    for line in joined:
+        m = re.match(r"^(\s*)(class|struct)\s+(\w+)[^;]*\{\s*$", line)
+        if m:
+            stack.append([m.group(3), len(m.group(1)), 0])
+            continue
+        if not stack:
+            continue
+        indent = len(line) - len(line.lstrip())
+        end = re.match(r"^\s*\}\s*(\w*)\s*;", line)
+        if end and indent == stack[-1][1]:
+            name, _, count = stack.pop()
+            yield name, count
+            if end.group(1) and stack:
+                stack[-1][2] += 1  # `struct {...} member_;`
+            continue
+        if indent != stack[-1][1] + 2:
+            continue
+        text = line.split("//")[0].strip()
+        if not text.endswith(";") or re.match(
+                r"(using|friend|static|virtual|return|enum|typedef|template|class|struct)\b", text):
+            continue
+        head = re.split(r"\s*(=|\{)", text, maxsplit=1)[0].rstrip(";").strip()
+        if "operator" in head or re.search(r"\)\s*(const)?\s*(override|noexcept)?\s*$", head):
+            continue
+        stack[-1][2] += 1
 
 
 def main():
@@ -203,6 +248,14 @@ def main():
                 elif length > allowed:
                     problems.append(f"{path}:{first}: {name} is {length} lines, grew past the "
                                     f"{allowed} of NOT_YET_CUT")
+    for path in files:
+        if not path.startswith(SIZE_CHECKED):
+            continue
+        lines = open(path, encoding="utf-8").read().split("\n")
+        for name, count in data_members(lines):
+            limit = MAX_CONNECTION_MEMBERS if name == "ClientConnection" else MAX_CLASS_MEMBERS
+            if count > limit:
+                problems.append(f"{path}: {name} has {count} data members (at most {limit})")
     for key in NOT_YET_CUT:
         if key not in seen:
             problems.append(f"NOT_YET_CUT: '{key}' is cut or gone: remove its entry")

@@ -168,7 +168,8 @@ void IoThread::stop_upstreams() {
 }
 
 void IoThread::request_admitted() {
-  if (inline_host_ && !in_inline_pass_ && !draining_ && ++admitted_since_pass_ >= kEarlyPassAfter)
+  if (inline_.host && !inline_.in_pass && !inline_.draining &&
+      ++inline_.admitted_since_pass >= kEarlyPassAfter)
     return shell_->pass();
   wake_dispatcher();
 }
@@ -178,7 +179,7 @@ void IoThread::deliver(std::shared_ptr<ClientConnection> connection,
   inbox_.enqueue(Delivery{std::move(connection), d});
   // During this thread's inline pass, end_inline_pass() drains (the flag
   // is this thread's: read only when running on it).
-  if (ioc_.get_executor().running_in_this_thread() && in_inline_pass_) return;
+  if (ioc_.get_executor().running_in_this_thread() && inline_.in_pass) return;
   if (!drain_pending_.exchange(true, std::memory_order_acq_rel))
     net::post(ioc_, [this] { drain_inbox(); });
 }
@@ -187,13 +188,13 @@ void IoThread::drain_inbox() {
   // Reset first: a delivery racing with this drain either lands in this
   // loop or posts another drain (harmless when empty).
   drain_pending_.store(false, std::memory_order_release);
-  const bool outer = !std::exchange(draining_, true);
+  const bool outer = !std::exchange(inline_.draining, true);
   Delivery d;
   while (inbox_.try_dequeue(d)) {
     d.connection->on_decision(d.decision);
     d.connection.reset();
   }
-  if (outer) draining_ = false;
+  if (outer) inline_.draining = false;
 }
 
 }  // namespace sluice::proxy

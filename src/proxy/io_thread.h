@@ -127,13 +127,13 @@ class IoThread {
   // waits for the round's last (its tail latency), at the cost of smaller
   // batches.
   static constexpr std::uint32_t kEarlyPassAfter = 16;
-  void host_inline_dispatcher() { inline_host_ = true; }
+  void host_inline_dispatcher() { inline_.host = true; }
   void begin_inline_pass() {
-    in_inline_pass_ = true;
-    admitted_since_pass_ = 0;
+    inline_.in_pass = true;
+    inline_.admitted_since_pass = 0;
   }
   void end_inline_pass() {
-    in_inline_pass_ = false;
+    inline_.in_pass = false;
     drain_inbox();
   }
 
@@ -182,10 +182,13 @@ class IoThread {
   bool wake_scheduled_ = false;
   bool watch_tick_pending_ = false;
   bool close_watch_armed_ = false;
-  bool inline_host_ = false;     // this thread only, below too
-  bool in_inline_pass_ = false;  // inside the inline pass itself
-  bool draining_ = false;        // acting on decisions (drain_inbox)
-  std::uint32_t admitted_since_pass_ = 0;
+  // The inline dispatcher's passes on this thread (this thread only).
+  struct InlinePasses {
+    bool host = false;      // this thread hosts the inline dispatcher
+    bool in_pass = false;   // inside the inline pass itself
+    bool draining = false;  // acting on decisions (drain_inbox)
+    std::uint32_t admitted_since_pass = 0;
+  } inline_;
   moodycamel::ConcurrentQueue<Delivery> inbox_;
   std::atomic<bool> drain_pending_{false};
 };
