@@ -981,6 +981,17 @@ std::uint32_t Controller::dispatched_series(Flow& flow) {
   return series.index;
 }
 
+void Controller::track_evictable(Item* item, int priority) {
+  if (!evictable_band(priority)) return;
+  auto& l = evictable_[priority];
+  item->evict_prev = l.tail;
+  item->evict_next = nullptr;
+  (l.tail ? l.tail->evict_next : l.head) = item;
+  l.tail = item;
+  item->evictable = true;
+  item->evict_band = priority;
+}
+
 std::size_t Controller::dispatch(TimePoint now) {
   std::size_t released = 0;
   eviction_check_at_.reset();
@@ -1030,15 +1041,7 @@ std::size_t Controller::dispatch(TimePoint now) {
     registry_.dequeue(item, now);
     if (item->deadline_index != SIZE_MAX) heap_remove(item);
     registry_.mark_in_flight(item, ep);
-    if (evictable_band(flow->key().priority)) {
-      auto& l = evictable_[flow->key().priority];
-      item->evict_prev = l.tail;
-      item->evict_next = nullptr;
-      (l.tail ? l.tail->evict_next : l.head) = item;
-      l.tail = item;
-      item->evictable = true;
-      item->evict_band = flow->key().priority;
-    }
+    track_evictable(item, flow->key().priority);
     item->evicting = false;
     item->scheduler_epoch = scheduler_epoch_;
     if (scheduler_) ++scheduler_in_flight_;

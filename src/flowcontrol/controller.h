@@ -407,6 +407,9 @@ class Controller {
   std::optional<TimePoint> eviction_check_at_;  // wake then to look again
   EvictionStats eviction_stats_;
   bool evictable_band(int priority) const;
+  // A request dispatched from an evictable band joins that band's list of
+  // requests in flight (newest last), where eviction looks for its victim.
+  void track_evictable(registry::Item* item, int priority);
   void evict_list_remove(registry::Item* item);
   // `head`, of `band`, found no room: evict for it if allowed now.
   void maybe_evict(registry::Band& band, registry::Item* head, TimePoint now);

@@ -123,6 +123,63 @@ void ProxyRequestParser::on_request_impl(http::verb method, string_view method_s
   head_.version = static_cast<unsigned>(version);
 }
 
+// Steering headers and the request id (which sluice sets itself).
+bool ProxyRequestParser::take_steering(string_view name_string, string_view value) {
+  if (name_string.size() <= 2 || (name_string[0] != 'x' && name_string[0] != 'X')) return false;
+  std::string* capture = nullptr;
+  // An llm-d name, then its deprecated alias: the alias is taken only
+  // while the llm-d name has not been seen.
+  auto llmd = [&](std::string& field, bool& seen) {
+    seen = true;
+    capture = &field;
+  };
+  auto alias = [&](std::string& field, bool seen) {
+    if (seen) return true;  // dropped: the x-llm-d-* value stands
+    capture = &field;
+    return false;
+  };
+  // Each steering name at most once: which of two copies steers is
+  // anyone's guess (a proxy in front may join them, or keep either),
+  // so a repeated one refuses the request (RequestHead).
+  auto once = [&](std::uint8_t bit) {
+    if (head_.steering_seen & bit) {
+      if (head_.repeated_steering.empty())
+        head_.repeated_steering.assign(name_string.data(), name_string.size());
+      return false;
+    }
+    head_.steering_seen |= bit;
+    return true;
+  };
+  if (iequals(name_string, "x-request-id")) {
+    capture = &head_.request_id;
+  } else if (iequals(name_string, "x-llm-d-inference-fairness-id")) {
+    if (!once(1)) return true;
+    llmd(head_.fairness_id, head_.fairness_id_llmd);
+  } else if (iequals(name_string, "x-gateway-inference-fairness-id")) {
+    if (!once(2) || alias(head_.fairness_id, head_.fairness_id_llmd)) return true;
+  } else if (iequals(name_string, "x-llm-d-inference-objective")) {
+    if (!once(4)) return true;
+    llmd(head_.objective, head_.objective_llmd);
+  } else if (iequals(name_string, "x-gateway-inference-objective")) {
+    if (!once(8) || alias(head_.objective, head_.objective_llmd)) return true;
+  } else if (iequals(name_string, "x-gateway-inference-ttl-ms")) {
+    if (!once(16)) return true;
+    capture = &head_.ttl_ms;
+  } else if (iequals(name_string, "x-llm-d-slo-ttft-ms")) {
+    if (!once(32)) return true;
+    llmd(head_.slo_ttft_ms, head_.slo_ttft_llmd);
+  } else if (iequals(name_string, "x-slo-ttft-ms")) {
+    if (!once(64) || alias(head_.slo_ttft_ms, head_.slo_ttft_llmd)) return true;
+  } else if (iequals(name_string, "x-session-token")) {
+    capture = &head_.session_token;
+  } else if (iequals(name_string, "x-prefiller-host-port")) {
+    return true;  // set by the scheduler only (P/D): a client's copy is dropped
+  }
+  if (!capture) return false;
+  capture->assign(value.data(), value.size());
+  return true;
+}
+
 void ProxyRequestParser::on_field_impl(http::field name, string_view name_string, string_view value,
                                        error_code&) {
   // A chunked body's trailer: dropped. Its fields would otherwise be
@@ -143,65 +200,9 @@ void ProxyRequestParser::on_field_impl(http::field name, string_view name_string
     case http::field::content_type:
       head_.content_type.assign(value.data(), value.size());
       break;
-    case http::field::unknown: {
-      // Steering headers and the request id (which sluice sets itself).
-      if (name_string.size() > 2 && (name_string[0] == 'x' || name_string[0] == 'X')) {
-        std::string* capture = nullptr;
-        // An llm-d name, then its deprecated alias: the alias is taken only
-        // while the llm-d name has not been seen.
-        auto llmd = [&](std::string& field, bool& seen) {
-          seen = true;
-          capture = &field;
-        };
-        auto alias = [&](std::string& field, bool seen) {
-          if (seen) return true;  // dropped: the x-llm-d-* value stands
-          capture = &field;
-          return false;
-        };
-        // Each steering name at most once: which of two copies steers is
-        // anyone's guess (a proxy in front may join them, or keep either),
-        // so a repeated one refuses the request (RequestHead).
-        auto once = [&](std::uint8_t bit) {
-          if (head_.steering_seen & bit) {
-            if (head_.repeated_steering.empty())
-              head_.repeated_steering.assign(name_string.data(), name_string.size());
-            return false;
-          }
-          head_.steering_seen |= bit;
-          return true;
-        };
-        if (iequals(name_string, "x-request-id")) {
-          capture = &head_.request_id;
-        } else if (iequals(name_string, "x-llm-d-inference-fairness-id")) {
-          if (!once(1)) return;
-          llmd(head_.fairness_id, head_.fairness_id_llmd);
-        } else if (iequals(name_string, "x-gateway-inference-fairness-id")) {
-          if (!once(2) || alias(head_.fairness_id, head_.fairness_id_llmd)) return;
-        } else if (iequals(name_string, "x-llm-d-inference-objective")) {
-          if (!once(4)) return;
-          llmd(head_.objective, head_.objective_llmd);
-        } else if (iequals(name_string, "x-gateway-inference-objective")) {
-          if (!once(8) || alias(head_.objective, head_.objective_llmd)) return;
-        } else if (iequals(name_string, "x-gateway-inference-ttl-ms")) {
-          if (!once(16)) return;
-          capture = &head_.ttl_ms;
-        } else if (iequals(name_string, "x-llm-d-slo-ttft-ms")) {
-          if (!once(32)) return;
-          llmd(head_.slo_ttft_ms, head_.slo_ttft_llmd);
-        } else if (iequals(name_string, "x-slo-ttft-ms")) {
-          if (!once(64) || alias(head_.slo_ttft_ms, head_.slo_ttft_llmd)) return;
-        } else if (iequals(name_string, "x-session-token")) {
-          capture = &head_.session_token;
-        } else if (iequals(name_string, "x-prefiller-host-port")) {
-          return;  // set by the scheduler only (P/D): a client's copy is dropped
-        }
-        if (capture) {
-          capture->assign(value.data(), value.size());
-          return;
-        }
-      }
+    case http::field::unknown:
+      if (take_steering(name_string, value)) return;
       break;
-    }
     default:
       break;
   }

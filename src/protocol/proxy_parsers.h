@@ -64,6 +64,9 @@ class ProxyRequestParser final : public boost::beast::http::basic_parser<true> {
   void on_request_impl(boost::beast::http::verb method, string_view method_str, string_view target,
                        int version, error_code& ec) override;
   void on_response_impl(int, string_view, int, error_code&) override {}
+  // A steering header or the request id: true when the field is taken (or
+  // dropped) here, false when it is forwarded.
+  bool take_steering(string_view name_string, string_view value);
   void on_field_impl(boost::beast::http::field name, string_view name_string, string_view value,
                      error_code& ec) override;
   void on_header_impl(error_code&) override;
