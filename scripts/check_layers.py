@@ -7,10 +7,10 @@
    folders go one way.
 3. Nothing imports src/app/ but src/main.cc.
 4. No include cycle between files anywhere in src/ and include/.
-5. In the folders of SIZE_CHECKED: no .cc over MAX_FILE_LINES lines, no
-   function over MAX_FUNCTION_LINES lines, no class or struct with more than
-   MAX_CLASS_MEMBERS data members (the client connection: at most
-   MAX_CONNECTION_MEMBERS), except the entries of
+5. No function in src/ over MAX_FUNCTION_LINES lines; in the folders of
+   SIZE_CHECKED also no .cc over MAX_FILE_LINES lines and no class or struct
+   with more than MAX_CLASS_MEMBERS data members (the client connection: at
+   most MAX_CONNECTION_MEMBERS); except the entries of
    NOT_YET_CUT, each of which may not grow past the size recorded there
    (they are the restructure's remaining work: remove an entry once it is
    cut; a stale entry fails the check too).
@@ -226,11 +226,11 @@ def main():
     # 5. Sizes.
     seen = set()
     for path in files:
-        if not path.startswith(SIZE_CHECKED) or not path.endswith(".cc"):
+        if not path.endswith(".cc"):
             continue
         lines = open(path, encoding="utf-8").read().split("\n")
         n = len(lines)
-        if n > MAX_FILE_LINES:
+        if n > MAX_FILE_LINES and path.startswith(SIZE_CHECKED):
             allowed = NOT_YET_CUT.get(path)
             seen.add(path)
             if allowed is None:
