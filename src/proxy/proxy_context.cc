@@ -39,19 +39,23 @@ ProxyContext::ProxyContext(const config::Config& c)
   }
 }
 
+flowcontrol::EndpointLoad endpoint_load(const datalayer::EndpointState& ep, int in_flight) {
+  flowcontrol::EndpointLoad load;
+  const auto at = ep.metrics_ns.load(std::memory_order_acquire);
+  load.has_metrics = at != 0;
+  load.metrics_time = flowcontrol::TimePoint(flowcontrol::Duration(at));
+  load.waiting = ep.waiting.load(std::memory_order_relaxed);
+  load.running = ep.running.load(std::memory_order_relaxed);
+  load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
+  load.in_flight = static_cast<std::uint32_t>(std::max(0, in_flight));
+  return load;
+}
+
 bool ProxyContext::pool_saturated(const flowcontrol::SaturationDetector& detector) const {
   const auto now = datalayer::Clock::now();
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
     const auto& ep = endpoints.at(i);
-    flowcontrol::EndpointLoad load;
-    const auto at = ep.metrics_ns.load(std::memory_order_acquire);
-    load.has_metrics = at != 0;
-    load.metrics_time = flowcontrol::TimePoint(flowcontrol::Duration(at));
-    load.waiting = ep.waiting.load(std::memory_order_relaxed);
-    load.running = ep.running.load(std::memory_order_relaxed);
-    load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
-    load.in_flight =
-        static_cast<std::uint32_t>(std::max(0, ep.in_flight.load(std::memory_order_relaxed)));
+    const auto load = endpoint_load(ep, ep.in_flight.load(std::memory_order_relaxed));
     if (ep.usable(now) && detector.has_room(load, now)) return false;
   }
   return true;

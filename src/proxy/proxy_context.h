@@ -74,6 +74,10 @@ struct ProxyContext {
   std::size_t in_flight() const;
 };
 
+// What the saturation detector reads of an endpoint: its scraped metrics,
+// and `in_flight` as the caller counts it (sluice's requests on it).
+flowcontrol::EndpointLoad endpoint_load(const datalayer::EndpointState& ep, int in_flight);
+
 // A request policy for `c` whose prefix hashing follows `prep` (the
 // scheduler's, built from the same config).
 std::shared_ptr<RequestPolicy> make_request_policy(const config::Config& c,

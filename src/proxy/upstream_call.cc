@@ -96,14 +96,7 @@ bool Exchange::reserve(int endpoint, std::chrono::steady_clock::time_point now) 
   int before = 0;
   up_.permit = datalayer::InFlightPermit(&ep, before);
   if (!gated) return true;
-  flowcontrol::EndpointLoad load;
-  const auto at = ep.metrics_ns.load(std::memory_order_acquire);
-  load.has_metrics = at != 0;
-  load.metrics_time = flowcontrol::TimePoint(flowcontrol::Duration(at));
-  load.waiting = ep.waiting.load(std::memory_order_relaxed);
-  load.running = ep.running.load(std::memory_order_relaxed);
-  load.kv_cache_usage = ep.kv_cache_usage.load(std::memory_order_relaxed);
-  load.in_flight = static_cast<std::uint32_t>(std::max(0, before));
+  auto load = endpoint_load(ep, before);
   if (up_.over_admission > 0) flowcontrol::over_admit(load, up_.over_admission);
   load.in_flight += up_.held_reserve;
   load.in_flight_tokens += up_.held_reserve_tokens;
