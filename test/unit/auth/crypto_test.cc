@@ -9,8 +9,7 @@ TEST(Crypto, Sha256OfKnownInputs) {
   // FIPS 180-2 test vectors.
   EXPECT_EQ(to_hex(sha256("abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(to_hex(sha256("")),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(to_hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 TEST(Crypto, HexRoundTripAndRejects) {
@@ -54,7 +53,8 @@ TEST(Crypto, RandomBytesDiffer) {
   std::uint8_t a[32], b[32];
   ASSERT_TRUE(random_bytes(a, sizeof a));
   ASSERT_TRUE(random_bytes(b, sizeof b));
-  EXPECT_NE(std::string(reinterpret_cast<char*>(a), 32), std::string(reinterpret_cast<char*>(b), 32));
+  EXPECT_NE(std::string(reinterpret_cast<char*>(a), 32),
+            std::string(reinterpret_cast<char*>(b), 32));
 }
 
 }  // namespace
