@@ -29,7 +29,7 @@ LAYERS = {
     "sluice": set(),
     "protocol": set(),
     "auth": {"config", "sluice"},
-    "config": {"sluice"},
+    "config": {"protocol", "sluice"},
     "registry": {"sluice"},
     "datalayer": {"config", "sluice"},
     "scheduling": {"config", "datalayer", "sluice"},

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/auth_config.h"
 #include "config/reader.h"
 #include "config/units.h"
 #include "sluice/extensions.h"
@@ -999,6 +1000,15 @@ void read_redis(const Reader& r, RedisSpec& s, const YAML::Node& node) {
   f.finish();
 }
 
+// auth: and tenants: (auth_config.cc).
+void read_identity(const Reader& r, Fields& f, Config& c) {
+  if (auto n = f.take("auth")) read_auth(r, n, c.auth);
+  if (auto n = f.take("tenants")) {
+    read_tenants(r, n, c.objectives, c.tenants);
+    tenant_weights_to_flows(r, n, c);
+  }
+}
+
 Config parse(const YAML::Node& root, const std::string& source) {
   Config c;
   c.source = source;
@@ -1072,6 +1082,7 @@ Config parse(const YAML::Node& root, const std::string& source) {
     if (is_usage_limit_type(p.type)) read_usage_limit(r, p);
   if (auto n = f.take("flowControl")) read_flow_control(r, c, n);
   if (auto n = f.take("redis")) read_redis(r, c.redis, n);
+  read_identity(r, f, c);
   for (const auto& g : c.feature_gates) {
     if (g == "flowControl") c.flow_control.enabled = true;
   }

@@ -310,6 +310,79 @@ struct RedisSpec {
   bool operator==(const RedisSpec&) const = default;
 };
 
+// auth.apiKeys: the key records (auth/api_keys.h) from a file, watched.
+struct ApiKeysSpec {
+  std::string file;  // "" = no key file (keys may still come from the fleet)
+  nanoseconds poll_interval = std::chrono::seconds(1);
+  bool operator==(const ApiKeysSpec&) const = default;
+};
+
+// auth.jwt: bearer tokens signed by an identity provider whose keys are a
+// JWKS (a file, or fetched from a URL in the background).
+struct JwtSpec {
+  bool enabled = false;  // a `jwt:` section is present
+  std::string jwks_file;
+  std::string jwks_url;  // http:// or https://
+  std::string issuer;    // required match when set
+  std::vector<std::string> audiences;
+  std::vector<std::string> algorithms{"RS256", "ES256", "EdDSA"};
+  nanoseconds leeway = std::chrono::seconds(60);
+  std::string tenant_claim = "sub";
+  std::string objective_claim;  // "" = the token names no objective
+  std::uint32_t max_token_bytes = 8192;
+  std::uint32_t cache_entries = 4096;  // verified tokens kept, per I/O thread
+  nanoseconds jwks_refresh_interval = std::chrono::minutes(5);
+  // An unknown `kid` fetches the JWKS again, at most this often.
+  nanoseconds jwks_min_refetch_interval = std::chrono::seconds(30);
+  bool operator==(const JwtSpec&) const = default;
+};
+
+// auth: who a request is. Without it (and without trustedProxies), a
+// client's steering headers are taken as they are (GIE's behaviour).
+struct AuthSpec {
+  bool enabled = false;  // an `auth:` section with apiKeys or jwt
+  ApiKeysSpec api_keys;
+  JwtSpec jwt;
+  // Peers whose steering headers are taken as they are, unauthenticated
+  // (a gateway in front that authenticated them): CIDRs, or "unix".
+  std::vector<std::string> trusted_proxies;
+  // A verified client certificate's name (server.tls.clientCaFile) is the
+  // tenant when the request brings no key or token.
+  bool client_certificate_tenants = false;
+  // The realm named in WWW-Authenticate on a 401.
+  std::string realm = "sluice";
+  bool operator==(const AuthSpec&) const = default;
+};
+
+// tenants[]: what an authenticated tenant may do. `id: "*"` is the policy
+// of every tenant not listed; without it such a tenant may do anything.
+struct TenantSpec {
+  std::string id;
+  // Objectives the tenant may name (empty: any), and the highest it may
+  // reach by priority (empty: no ceiling).
+  std::vector<std::string> objectives;
+  std::string max_objective;
+  bool refuse_above_max_objective = false;  // aboveMaxObjective: clamp | refuse
+  std::string default_objective;            // when the request names none
+  // Models: an entry ending in '*' is a prefix; empty: any model.
+  std::vector<std::string> models;
+  std::uint64_t max_tokens = 0;          // 0: no ceiling
+  bool refuse_above_max_tokens = false;  // aboveMaxTokens: clamp | refuse
+  std::uint32_t max_concurrency = 0;     // requests in flight at once; 0: no limit
+  std::optional<double> weight;          // the tenant's flow weight
+  // Sub-flow names the tenant may choose with the fairness-id header (its
+  // flow is then "<tenant>/<name>"); "*" any. Empty: none.
+  std::vector<std::string> subflows;
+  int line = 0;
+  bool operator==(const TenantSpec& o) const {
+    return id == o.id && objectives == o.objectives && max_objective == o.max_objective &&
+           refuse_above_max_objective == o.refuse_above_max_objective &&
+           default_objective == o.default_objective && models == o.models &&
+           max_tokens == o.max_tokens && refuse_above_max_tokens == o.refuse_above_max_tokens &&
+           max_concurrency == o.max_concurrency && weight == o.weight && subflows == o.subflows;
+  }
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string api_version;
@@ -331,6 +404,8 @@ struct Config {
   FlowControlSpec flow_control;
   SaturationDetectorSpec saturation_detector;
   RedisSpec redis;
+  AuthSpec auth;
+  std::vector<TenantSpec> tenants;
   // Every detector declared under plugins:, by instance name (a profile may
   // use one as a filter).
   std::map<std::string, SaturationDetectorSpec> detectors;

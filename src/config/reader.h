@@ -140,8 +140,9 @@ void read_list(const Reader& r, const YAML::Node& node, const std::string& list,
 }
 
 // A required string field whose value must be unique within its list.
-inline std::string unique_key(const Reader& r, Fields& f, const YAML::Node& item, const std::string& key,
-                       std::set<std::string>& seen, const std::string& what) {
+inline std::string unique_key(const Reader& r, Fields& f, const YAML::Node& item,
+                              const std::string& key, std::set<std::string>& seen,
+                              const std::string& what) {
   auto n = f.take(key);
   if (!n) fail(r.source, item, f.child(key), "is required");
   auto value = r.string(n, f.child(key));
@@ -151,7 +152,8 @@ inline std::string unique_key(const Reader& r, Fields& f, const YAML::Node& item
 }
 
 // A duration that must be greater than zero.
-inline nanoseconds positive(const Reader& r, const YAML::Node& n, const std::string& path, nanoseconds v) {
+inline nanoseconds positive(const Reader& r, const YAML::Node& n, const std::string& path,
+                            nanoseconds v) {
   if (v.count() <= 0) fail(r.source, n, path, "must be greater than zero");
   return v;
 }

@@ -1,5 +1,8 @@
 #include "config/units.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -119,6 +122,51 @@ std::optional<HostPort> parse_host_port(std::string_view text) {
   auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   if (ec != std::errc() || ptr != port.data() + port.size() || value > 65535) return std::nullopt;
   return HostPort{host, static_cast<std::uint16_t>(value)};
+}
+
+std::optional<Cidr> parse_cidr(std::string_view text) {
+  Cidr c;
+  std::string_view addr = text;
+  int prefix = -1;
+  if (auto slash = text.find('/'); slash != std::string_view::npos) {
+    addr = text.substr(0, slash);
+    auto digits = text.substr(slash + 1);
+    if (digits.empty() || digits.size() > 3) return std::nullopt;
+    prefix = 0;
+    for (char ch : digits) {
+      if (ch < '0' || ch > '9') return std::nullopt;
+      prefix = prefix * 10 + (ch - '0');
+    }
+  }
+  if (addr.empty() || addr.size() >= INET6_ADDRSTRLEN) return std::nullopt;
+  const std::string a(addr);
+  unsigned char v4[4];
+  if (::inet_pton(AF_INET, a.c_str(), v4) == 1) {
+    if (prefix > 32) return std::nullopt;
+    c.address[10] = c.address[11] = 0xff;
+    std::copy(v4, v4 + 4, c.address.begin() + 12);
+    c.prefix = prefix < 0 ? 128 : 96 + prefix;
+  } else if (::inet_pton(AF_INET6, a.c_str(), c.address.data()) == 1) {
+    if (prefix > 128) return std::nullopt;
+    c.prefix = prefix < 0 ? 128 : prefix;
+  } else {
+    return std::nullopt;
+  }
+  // No host bits past the prefix.
+  for (int bit = c.prefix; bit < 128; ++bit)
+    if (c.address[static_cast<std::size_t>(bit / 8)] & (0x80 >> (bit % 8))) return std::nullopt;
+  return c;
+}
+
+bool cidr_contains(const Cidr& block, const std::array<unsigned char, 16>& address) {
+  const int whole = block.prefix / 8, rest = block.prefix % 8;
+  for (int i = 0; i < whole; ++i)
+    if (block.address[static_cast<std::size_t>(i)] != address[static_cast<std::size_t>(i)])
+      return false;
+  if (rest == 0) return true;
+  const auto mask = static_cast<unsigned char>(0xff << (8 - rest));
+  return (block.address[static_cast<std::size_t>(whole)] & mask) ==
+         (address[static_cast<std::size_t>(whole)] & mask);
 }
 
 }  // namespace sluice::config

@@ -2,6 +2,7 @@
 // ("500ms", "1m30s") and Kubernetes quantities ("8Mi", "10Gi", "5000").
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -25,5 +26,18 @@ struct HostPort {
   std::uint16_t port = 0;
 };
 std::optional<HostPort> parse_host_port(std::string_view text);
+
+// An address block: "10.0.0.0/8", "::1/128", or a bare address (all its
+// bits). IPv4 blocks are kept as IPv4-mapped IPv6 (::ffff:a.b.c.d), so one
+// comparison covers a peer of either family. The address's bits past the
+// prefix must be zero ("10.0.0.1/8" is refused: it is likely a typo).
+struct Cidr {
+  std::array<unsigned char, 16> address{};
+  int prefix = 128;
+  bool operator==(const Cidr&) const = default;
+};
+std::optional<Cidr> parse_cidr(std::string_view text);
+// `address` (16 bytes, IPv4 mapped) is inside `block`.
+bool cidr_contains(const Cidr& block, const std::array<unsigned char, 16>& address);
 
 }  // namespace sluice::config
