@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = {
     "sluice": set(),
     "protocol": set(),
-    "auth": {"config", "sluice"},
+    "auth": {"config", "protocol", "sluice"},
     "config": {"protocol", "sluice"},
     "registry": {"sluice"},
     "datalayer": {"config", "sluice"},

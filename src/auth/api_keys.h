@@ -1,0 +1,93 @@
+// API keys: each a record with an id, a tenant, an optional expiry and a
+// disabled flag, stored only as the SHA-256 of the key (a key is 32 random
+// bytes, so its hash needs no salt or stretching). A presented key costs one
+// SHA-256 and one hash-table lookup; the found digest is compared again in
+// constant time. The key itself is shown once, when it is made; after that
+// only its id and its prefix (the first kPrefixChars) name it.
+//
+// The key file (auth.apiKeys.file), YAML:
+//   keys:
+//     - id: key_3f9a0c1d            # unique; [A-Za-z0-9_.-], 1..64
+//       tenant: acme                # the tenant's id (its flow)
+//       sha256: 9f86d08...          # 64 hex digits
+//       prefix: sk-sluice-Ab3x      # optional, for people
+//       expires: 2027-01-01T00:00:00Z  # optional: RFC 3339 UTC, or unix seconds
+//       disabled: false             # optional
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "auth/crypto.h"
+
+namespace sluice::auth {
+
+inline constexpr std::string_view kKeyScheme = "sk-sluice-";
+inline constexpr std::size_t kPrefixChars = 14;  // "sk-sluice-" and 4 characters
+// Keys in one file or store at most.
+inline constexpr std::size_t kMaxKeys = 100000;
+
+struct KeyRecord {
+  std::string id;
+  std::string tenant;
+  Digest hash{};
+  std::string prefix;
+  std::optional<std::int64_t> expires_at;  // unix seconds
+  bool disabled = false;
+  bool operator==(const KeyRecord&) const = default;
+};
+
+enum class KeyCheck : std::uint8_t { kOk, kUnknown, kExpired, kDisabled };
+std::string_view to_string(KeyCheck c);  // "ok", "unknown-key", "key-expired", "key-disabled"
+
+struct DigestHash {
+  std::size_t operator()(const Digest& d) const noexcept;
+};
+
+// An immutable set of keys, shared by the I/O threads.
+class KeyStore {
+ public:
+  KeyStore() = default;
+  // Records with a repeated id or hash: the later one is dropped (the
+  // parser refuses them; the fleet's store may hold them transiently).
+  explicit KeyStore(std::vector<KeyRecord> records);
+
+  // The record of `presented` and whether it may be used at `now`.
+  KeyCheck check(std::string_view presented, std::int64_t now_unix,
+                 const KeyRecord** record) const noexcept;
+  std::size_t size() const { return by_hash_.size(); }
+  std::vector<KeyRecord> records() const;  // sorted by id
+  const KeyRecord* find_id(std::string_view id) const;
+
+ private:
+  std::unordered_map<Digest, KeyRecord, DigestHash> by_hash_;
+  std::unordered_map<std::string, const KeyRecord*> by_id_;
+};
+
+// A key id: 1 to 64 of [A-Za-z0-9_.-].
+bool is_valid_key_id(std::string_view id);
+// The key file's text into `out`; false with `error` ("line N: what") on
+// anything malformed, a repeated id or hash, or more than kMaxKeys keys.
+// Never throws.
+bool parse_key_file(std::string_view text, std::vector<KeyRecord>& out, std::string& error);
+// The records as a key file (what parse_key_file reads back the same).
+std::string render_key_file(const std::vector<KeyRecord>& records);
+
+// RFC 3339 UTC ("2027-01-01T00:00:00Z") or decimal unix seconds.
+std::optional<std::int64_t> parse_expiry(std::string_view text);
+std::string format_expiry(std::int64_t unix_seconds);
+
+// A new key for `tenant`: "sk-sluice-" + 43 base64url characters (32 bytes
+// from the CSPRNG), and its record (id "key_" + 8 random hex digits when
+// `id` is empty). nullopt if the CSPRNG failed.
+struct NewKey {
+  std::string key;
+  KeyRecord record;
+};
+std::optional<NewKey> generate_key(std::string_view tenant, std::string_view id = {});
+
+}  // namespace sluice::auth

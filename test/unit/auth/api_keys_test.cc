@@ -1,0 +1,118 @@
+#include "auth/api_keys.h"
+
+#include <gtest/gtest.h>
+
+namespace sluice::auth {
+namespace {
+
+TEST(ApiKeys, GeneratedKeyChecksAndIsShownOnlyByPrefix) {
+  auto k = generate_key("acme");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->key.size(), 10u + 43u);
+  EXPECT_EQ(k->key.rfind("sk-sluice-", 0), 0u);
+  EXPECT_EQ(k->record.prefix, k->key.substr(0, 14));
+  EXPECT_TRUE(is_valid_key_id(k->record.id));
+  // The record holds no part of the secret beyond the prefix.
+  EXPECT_EQ(render_key_file({k->record}).find(k->key.substr(14)), std::string::npos);
+  KeyStore store({k->record});
+  const KeyRecord* r = nullptr;
+  EXPECT_EQ(store.check(k->key, 0, &r), KeyCheck::kOk);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->tenant, "acme");
+  // One character off, a prefix, the key with a suffix: unknown.
+  std::string off = k->key;
+  off.back() = off.back() == 'A' ? 'B' : 'A';
+  for (const std::string& bad : {off, k->key.substr(0, 52), k->key + "x", std::string()}) {
+    EXPECT_EQ(store.check(bad, 0, &r), KeyCheck::kUnknown);
+    EXPECT_EQ(r, nullptr);
+  }
+  auto k2 = generate_key("acme");
+  ASSERT_TRUE(k2);
+  EXPECT_NE(k->key, k2->key);
+}
+
+TEST(ApiKeys, ExpiredAndDisabled) {
+  auto a = generate_key("t1", "key_a");
+  auto b = generate_key("t2", "key_b");
+  ASSERT_TRUE(a && b);
+  a->record.expires_at = 1000;
+  b->record.disabled = true;
+  KeyStore store({a->record, b->record});
+  const KeyRecord* r = nullptr;
+  EXPECT_EQ(store.check(a->key, 999, &r), KeyCheck::kOk);
+  EXPECT_EQ(store.check(a->key, 1000, &r), KeyCheck::kExpired);
+  EXPECT_EQ(r->id, "key_a");  // the record is named, for the log
+  EXPECT_EQ(store.check(b->key, 0, &r), KeyCheck::kDisabled);
+  EXPECT_EQ(to_string(KeyCheck::kExpired), "key-expired");
+  ASSERT_NE(store.find_id("key_b"), nullptr);
+  EXPECT_EQ(store.records().size(), 2u);
+}
+
+TEST(ApiKeys, KeyFileRoundTrips) {
+  auto a = generate_key("acme", "key_1");
+  auto b = generate_key("beta.org:team", "key_2");
+  ASSERT_TRUE(a && b);
+  a->record.expires_at = parse_expiry("2027-01-01T00:00:00Z");
+  b->record.disabled = true;
+  std::vector<KeyRecord> back;
+  std::string error;
+  ASSERT_TRUE(parse_key_file(render_key_file({a->record, b->record}), back, error)) << error;
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0], a->record);
+  EXPECT_EQ(back[1], b->record);
+  EXPECT_EQ(*a->record.expires_at, 1798761600);
+}
+
+TEST(ApiKeys, KeyFileErrorsNameTheLine) {
+  const std::string h(64, 'a');
+  struct Case {
+    std::string text, expect;
+  };
+  const Case cases[] = {
+      {"keys: [{id: k, tenant: t, sha256: xyz}]", "sha256"},
+      {"keys: [{tenant: t, sha256: " + h + "}]", "id:"},
+      {"keys: [{id: k, sha256: " + h + "}]", "tenant:"},
+      {"keys: [{id: k, tenant: 'a/b', sha256: " + h + "}]", "tenant:"},
+      {"keys: [{id: k, tenant: t}]", "sha256 is required"},
+      {"keys: [{id: 'k k', tenant: t, sha256: " + h + "}]", "id:"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", expires: tomorrow}]", "expires"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", expires: 2027-02-31T00:00:00Z}]", "expires"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", disabled: yes}]", "disabled"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", color: red}]", "unknown field color"},
+      {"keys:\n  - {id: k, tenant: t, sha256: " + h + "}\n  - {id: k, tenant: u, sha256: " +
+           std::string(64, 'b') + "}",
+       "line 3: repeated id k"},
+      {"keys:\n  - {id: k, tenant: t, sha256: " + h + "}\n  - {id: j, tenant: u, sha256: " + h +
+           "}",
+       "same key hash"},
+      {"keys: {id: k}", "must be a list"},
+      {"other: 1", "unknown field"},
+      {"keys: [ [1, 2] ]", "mapping"},
+      {"keys: [{id: [k], tenant: t}]", "plain value"},
+      {"{{{", ""},
+  };
+  for (const auto& c : cases) {
+    std::vector<KeyRecord> out;
+    std::string error;
+    EXPECT_FALSE(parse_key_file(c.text, out, error)) << c.text;
+    EXPECT_NE(error.find(c.expect), std::string::npos) << c.text << " -> " << error;
+    EXPECT_TRUE(out.empty());
+  }
+  std::vector<KeyRecord> out;
+  std::string error;
+  EXPECT_TRUE(parse_key_file("", out, error));
+  EXPECT_TRUE(parse_key_file("keys: []", out, error));
+}
+
+TEST(ApiKeys, Expiry) {
+  EXPECT_EQ(parse_expiry("0"), 0);
+  EXPECT_EQ(parse_expiry("1798761600"), 1798761600);
+  EXPECT_EQ(parse_expiry("2027-01-01T00:00:00Z"), 1798761600);
+  EXPECT_EQ(format_expiry(1798761600), "2027-01-01T00:00:00Z");
+  for (const char* bad : {"", "-1", "2027-01-01", "2027-13-01T00:00:00Z", "2027-01-01T24:00:00Z",
+                          "2027-01-01T00:00:00+01:00", "1e9", "1234567890123"})
+    EXPECT_FALSE(parse_expiry(bad)) << bad;
+}
+
+}  // namespace
+}  // namespace sluice::auth
