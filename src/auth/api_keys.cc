@@ -72,8 +72,8 @@ const KeyRecord* KeyStore::find_id(std::string_view id) const {
 bool is_valid_key_id(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
   });
 }
 
@@ -148,7 +148,8 @@ bool read_record(const YAML::Node& item, KeyRecord& r, std::string& error) {
     } else if (k == "tenant") {
       r.tenant = v;
     } else if (k == "sha256") {
-      if (!from_hex(v, r.hash)) return error = at_line(kv.second) + ": sha256: 64 hex digits", false;
+      if (!from_hex(v, r.hash))
+        return error = at_line(kv.second) + ": sha256: 64 hex digits", false;
     } else if (k == "prefix") {
       r.prefix = v;
     } else if (k == "expires") {

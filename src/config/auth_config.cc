@@ -16,7 +16,8 @@ using namespace detail;
 // and length (server.maxFairnessIdBytes, checked by the caller).
 constexpr std::size_t kMaxTenantIdBytes = 128;
 
-std::vector<std::string> string_list(const Reader& r, const YAML::Node& n, const std::string& path) {
+std::vector<std::string> string_list(const Reader& r, const YAML::Node& n,
+                                     const std::string& path) {
   r.sequence(n, path);
   std::vector<std::string> out;
   for (std::size_t i = 0; i < n.size(); ++i)
@@ -28,8 +29,8 @@ void read_api_keys(const Reader& r, const YAML::Node& node, ApiKeysSpec& k) {
   Fields f(r.source, node, "auth.apiKeys");
   if (auto n = f.take("file")) k.file = r.string(n, "auth.apiKeys.file");
   if (auto n = f.take("pollInterval"))
-    k.poll_interval = positive(r, n, "auth.apiKeys.pollInterval",
-                               r.duration(n, "auth.apiKeys.pollInterval"));
+    k.poll_interval =
+        positive(r, n, "auth.apiKeys.pollInterval", r.duration(n, "auth.apiKeys.pollInterval"));
   f.finish();
 }
 
@@ -88,10 +89,9 @@ void read_jwt(const Reader& r, const YAML::Node& node, JwtSpec& j) {
 void read_trusted_proxies(const Reader& r, const YAML::Node& n, std::vector<std::string>& out) {
   out = string_list(r, n, "auth.trustedProxies");
   for (std::size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == "unix") continue;
     if (!parse_cidr(out[i]))
       fail(r.source, n[i], "auth.trustedProxies[" + std::to_string(i) + "]",
-           "expected an address block such as 10.0.0.0/8 or fd00::/8, an address, or unix; got '" +
+           "expected an address block such as 10.0.0.0/8 or fd00::/8, or an address; got '" +
                out[i] + "'");
   }
 }
@@ -142,8 +142,8 @@ void read_tenant_objectives(const Reader& r, Fields& f, TenantSpec& t,
   if (auto n = f.take("objectives")) {
     r.sequence(n, f.child("objectives"));
     for (std::size_t i = 0; i < n.size(); ++i)
-      t.objectives.push_back(
-          objective_ref(r, n[i], f.child("objectives") + "[" + std::to_string(i) + "]", objectives));
+      t.objectives.push_back(objective_ref(
+          r, n[i], f.child("objectives") + "[" + std::to_string(i) + "]", objectives));
   }
   if (auto n = f.take("maxObjective"))
     t.max_objective = objective_ref(r, n, f.child("maxObjective"), objectives);

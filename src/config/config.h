@@ -344,7 +344,7 @@ struct AuthSpec {
   ApiKeysSpec api_keys;
   JwtSpec jwt;
   // Peers whose steering headers are taken as they are, unauthenticated
-  // (a gateway in front that authenticated them): CIDRs, or "unix".
+  // (a gateway in front that authenticated them): CIDRs or addresses.
   std::vector<std::string> trusted_proxies;
   // A verified client certificate's name (server.tls.clientCaFile) is the
   // tenant when the request brings no key or token.

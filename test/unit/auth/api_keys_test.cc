@@ -79,8 +79,8 @@ TEST(ApiKeys, KeyFileErrorsNameTheLine) {
       {"keys: [{id: k, tenant: t, sha256: " + h + ", expires: 2027-02-31T00:00:00Z}]", "expires"},
       {"keys: [{id: k, tenant: t, sha256: " + h + ", disabled: yes}]", "disabled"},
       {"keys: [{id: k, tenant: t, sha256: " + h + ", color: red}]", "unknown field color"},
-      {"keys:\n  - {id: k, tenant: t, sha256: " + h + "}\n  - {id: k, tenant: u, sha256: " +
-           std::string(64, 'b') + "}",
+      {"keys:\n  - {id: k, tenant: t, sha256: " + h +
+           "}\n  - {id: k, tenant: u, sha256: " + std::string(64, 'b') + "}",
        "line 3: repeated id k"},
       {"keys:\n  - {id: k, tenant: t, sha256: " + h + "}\n  - {id: j, tenant: u, sha256: " + h +
            "}",

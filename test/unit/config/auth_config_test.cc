@@ -41,7 +41,7 @@ auth:
     leeway: 30s
     tenantClaim: org
     objectiveClaim: tier
-  trustedProxies: [10.0.0.0/8, "::1", unix]
+  trustedProxies: [10.0.0.0/8, "::1", 127.0.0.1]
 tenants:
   - id: acme
     objectives: [standard, batch]
@@ -107,8 +107,7 @@ TEST(AuthConfig, ErrorsNameTheField) {
             std::string::npos);
   EXPECT_NE(error_of("tenants: [{id: a, aboveMaxTokens: cut}]").find("expected clamp or refuse"),
             std::string::npos);
-  EXPECT_NE(error_of("tenants: [{id: a, weight: 0}]").find("tenants[0].weight"),
-            std::string::npos);
+  EXPECT_NE(error_of("tenants: [{id: a, weight: 0}]").find("tenants[0].weight"), std::string::npos);
   EXPECT_NE(error_of("flows: [{id: a, weight: 3}]\ntenants: [{id: a, weight: 2}]")
                 .find("set it in one place"),
             std::string::npos);

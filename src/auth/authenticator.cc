@@ -1,0 +1,105 @@
+#include "auth/authenticator.h"
+
+#include "protocol/steering.h"
+
+namespace sluice::auth {
+
+std::string_view to_string(Source s) {
+  switch (s) {
+    case Source::kNone:
+      return "none";
+    case Source::kTrustedProxy:
+      return "trusted-proxy";
+    case Source::kApiKey:
+      return "api-key";
+    case Source::kJwt:
+      return "jwt";
+    case Source::kClientCertificate:
+      return "client-certificate";
+  }
+  return "none";
+}
+
+std::string_view bearer_token(std::string_view h) {
+  static constexpr std::string_view kScheme = "bearer";
+  if (h.size() <= kScheme.size() + 1) return {};
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    const char c = h[i];
+    if ((c | 0x20) != kScheme[i]) return {};
+  }
+  std::size_t i = kScheme.size();
+  if (h[i] != ' ') return {};
+  while (i < h.size() && h[i] == ' ') ++i;
+  std::string_view t = h.substr(i);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+  // RFC 6750 token68: no spaces inside.
+  if (t.empty() || t.find_first_of(" \t,") != std::string_view::npos) return {};
+  return t;
+}
+
+Authenticator::Authenticator(const config::Config& c, std::shared_ptr<const KeyStore> keys)
+    : enabled_(c.auth.enabled),
+      client_certificate_tenants_(c.auth.client_certificate_tenants),
+      keys_(std::move(keys)),
+      tenants_(c),
+      realm_(c.auth.realm) {
+  // The config reader checked each block.
+  for (const auto& t : c.auth.trusted_proxies)
+    if (auto cidr = config::parse_cidr(t)) trusted_.push_back(*cidr);
+}
+
+bool Authenticator::trusted(const std::array<unsigned char, 16>& address) const {
+  for (const auto& c : trusted_)
+    if (config::cidr_contains(c, address)) return true;
+  return false;
+}
+
+void Authenticator::settle(Identity& out) const { out.policy = tenants_.find(out.tenant); }
+
+AuthOutcome Authenticator::check_key(std::string_view key, std::int64_t now_unix,
+                                     Identity& out) const {
+  const KeyRecord* record = nullptr;
+  const KeyCheck k = keys_ ? keys_->check(key, now_unix, &record) : KeyCheck::kUnknown;
+  if (record) out.key_id = record->id;  // named in the log even when refused
+  switch (k) {
+    case KeyCheck::kOk:
+      out.source = Source::kApiKey;
+      out.tenant = record->tenant;
+      settle(out);
+      return {};
+    case KeyCheck::kExpired:
+      return {AuthFailure::kExpiredKey, to_string(k)};
+    case KeyCheck::kDisabled:
+      return {AuthFailure::kDisabledKey, to_string(k)};
+    case KeyCheck::kUnknown:
+      break;
+  }
+  return {AuthFailure::kUnknownKey, to_string(KeyCheck::kUnknown)};
+}
+
+AuthOutcome Authenticator::authenticate(const Credentials& c, std::int64_t now_unix,
+                                        Identity& out) const {
+  out.clear();
+  if (c.authorization_count > 1)
+    return {AuthFailure::kRepeated, "repeated-authorization-header"};
+  if (c.authorization_count == 1) {
+    const std::string_view token = bearer_token(c.authorization);
+    if (token.empty()) return {AuthFailure::kMalformed, "malformed-credentials"};
+    return check_key(token, now_unix, out);
+  }
+  if (client_certificate_tenants_ && !c.client_certificate_name.empty()) {
+    // The name becomes the tenant's flow id: its bytes, and no '/' (which
+    // separates a tenant's sub-flows).
+    if (!protocol::is_valid_steering_value(c.client_certificate_name, 128) ||
+        c.client_certificate_name.find('/') != std::string_view::npos)
+      return {AuthFailure::kMalformed, "certificate-name-not-a-tenant"};
+    out.source = Source::kClientCertificate;
+    out.tenant = std::string(c.client_certificate_name);
+    out.key_id = "cert";
+    settle(out);
+    return {};
+  }
+  return {AuthFailure::kMissing, "missing-credentials"};
+}
+
+}  // namespace sluice::auth
