@@ -36,13 +36,16 @@ Gateway::Bound Gateway::bind(const std::string& listen, const std::string& admin
   start_scraper();
   static_endpoints_ = ctx_.config.endpoints;
   if (!ctx_.config.server.endpoints_file.empty()) {
-    watcher_ = std::make_unique<datalayer::EndpointsWatcher>(
+    watcher_ = std::make_unique<datalayer::FileWatcher>(
         scraper_->context(), ctx_.config.server.endpoints_file,
-        ctx_.config.server.endpoints_file_poll_interval,
-        [this](std::vector<config::EndpointConfig> file) { apply_endpoints_file(file); },
+        ctx_.config.server.endpoints_file_poll_interval, "endpoints",
+        [this](const std::string& path) {
+          apply_endpoints_file(config::load_endpoints_file(path));
+        },
         [](const std::string& message) { SLUICE_LOG(kWarn, "endpoints", message); });
-    apply_endpoints_file(watcher_->load_now());  // throws ConfigError: startup fails
+    watcher_->load_now();  // throws ConfigError: startup fails
   }
+  start_identity();
   bound_ = data_.bind(listen);
   return Bound{bound_, admin_->bind(admin_listen)};
 }
@@ -102,6 +105,7 @@ void Gateway::start() {
   start_fleet();
   scraper_->start();
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->start(); });
+  if (key_watcher_) net::post(scraper_->context(), [this] { key_watcher_->start(); });
   start_dns();
   data_.start();
   admin_->start();
@@ -128,6 +132,7 @@ void Gateway::shutdown() {
   // What is still queued ends now (EvictedOther, 503); their connections answer
   // on their own threads, which still run.
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });
+  if (key_watcher_) net::post(scraper_->context(), [this] { key_watcher_->stop(); });
   if (dns_) dns_->stop();
   if (scraper_) scraper_->stop();
   // Leave the fleet before the dispatcher stops (the sync thread's last

@@ -73,6 +73,12 @@ class Gateway final : public admin::Backend {
   void reconcile_endpoints();
   void publish_endpoints();
   void start_dns();
+  // Identity (identity.cc): the key file, and the authenticator each I/O
+  // thread holds, built again when the keys or the config change.
+  void start_identity();
+  void apply_key_file(const std::string& path);
+  void set_identity_config(const config::Config& c);
+  void publish_authenticator();
   // Reload (reload.cc): its steps, in order.
   struct ReloadPlan;
   bool read_and_build(ReloadPlan& plan);
@@ -90,7 +96,8 @@ class Gateway final : public admin::Backend {
   std::unique_ptr<flowcontrol::ControllerShell::Producer> data_producer_;   // pool changes
   std::unique_ptr<flowcontrol::ControllerShell::Producer> fleet_producer_;  // the sync thread's
   std::unique_ptr<datalayer::MetricsScraper> scraper_;
-  std::unique_ptr<datalayer::EndpointsWatcher> watcher_;
+  std::unique_ptr<datalayer::FileWatcher> watcher_;
+  std::unique_ptr<datalayer::FileWatcher> key_watcher_;  // auth.apiKeys.file
   std::unique_ptr<datalayer::DnsWatcher> dns_;
   std::unique_ptr<fleet::FleetSync> fleet_;  // redis:; null without one
   std::unique_ptr<admin::AdminServer> admin_;
@@ -102,6 +109,10 @@ class Gateway final : public admin::Backend {
   config::Config running_;
   std::shared_ptr<const proxy::RequestPolicy> running_policy_;
   std::string bound_;  // the data plane's bound address (the fleet shows it)
+  // What the authenticator is built from; any thread, under identity_mu_.
+  std::mutex identity_mu_;
+  std::shared_ptr<const config::Config> identity_config_;
+  std::shared_ptr<const auth::KeyStore> keys_;
   bool started_ = false;
 };
 

@@ -89,6 +89,8 @@ void Gateway::note_restart_needed(ReloadPlan& plan) {
   if (next.flow_control.enabled != ctx_.gated)
     res.restart_needed.push_back("featureGates.flowControl");
   if (!(next.redis == ctx_.config.redis)) res.restart_needed.push_back("redis");
+  if (next.auth.api_keys != ctx_.config.auth.api_keys)
+    res.restart_needed.push_back("auth.apiKeys (the key file watched)");
   if (next.dns_endpoints != ctx_.config.dns_endpoints)
     res.restart_needed.push_back("endpoints (dns entries)");
   for (const auto& e : next.endpoints) {
@@ -118,6 +120,8 @@ void Gateway::note_applied(ReloadPlan& plan) {
     applied.push_back("saturationDetector");
   if (plan.new_scheduling) applied.push_back("plugins/schedulingProfiles");
   if (!(next.endpoints == running_.endpoints)) applied.push_back("endpoints");
+  if (!(next.tenants == running_.tenants)) applied.push_back("tenants");
+  if (!(next.auth == running_.auth)) applied.push_back("auth");
 }
 
 // In order, each step after the one before: the pool (data-layer thread,
@@ -140,6 +144,7 @@ void Gateway::apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> d
                                                                  : running_policy_->preparation);
   running_policy_ = policy;
   running_ = next;
+  set_identity_config(next);
   auto& res = plan.res;
   SLUICE_LOG(kInfo, "reload",
              "config " << running_.source << " applying: " << res.applied.size()

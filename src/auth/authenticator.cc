@@ -80,8 +80,7 @@ AuthOutcome Authenticator::check_key(std::string_view key, std::int64_t now_unix
 AuthOutcome Authenticator::authenticate(const Credentials& c, std::int64_t now_unix,
                                         Identity& out) const {
   out.clear();
-  if (c.authorization_count > 1)
-    return {AuthFailure::kRepeated, "repeated-authorization-header"};
+  if (c.authorization_count > 1) return {AuthFailure::kRepeated, "repeated-authorization-header"};
   if (c.authorization_count == 1) {
     const std::string_view token = bearer_token(c.authorization);
     if (token.empty()) return {AuthFailure::kMalformed, "malformed-credentials"};

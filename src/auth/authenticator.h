@@ -22,8 +22,8 @@
 namespace sluice::auth {
 
 enum class Source : std::uint8_t {
-  kNone,           // auth is off: the request's steering headers stand
-  kTrustedProxy,   // from auth.trustedProxies: its steering headers stand
+  kNone,          // auth is off: the request's steering headers stand
+  kTrustedProxy,  // from auth.trustedProxies: its steering headers stand
   kApiKey,
   kJwt,
   kClientCertificate,
@@ -57,13 +57,13 @@ struct Credentials {
 // Why a request was not authenticated (nothing, if it was).
 enum class AuthFailure : std::uint8_t {
   kNone,
-  kMissing,           // 401 missing-credentials
-  kRepeated,          // 400 repeated-authorization-header
-  kMalformed,         // 401 malformed-credentials (not "Bearer <token>")
-  kUnknownKey,        // 401 unknown-key
-  kExpiredKey,        // 401 key-expired
-  kDisabledKey,       // 401 key-disabled
-  kInvalidToken,      // 401 token-* (the JWT's reason)
+  kMissing,       // 401 missing-credentials
+  kRepeated,      // 400 repeated-authorization-header
+  kMalformed,     // 401 malformed-credentials (not "Bearer <token>")
+  kUnknownKey,    // 401 unknown-key
+  kExpiredKey,    // 401 key-expired
+  kDisabledKey,   // 401 key-disabled
+  kInvalidToken,  // 401 token-* (the JWT's reason)
 };
 struct AuthOutcome {
   AuthFailure failure = AuthFailure::kNone;

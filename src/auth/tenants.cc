@@ -6,7 +6,8 @@ namespace sluice::auth {
 
 namespace {
 
-TenantPolicy resolve(const config::TenantSpec& t, const std::map<std::string, int, std::less<>>& pr) {
+TenantPolicy resolve(const config::TenantSpec& t,
+                     const std::map<std::string, int, std::less<>>& pr) {
   TenantPolicy p;
   p.id = t.id;
   // The config reader checked that every name is an objective.

@@ -38,8 +38,8 @@ struct TenantPolicy {
 
 // The objective a request of this tenant runs under.
 struct ObjectiveDecision {
-  bool refused = false;  // 403 objective_not_allowed
-  bool clamped = false;  // lowered to what the tenant may use
+  bool refused = false;   // 403 objective_not_allowed
+  bool clamped = false;   // lowered to what the tenant may use
   std::string objective;  // "" = none (priority 0)
 };
 

@@ -1121,6 +1121,8 @@ Config load_config_file(const std::string& path) {
   return load_config_string(read_bounded(path, true), path);
 }
 
+std::string read_regular_file(const std::string& path) { return read_bounded(path, false); }
+
 std::vector<EndpointConfig> load_endpoints_file(const std::string& path) {
   const std::string text = read_bounded(path, false);
   YAML::Node root;

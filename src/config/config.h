@@ -436,6 +436,9 @@ Config load_config_file(const std::string& path);
 // a regular file: it is read again on the data layer's thread at every
 // change, which must not wait on a pipe or a device.
 std::vector<EndpointConfig> load_endpoints_file(const std::string& path);
+// A regular file's text, at most kMaxFileBytes (the key file); throws
+// ConfigError naming the file.
+std::string read_regular_file(const std::string& path);
 Config load_config_string(const std::string& text, const std::string& source = "<config>");
 
 }  // namespace sluice::config

@@ -6,16 +6,17 @@
 
 namespace sluice::datalayer {
 
-EndpointsWatcher::EndpointsWatcher(boost::asio::io_context& ioc, std::string path,
-                                   std::chrono::nanoseconds interval, OnChange on_change,
-                                   OnError on_error)
+FileWatcher::FileWatcher(boost::asio::io_context& ioc, std::string path,
+                         std::chrono::nanoseconds interval, std::string what, OnChange on_change,
+                         OnError on_error)
     : timer_(ioc),
       path_(std::move(path)),
       interval_(interval),
+      what_(std::move(what)),
       on_change_(std::move(on_change)),
       on_error_(std::move(on_error)) {}
 
-EndpointsWatcher::Identity EndpointsWatcher::identity() const {
+FileWatcher::Identity FileWatcher::identity() const {
   struct stat st {};
   Identity id;
   if (::stat(path_.c_str(), &st) != 0) return id;
@@ -26,19 +27,19 @@ EndpointsWatcher::Identity EndpointsWatcher::identity() const {
   return id;
 }
 
-std::vector<config::EndpointConfig> EndpointsWatcher::load_now() {
+void FileWatcher::load_now() {
   seen_ = identity();
-  return config::load_endpoints_file(path_);
+  on_change_(path_);
 }
 
-void EndpointsWatcher::start() { arm(); }
+void FileWatcher::start() { arm(); }
 
-void EndpointsWatcher::stop() {
+void FileWatcher::stop() {
   stopped_ = true;
   timer_.cancel();
 }
 
-void EndpointsWatcher::arm() {
+void FileWatcher::arm() {
   if (stopped_) return;
   timer_.expires_after(interval_);
   timer_.async_wait([this](boost::system::error_code ec) {
@@ -46,17 +47,17 @@ void EndpointsWatcher::arm() {
   });
 }
 
-void EndpointsWatcher::poll() {
+void FileWatcher::poll() {
   const Identity now = identity();
   if (!(now == seen_)) {
     seen_ = now;
     if (!now.exists) {
-      on_error_(path_ + ": cannot open file; keeping the current endpoints");
+      on_error_(path_ + ": cannot open file; keeping the current " + what_);
     } else {
       try {
-        on_change_(config::load_endpoints_file(path_));
+        on_change_(path_);
       } catch (const config::ConfigError& e) {
-        on_error_(std::string(e.what()) + "; keeping the current endpoints");
+        on_error_(std::string(e.what()) + "; keeping the current " + what_);
       }
     }
   }

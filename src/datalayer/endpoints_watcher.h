@@ -1,9 +1,10 @@
-// Watches the endpoints file (server.endpointsFile) by polling its
+// Watches a file (server.endpointsFile, auth.apiKeys.file) by polling its
 // identity (inode, size, modification time) on the data layer's thread, and
-// hands every successfully parsed new content to a callback on that thread.
-// Polling, not inotify: it sees editors' write-and-rename and files on
-// mounted ConfigMaps (symlink swaps) alike. A file that fails to parse keeps
-// the current endpoints; the error is reported once per content.
+// calls back on that thread when it changed: the callback reads and applies
+// it. Polling, not inotify: it sees editors' write-and-rename and files on
+// mounted ConfigMaps (symlink swaps) alike. A file that fails to load
+// (the callback throws ConfigError) keeps what was loaded before; the
+// error is reported once per content.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -19,17 +20,19 @@
 
 namespace sluice::datalayer {
 
-class EndpointsWatcher {
+class FileWatcher {
  public:
-  using OnChange = std::function<void(std::vector<config::EndpointConfig>)>;
+  // Reads `path` and applies it; throws config::ConfigError if it cannot.
+  using OnChange = std::function<void(const std::string& path)>;
   using OnError = std::function<void(const std::string& message)>;
 
-  EndpointsWatcher(boost::asio::io_context& ioc, std::string path,
-                   std::chrono::nanoseconds interval, OnChange on_change, OnError on_error);
+  // `what`: what the file holds, for messages ("endpoints", "keys").
+  FileWatcher(boost::asio::io_context& ioc, std::string path, std::chrono::nanoseconds interval,
+              std::string what, OnChange on_change, OnError on_error);
 
-  // Reads the file now (startup: throws config::ConfigError), remembering
-  // its identity, and returns its endpoints.
-  std::vector<config::EndpointConfig> load_now();
+  // Loads the file now, remembering its identity (startup: the
+  // ConfigError propagates).
+  void load_now();
   // Starts polling (posts onto the context). stop() must run on its thread
   // or before the context runs.
   void start();
@@ -49,6 +52,7 @@ class EndpointsWatcher {
   boost::asio::steady_timer timer_;
   std::string path_;
   std::chrono::nanoseconds interval_;
+  std::string what_;
   OnChange on_change_;
   OnError on_error_;
   Identity seen_;

@@ -18,6 +18,8 @@ struct ErrorAnswer {
   std::string_view llmd_reason;
   std::string_view code;        // the error code (the body's), for logs and metrics
   int retry_after_seconds = 0;  // 0: no Retry-After header
+  // WWW-Authenticate on a 401 (RFC 6750: `Bearer realm="sluice"`); may be empty.
+  std::string www_authenticate;
   bool close_connection = false;
   std::string body;  // {"error":{"message":...,"type":...,"code":...}}
 };

@@ -192,7 +192,7 @@ struct LineFields {
     const char* key;
     double value;
   };
-  Str strings[8];
+  Str strings[10];
   Num ints[4];
   Ms times[3];
 };
@@ -203,6 +203,8 @@ LineFields fields_of(const AccessRecord& r) {
        {"method", r.method},
        {"path", r.path},
        {"flow", r.flow},
+       {"tenant", r.tenant},
+       {"key_id", r.key_id},
        {"objective", r.objective},
        {"model", r.model},
        {"outcome", r.outcome},

@@ -30,7 +30,9 @@ struct AccessRecord {
   std::string_view request_id;
   std::string_view method;
   std::string_view path;
-  std::string_view flow;  // fairness id ("" for non-inference requests)
+  std::string_view flow;    // fairness id ("" for non-inference requests)
+  std::string_view tenant;  // the authenticated tenant ("" if none)
+  std::string_view key_id;  // its API key's id or "jwt:<kid>"; never the key
   int priority = 0;
   std::string_view objective;
   std::string_view model;

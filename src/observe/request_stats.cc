@@ -15,13 +15,30 @@ ModelStats& ThreadStats::model(std::string_view name) {
   return models[std::string(name)];
 }
 
-void ThreadStats::outcome(std::string_view what) {
-  auto it = outcomes.find(what);
-  if (it != outcomes.end()) {
-    it->second += 1;
+namespace {
+
+void count(StringMap<std::uint64_t>& m, std::string_view what, std::uint64_t n = 1) {
+  auto it = m.find(what);
+  if (it != m.end()) {
+    it->second += n;
     return;
   }
-  outcomes.emplace(std::string(what), 1);
+  m.emplace(std::string(what), n);
+}
+
+std::size_t named(const StringMap<TenantStats>& m) { return m.size() - m.count("other"); }
+
+}  // namespace
+
+void ThreadStats::outcome(std::string_view what) { count(outcomes, what); }
+
+void ThreadStats::auth_result(std::string_view what) { count(auth_results, what); }
+
+TenantStats& ThreadStats::tenant(std::string_view name) {
+  auto it = tenants.find(name);
+  if (it != tenants.end()) return it->second;
+  if (named(tenants) >= max_models) return tenants["other"];
+  return tenants[std::string(name)];
 }
 
 void ThreadStats::merge(const ThreadStats& o) {
@@ -37,6 +54,15 @@ void ThreadStats::merge(const ThreadStats& o) {
     d.running += s.running;
   }
   for (const auto& [k, n] : o.outcomes) outcomes[k] += n;
+  for (const auto& [k, n] : o.auth_results) auth_results[k] += n;
+  for (const auto& [name, t] : o.tenants) {
+    auto& d = name != "other" && !tenants.count(name) && named(tenants) >= max_models
+                  ? tenants["other"]
+                  : tenants[name];
+    for (const auto& [k, n] : t.outcomes) count(d.outcomes, k, n);
+    d.input_tokens += t.input_tokens;
+    d.output_tokens += t.output_tokens;
+  }
   if (endpoints.size() < o.endpoints.size()) endpoints.resize(o.endpoints.size());
   for (std::size_t i = 0; i < o.endpoints.size(); ++i) {
     endpoints[i].connections_new += o.endpoints[i].connections_new;
@@ -57,6 +83,35 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(UpstreamError::k
     kErrorKinds = {"connect", "timeout", "before-response", "mid-response", "stale-reused"};
 
 }  // namespace
+
+void ThreadStats::render_identity(MetricsText& m) const {
+  m.family("sluice_auth_requests_total", "counter",
+           "Authentications (auth:) by result: ok, or why the credentials were refused.");
+  std::map<std::string, std::uint64_t> results(auth_results.begin(), auth_results.end());
+  for (const auto& [r, n] : results)
+    m.sample("sluice_auth_requests_total", {{"result", r}}, static_cast<double>(n));
+  std::map<std::string, const TenantStats*> sorted;
+  for (const auto& [name, t] : tenants) sorted[name] = &t;
+  m.family("sluice_tenant_requests_total", "counter",
+           "An authenticated tenant's requests, by how they ended (as sluice_requests_total).");
+  for (const auto& [name, t] : sorted) {
+    std::map<std::string, std::uint64_t> by(t->outcomes.begin(), t->outcomes.end());
+    for (const auto& [o, n] : by)
+      m.sample("sluice_tenant_requests_total", {{"tenant", name}, {"outcome", o}},
+               static_cast<double>(n));
+  }
+  m.family("sluice_tenant_input_tokens_total", "counter",
+           "Input tokens of a tenant's served requests (estimated as in "
+           "inference_objective_input_tokens).");
+  for (const auto& [name, t] : sorted)
+    m.sample("sluice_tenant_input_tokens_total", {{"tenant", name}},
+             static_cast<double>(t->input_tokens));
+  m.family("sluice_tenant_output_tokens_total", "counter",
+           "Output tokens of a tenant's served requests.");
+  for (const auto& [name, t] : sorted)
+    m.sample("sluice_tenant_output_tokens_total", {{"tenant", name}},
+             static_cast<double>(t->output_tokens));
+}
 
 void ThreadStats::render(MetricsText& m, const std::vector<std::string>& addresses) const {
   // Sorted, so a scrape reads the same way twice.
@@ -105,6 +160,7 @@ void ThreadStats::render(MetricsText& m, const std::vector<std::string>& address
   std::map<std::string, std::uint64_t> sorted_outcomes(outcomes.begin(), outcomes.end());
   for (const auto& [o, n] : sorted_outcomes)
     m.sample("sluice_requests_total", {{"outcome", o}}, static_cast<double>(n));
+  render_identity(m);
   m.family("sluice_upstream_errors_total", "counter", "Failures talking to an endpoint, by kind.");
   for (std::size_t i = 0; i < endpoints.size() && i < addresses.size(); ++i)
     for (std::size_t k = 0; k < kErrorKinds.size(); ++k)

@@ -49,6 +49,14 @@ struct StringHash {
 template <class V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
+// One tenant's usage, for chargeback: requests by outcome, and the tokens
+// of its served requests.
+struct TenantStats {
+  StringMap<std::uint64_t> outcomes;
+  std::uint64_t input_tokens = 0;
+  std::uint64_t output_tokens = 0;
+};
+
 struct ThreadStats {
   explicit ThreadStats(std::size_t max_models = 100) : max_models(max_models) {}
 
@@ -59,6 +67,11 @@ struct ThreadStats {
     return endpoints[index];
   }
   void outcome(std::string_view what);
+  // An authentication's result ("ok" or a failure's reason: a fixed set).
+  void auth_result(std::string_view what);
+  // The stats of `tenant`; beyond `max_models` distinct tenants (the same
+  // cap as models and flows), "other".
+  TenantStats& tenant(std::string_view name);
   // Models with their own series ("other" does not count against the cap).
   std::size_t named_models() const { return models.size() - models.count("other"); }
 
@@ -66,10 +79,13 @@ struct ThreadStats {
   void merge(const ThreadStats& o);
   // The families, after the merge. `endpoint_address(i)` names slot i.
   void render(MetricsText& m, const std::vector<std::string>& endpoint_addresses) const;
+  void render_identity(MetricsText& m) const;
 
   std::size_t max_models;
   StringMap<ModelStats> models;
-  StringMap<std::uint64_t> outcomes;  // sluice_requests_total{outcome}
+  StringMap<std::uint64_t> outcomes;      // sluice_requests_total{outcome}
+  StringMap<std::uint64_t> auth_results;  // sluice_auth_requests_total{result}
+  StringMap<TenantStats> tenants;
   std::vector<EndpointStats> endpoints;
 };
 

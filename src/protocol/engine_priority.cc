@@ -1,5 +1,6 @@
 #include "protocol/engine_priority.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace sluice::protocol {
@@ -53,9 +54,8 @@ int hex(char c) {
   return -1;
 }
 
-// Whether the JSON string literal `raw` (quotes included) decodes to "priority".
-bool key_is_priority(std::string_view raw) {
-  static constexpr std::string_view kKey = "priority";
+// Whether the JSON string literal `raw` (quotes included) decodes to `kKey`.
+bool key_equals(std::string_view raw, std::string_view kKey) {
   std::size_t k = 0;
   for (std::size_t i = 1; i + 1 < raw.size(); ++i) {
     unsigned code = static_cast<unsigned char>(raw[i]);
@@ -89,7 +89,8 @@ bool key_is_priority(std::string_view raw) {
 
 }  // namespace
 
-std::string body_with_priority(std::string_view body, std::int64_t priority) {
+std::string body_with_member(std::string_view body, std::span<const std::string_view> drop,
+                             std::string_view key, std::int64_t value) {
   const std::size_t open = skip_ws(body, 0);
   // Members to keep, as [begin, end) of their text (key through value).
   std::vector<std::pair<std::size_t, std::size_t>> kept;
@@ -109,11 +110,13 @@ std::string body_with_priority(std::string_view body, std::int64_t priority) {
     }
     const std::size_t begin = i;
     const std::size_t key_end = skip_string(body, i);
-    const bool priority_key = key_is_priority(body.substr(begin, key_end - begin));
+    const auto raw_key = body.substr(begin, key_end - begin);
+    const bool dropped_key = std::any_of(
+        drop.begin(), drop.end(), [&](std::string_view k) { return key_equals(raw_key, k); });
     i = skip_ws(body, key_end);
     if (i < body.size() && body[i] == ':') ++i;
     i = skip_value(body, skip_ws(body, i));
-    if (priority_key) {
+    if (dropped_key) {
       dropped = true;
     } else {
       kept.emplace_back(begin, i);
@@ -122,8 +125,10 @@ std::string body_with_priority(std::string_view body, std::int64_t priority) {
   std::string out;
   out.reserve(body.size() + 32);
   out.append(body.substr(0, open + 1));
-  out += "\"priority\":";
-  out += std::to_string(priority);
+  out += '"';
+  out += key;
+  out += "\":";
+  out += std::to_string(value);
   if (!dropped) {
     // Nothing removed: the rest goes as it came, in one piece.
     if (!kept.empty()) out += ',';
@@ -136,6 +141,11 @@ std::string body_with_priority(std::string_view body, std::int64_t priority) {
   }
   out.append(body.substr(close));
   return out;
+}
+
+std::string body_with_priority(std::string_view body, std::int64_t priority) {
+  static constexpr std::string_view kDrop[] = {"priority"};
+  return body_with_member(body, kDrop, "priority", priority);
 }
 
 }  // namespace sluice::protocol

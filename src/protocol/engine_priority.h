@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -19,5 +20,11 @@ constexpr std::int64_t engine_priority_for_band(int band_priority) {
 // "priorit\u0079" counts) removed and "priority": `priority` put first.
 // Everything else is copied byte for byte: nothing is re-serialized.
 std::string body_with_priority(std::string_view body, std::int64_t priority);
+
+// The same for any member: every top-level member whose key is one of
+// `drop` removed, and "`key`": `value` put first. A tenant's max_tokens
+// ceiling is written this way (auth/tenants.h).
+std::string body_with_member(std::string_view body, std::span<const std::string_view> drop,
+                             std::string_view key, std::int64_t value);
 
 }  // namespace sluice::protocol

@@ -107,6 +107,9 @@ void RequestHead::clear() {
   steering_seen = 0;
   repeated_steering.clear();
   session_token.clear();
+  authorization.clear();
+  authorization_count = 0;
+  authorization_lines.clear();
   connection_options.clear();
   unsupported_transfer_coding = false;
   expect_continue = false;
@@ -196,6 +199,11 @@ void ProxyRequestParser::on_field_impl(http::field name, string_view name_string
       head_.expect_continue = iequals(value, "100-continue");
       return;
     case http::field::proxy_authorization:
+      return;
+    case http::field::authorization:
+      if (head_.authorization_count++ == 0) head_.authorization.assign(value.data(), value.size());
+      if (head_.authorization_count > 2) head_.authorization_count = 2;
+      append_field(head_.authorization_lines, name_string, value);
       return;
     case http::field::content_type:
       head_.content_type.assign(value.data(), value.size());

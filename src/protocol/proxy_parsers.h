@@ -44,6 +44,14 @@ struct RequestHead {
   std::string repeated_steering;
   std::uint8_t steering_seen = 0;
   std::string session_token;  // x-session-token (session affinity)
+  // Authorization: read by sluice (auth/authenticator.h), never forwarded
+  // as it came; the exchange writes it to the endpoint only when sluice does
+  // not authenticate (auth off, or a trusted proxy's request). The first
+  // one, and how many came (two are refused); all of them as header lines,
+  // for the endpoint.
+  std::string authorization;
+  std::uint8_t authorization_count = 0;
+  std::string authorization_lines;
   // Options of Connection headers: fields named there are not forwarded.
   std::string connection_options;
   // Transfer-Encoding other than plain chunked (501: sluice cannot decode it).

@@ -42,15 +42,18 @@ class ConnectionWaiter final : public flowcontrol::Waiter {
 
 }  // namespace
 
+// The head was taken already (on_head: the route, the request id, who
+// sent it); the body is read.
 void Exchange::handle_request() {
   keep_alive_ = request_parser_->keep_alive() && !conn_.closing_;
-  route_ = protocol::classify_target(request_.target);
-  begin_request(/*head_read=*/true);
-  assign_request_id();
+  // Its times count from here, the request whole, as they always have.
+  rec_.start = std::chrono::steady_clock::now();
   if (!check_framing_and_route()) return;
   if (!protocol::is_inference(route_)) return forward_without_admission();
   protocol::ParseResult parsed;
   if (!check_inference_request(parsed)) return;
+  if (!check_steering()) return;
+  if (!check_tenant_policy(parsed.request)) return;
   if (!check_legacy_saturation()) return;
   admit(parsed.request);
 }
@@ -159,7 +162,6 @@ void Exchange::forward_without_admission() {
 
 void Exchange::admit(const protocol::OpenAIRequest& parsed) {
   flowcontrol::EnqueueRequest e;
-  if (!check_steering()) return;
   if (!steer(parsed, e)) return;
   e.received = flowcontrol::Clock::now();
   e.bytes = request_.body.size();

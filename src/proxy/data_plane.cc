@@ -147,16 +147,26 @@ void DataPlane::collect_stats(std::function<void(observe::ThreadStats)> done) {
   }
 }
 
-void DataPlane::set_policy(std::shared_ptr<const RequestPolicy> policy,
-                           std::function<void()> done) {
+void DataPlane::on_every_thread(std::function<void(IoThread&)> fn, std::function<void()> done) {
   auto left = std::make_shared<std::atomic<std::size_t>>(io_threads_.size());
   auto shared_done = std::make_shared<std::function<void()>>(std::move(done));
+  auto shared_fn = std::make_shared<std::function<void(IoThread&)>>(std::move(fn));
   for (auto& w : io_threads_) {
-    net::post(w->context(), [w = w.get(), policy, left, shared_done] {
-      w->set_policy(policy);
+    net::post(w->context(), [w = w.get(), shared_fn, left, shared_done] {
+      (*shared_fn)(*w);
       if (left->fetch_sub(1) == 1) (*shared_done)();
     });
   }
+}
+
+void DataPlane::set_policy(std::shared_ptr<const RequestPolicy> policy,
+                           std::function<void()> done) {
+  on_every_thread([policy](IoThread& w) { w.set_policy(policy); }, std::move(done));
+}
+
+void DataPlane::set_authenticator(std::shared_ptr<const auth::Authenticator> a,
+                                  std::function<void()> done) {
+  on_every_thread([a](IoThread& w) { w.set_authenticator(a); }, std::move(done));
 }
 
 void DataPlane::do_accept() {

@@ -54,9 +54,13 @@ class DataPlane {
   // Gives every I/O thread `policy`, each on its own thread; `done` once
   // the last one has it. Any thread.
   void set_policy(std::shared_ptr<const RequestPolicy> policy, std::function<void()> done);
+  // The same for who requests are (auth, tenants, keys).
+  void set_authenticator(std::shared_ptr<const auth::Authenticator> a, std::function<void()> done);
 
  private:
   void do_accept();
+  // `fn` on every I/O thread, each on its own; `done` after the last.
+  void on_every_thread(std::function<void(IoThread&)> fn, std::function<void()> done);
   bool inline_dispatcher() const;
 
   ProxyContext& ctx_;

@@ -82,6 +82,7 @@ void Exchange::parse_request() {
     return answer(client_error(413, "body-too-large", "request body exceeds the limit"));
   if (ec)
     return answer(client_error(400, "bad-request", "malformed HTTP request: " + ec.message()));
+  if (p.is_header_done() && !rec_.open && !on_head()) return;
   if (!body_lease_.hold(request_.body.size() + conn_.buffer_.size())) {
     auto a = client_error(503, "body-budget-exhausted",
                           "sluice holds as many request bodies as it may "
@@ -143,6 +144,7 @@ void Exchange::begin_request(bool head_read) {
   rec_.priority = 0;
   rec_.input_tokens = 0;
   tokens_.reset();
+  identity_.clear();
 }
 
 void Exchange::end_request(int status, std::string_view outcome) {
@@ -152,6 +154,18 @@ void Exchange::end_request(int status, std::string_view outcome) {
   auto& stats = thread_.stats();
   stats.outcome(outcome);
   const bool served = outcome == "served";
+  if (authenticated()) {
+    auto& t = stats.tenant(identity_.tenant);
+    auto it = t.outcomes.find(outcome);
+    if (it == t.outcomes.end())
+      t.outcomes.emplace(std::string(outcome), 1);
+    else
+      it->second += 1;
+    if (served) {
+      t.input_tokens += rec_.input_tokens;
+      t.output_tokens += tokens_.tokens();
+    }
+  }
   if (protocol::is_inference(route_) && !rec_.model.empty()) {
     observe::ModelStats& m = rec_.model_stats ? *rec_.model_stats : stats.model(rec_.model);
     m.requests += 1;
@@ -171,6 +185,7 @@ void Exchange::end_request(int status, std::string_view outcome) {
     rec_.model_stats->running -= 1;
     rec_.model_stats = nullptr;
   }
+  tenant_permit_.reset();
   if (!ctx_.access_log.enabled()) return;
   using ms = std::chrono::duration<double, std::milli>;
   observe::AccessRecord r;
@@ -181,6 +196,8 @@ void Exchange::end_request(int status, std::string_view outcome) {
     r.objective = request_.objective;
   }
   r.flow = rec_.flow_id;
+  r.tenant = identity_.tenant;
+  r.key_id = identity_.key_id;
   r.priority = rec_.priority;
   r.model = rec_.model;
   r.outcome = outcome;
@@ -216,6 +233,7 @@ void Exchange::answer(const flowcontrol::ErrorAnswer& a) {
   if (!a.llmd_reason.empty()) res.set("x-llm-d-request-dropped-reason", a.llmd_reason);
   if (a.retry_after_seconds > 0)
     res.set(http::field::retry_after, std::to_string(a.retry_after_seconds));
+  if (!a.www_authenticate.empty()) res.set(http::field::www_authenticate, a.www_authenticate);
   if (!request_id_.empty()) res.set("x-request-id", request_id_);
   if (a.status == 405) res.set(http::field::allow, protocol::is_inference(route_) ? "POST" : "GET");
   res.body() = a.body;

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "auth/authenticator.h"
+#include "auth/tenant_load.h"
 #include "datalayer/endpoint_set.h"
 #include "flowcontrol/outcome_response.h"
 #include "observe/request_stats.h"
@@ -181,6 +183,17 @@ class Exchange {
   void begin_request(bool head_read);
   void end_request(int status, std::string_view outcome);
 
+  // Who the request is and what its tenant may do (identity.cc): steps
+  // of admission like the ones below.
+  bool on_head();
+  bool peer_trusted();
+  bool authenticated() const;
+  bool check_identity();
+  void refuse_credentials(const auth::AuthOutcome& out);
+  bool check_tenant_policy(protocol::OpenAIRequest& req);
+  bool apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req);
+  bool take_tenant_permit(const auth::TenantPolicy& p);
+
   // Admission (admission.cc): the checks in order, each a step that
   // answers and returns false when the request may not go on.
   void handle_request();
@@ -258,6 +271,9 @@ class Exchange {
   bool body_deadline_armed_ = false;
   bool continue_sent_ = false;
   std::string request_id_;
+  auth::Identity identity_;                 // who the request is (check_identity)
+  auth::TenantLoad::Permit tenant_permit_;  // one of its tenant's maxConcurrency
+  std::int8_t peer_trusted_ = -1;  // the connection's peer is a trusted proxy (-1: not asked)
   // The request's body bytes, charged to server.maxBufferedBodyBytes while
   // it is read and until the request ends.
   BodyBudget::Lease body_lease_;

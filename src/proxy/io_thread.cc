@@ -22,6 +22,7 @@ IoThread::IoThread(std::size_t index, ProxyContext& ctx, std::uint64_t id_prefix
   producer_ = ctx.flow_control->make_producer();
   shell_ = ctx.flow_control.get();
   policy_ = ctx.policy;
+  authenticator_ = ctx.authenticator;
 }
 
 void IoThread::new_request_id(std::string& out) {

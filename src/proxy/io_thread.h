@@ -52,6 +52,10 @@ class IoThread {
   void new_request_id(std::string& out);
   const RequestPolicy& policy() const { return *policy_; }
   void set_policy(std::shared_ptr<const RequestPolicy> p) { policy_ = std::move(p); }
+  const auth::Authenticator& authenticator() const { return *authenticator_; }
+  void set_authenticator(std::shared_ptr<const auth::Authenticator> a) {
+    authenticator_ = std::move(a);
+  }
   // A large body buffer of a finished request, if the thread keeps one
   // (swapped into `body`, whose small buffer goes); false if none.
   bool take_spare_body(std::string& body);
@@ -176,8 +180,9 @@ class IoThread {
   std::unique_ptr<flowcontrol::ControllerShell::Producer> producer_;  // this thread's queue token
   std::uint64_t cookie_seq_ = 0;
   flowcontrol::ControllerShell* shell_ = nullptr;
-  std::shared_ptr<const RequestPolicy> policy_;  // replaced on this thread by reloads
-  observe::ThreadStats stats_;                   // this thread's requests, for /metrics
+  std::shared_ptr<const RequestPolicy> policy_;               // replaced on this thread by reloads
+  std::shared_ptr<const auth::Authenticator> authenticator_;  // replaced the same way
+  observe::ThreadStats stats_;  // this thread's requests, for /metrics
   std::string log_scratch_;
   bool wake_scheduled_ = false;
   bool watch_tick_pending_ = false;

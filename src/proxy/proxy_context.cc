@@ -30,6 +30,7 @@ ProxyContext::ProxyContext(const config::Config& c)
   auto controller = flowcontrol::make_controller(c);
   controller->set_metrics_max_flows(c.server.metrics_max_flows);
   policy = make_request_policy(c, controller->scheduler()->preparation());
+  authenticator = std::make_shared<auth::Authenticator>(c, nullptr);
   gated = c.flow_control.enabled;
   flow_control = std::make_unique<flowcontrol::ControllerShell>(std::move(controller));
   for (const auto& p : c.plugins) {

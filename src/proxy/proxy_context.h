@@ -10,6 +10,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "auth/authenticator.h"
+#include "auth/tenant_load.h"
 #include "config/config.h"
 #include "datalayer/endpoint_set.h"
 #include "datalayer/metrics_scraper.h"
@@ -53,6 +55,11 @@ struct ProxyContext {
   config::Config config;
   datalayer::EndpointSet endpoints;             // grows at runtime (endpoints file, reload)
   std::shared_ptr<const RequestPolicy> policy;  // the startup one; workers hold theirs
+  // Who requests are (auth:, tenants:, the keys): the startup one, without
+  // keys until the app loads them; workers hold theirs.
+  std::shared_ptr<const auth::Authenticator> authenticator;
+  // Each tenant's requests in flight, for tenants[].maxConcurrency.
+  auth::TenantLoad tenant_load;
   // The dispatcher: flow control (featureGates: [flowControl]) and the
   // scheduler; without the gate it only schedules, dispatching at once.
   std::unique_ptr<flowcontrol::ControllerShell> flow_control;

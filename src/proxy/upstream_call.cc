@@ -132,6 +132,10 @@ void Exchange::build_upstream_head(int endpoint) {
   h += address;
   h += "\r\n";
   h += request_.forward_headers;
+  // The client's Authorization goes on only where sluice did not check it
+  // (auth off, a trusted proxy's request): a tenant's sluice key or token
+  // is never the engine's business.
+  if (!authenticated()) h += request_.authorization_lines;
   h += up_.request_headers;
   h += "x-request-id: ";
   h += request_id_;

@@ -108,8 +108,8 @@ TEST(Authenticator, BearerParsing) {
   EXPECT_EQ(bearer_token("Bearer abc"), "abc");
   EXPECT_EQ(bearer_token("bearer   abc  "), "abc");
   EXPECT_EQ(bearer_token("BEARER abc"), "abc");
-  for (const char* bad : {"", "Bearer", "Bearer ", "Basic abc", "Bearerabc", "Bearer a b",
-                          "Bearer a,b", "Token abc"})
+  for (const char* bad :
+       {"", "Bearer", "Bearer ", "Basic abc", "Bearerabc", "Bearer a b", "Bearer a,b", "Token abc"})
     EXPECT_EQ(bearer_token(bad), "") << bad;
 }
 
@@ -123,8 +123,8 @@ tenants: [{id: acme, maxConcurrency: 2}]
   auto off = generate_key("acme", "key_off");
   old->record.expires_at = 100;
   off->record.disabled = true;
-  auto store = std::make_shared<KeyStore>(
-      std::vector<KeyRecord>{good->record, old->record, off->record});
+  auto store =
+      std::make_shared<KeyStore>(std::vector<KeyRecord>{good->record, old->record, off->record});
   Authenticator a(c, store);
   EXPECT_TRUE(a.enabled());
   EXPECT_FALSE(a.headers_trusted_by_default());
@@ -178,6 +178,34 @@ TEST(Authenticator, ClientCertificateTenants) {
   Authenticator off(config_of(""), nullptr);
   EXPECT_FALSE(off.enabled());
   EXPECT_TRUE(off.headers_trusted_by_default());
+}
+
+}  // namespace
+}  // namespace sluice::auth
+
+#include "auth/tenant_load.h"
+
+namespace sluice::auth {
+namespace {
+
+TEST(TenantLoad, LimitsAndForgets) {
+  TenantLoad load;
+  auto a = load.try_acquire("t", 2);
+  auto b = load.try_acquire("t", 2);
+  EXPECT_TRUE(a);
+  EXPECT_TRUE(b);
+  EXPECT_FALSE(load.try_acquire("t", 2));
+  EXPECT_EQ(load.in_flight("t"), 2u);
+  EXPECT_TRUE(load.try_acquire("u", 1));  // another tenant's count is its own
+  a.reset();
+  auto c = load.try_acquire("t", 2);
+  EXPECT_TRUE(c);
+  TenantLoad::Permit moved = std::move(c);
+  EXPECT_FALSE(c);
+  b.reset();
+  moved.reset();
+  EXPECT_EQ(load.in_flight("t"), 0u);
+  EXPECT_EQ(load.tenants(), 0u);  // nothing kept for a tenant with nothing in flight
 }
 
 }  // namespace

@@ -50,3 +50,21 @@ TEST(EnginePriority, ClientPriorityIsRemoved) {
 
 }  // namespace
 }  // namespace sluice::protocol
+
+namespace sluice::protocol {
+namespace {
+
+TEST(BodyWithMember, ReplacesEveryNamedKeyOnce) {
+  static constexpr std::string_view kDrop[] = {"max_tokens", "max_completion_tokens"};
+  EXPECT_EQ(body_with_member(R"({"model":"m","max_tokens":9000,"max_completion_tokens":5})", kDrop,
+                             "max_tokens", 100),
+            R"({"max_tokens":100,"model":"m"})");
+  EXPECT_EQ(body_with_member(R"({"model":"m"})", kDrop, "max_tokens", 7),
+            R"({"max_tokens":7,"model":"m"})");
+  EXPECT_EQ(body_with_member(R"({"max_tok\u0065ns":1})", kDrop, "max_tokens", 7),
+            R"({"max_tokens":7})");
+  EXPECT_EQ(body_with_member("{}", kDrop, "max_tokens", 7), R"({"max_tokens":7})");
+}
+
+}  // namespace
+}  // namespace sluice::protocol

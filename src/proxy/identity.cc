@@ -1,0 +1,177 @@
+// Who the request is, and what its tenant may do: the admission steps of
+// auth (auth/authenticator.h) and tenant policy (auth/tenants.h). The head
+// is enough to authenticate, so a request without valid credentials is
+// refused before its body is read (and before the body budget holds it).
+#include <chrono>
+
+#include "observe/log.h"
+#include "protocol/engine_priority.h"
+#include "proxy/client_connection.h"
+#include "proxy/exchange.h"
+
+namespace sluice::proxy {
+
+using flowcontrol::client_error;
+
+namespace {
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The peer's address as 16 bytes (IPv4 mapped), for trustedProxies.
+std::array<unsigned char, 16> peer_bytes(const Socket& s) {
+  std::array<unsigned char, 16> out{};
+  boost::system::error_code ec;
+  const auto ep = s.remote_endpoint(ec);
+  if (ec) return out;
+  const auto a = ep.address();
+  out = a.is_v4() ? boost::asio::ip::make_address_v6(boost::asio::ip::v4_mapped, a.to_v4()).to_bytes()
+                  : a.to_v6().to_bytes();
+  return out;
+}
+
+}  // namespace
+
+// The head is read: the request begins (its route, its id), and who sent it
+// is settled.
+bool Exchange::on_head() {
+  route_ = protocol::classify_target(request_.target);
+  begin_request(/*head_read=*/true);
+  assign_request_id();
+  return check_identity();
+}
+
+bool Exchange::peer_trusted() {
+  if (peer_trusted_ < 0) {
+    const auto& a = thread_.authenticator();
+    peer_trusted_ = a.trusted(peer_bytes(conn_.client_.socket())) ? 1 : 0;
+  }
+  return peer_trusted_ == 1;
+}
+
+bool Exchange::authenticated() const {
+  return identity_.source == auth::Source::kApiKey || identity_.source == auth::Source::kJwt ||
+         identity_.source == auth::Source::kClientCertificate;
+}
+
+// Without auth: and trustedProxies, the steering headers stand (GIE's
+// behaviour). Otherwise they stand only from a trusted proxy; any other
+// request is authenticated (auth:) or loses them (trustedProxies alone).
+bool Exchange::check_identity() {
+  identity_.clear();
+  const auth::Authenticator& a = thread_.authenticator();
+  if (a.headers_trusted_by_default()) return true;
+  if (peer_trusted()) {
+    identity_.source = auth::Source::kTrustedProxy;
+    return true;
+  }
+  if (!a.enabled()) {
+    request_.fairness_id.clear();
+    request_.objective.clear();
+    return true;
+  }
+  const auth::Credentials c{request_.authorization, request_.authorization_count, {}};
+  const auth::AuthOutcome out = a.authenticate(c, unix_now(), identity_);
+  thread_.stats().auth_result(out.ok() ? std::string_view("ok") : out.reason);
+  if (out.ok()) return true;
+  refuse_credentials(out);
+  return false;
+}
+
+void Exchange::refuse_credentials(const auth::AuthOutcome& out) {
+  flowcontrol::ErrorAnswer ans;
+  if (out.failure == auth::AuthFailure::kRepeated) {
+    ans = client_error(400, "repeated_authorization_header",
+                       "the Authorization header was sent more than once; send it once");
+  } else {
+    // OpenAI's answer to a bad key, so SDKs raise their AuthenticationError.
+    ans = client_error(401, "invalid_api_key",
+                       out.failure == auth::AuthFailure::kMissing
+                           ? "You didn't provide an API key. Send it as Authorization: Bearer KEY."
+                           : "Incorrect API key provided.");
+    ans.www_authenticate = "Bearer realm=\"" + thread_.authenticator().realm() + "\"";
+    if (out.failure != auth::AuthFailure::kMissing) ans.www_authenticate += ", error=\"invalid_token\"";
+  }
+  ans.reason = out.reason;
+  // The body was not read yet, or not all of it: the connection closes.
+  if (request_parser_ && !request_parser_->is_done()) ans.close_connection = true;
+  answer(ans);
+}
+
+// The tenant's policy on an inference request: its model, its objective
+// (the token's, else the header's, else the tenant's default; clamped or
+// refused above what it may use), its max_tokens ceiling, its concurrency,
+// and its flow (the tenant's own, or one of its sub-flows).
+bool Exchange::check_tenant_policy(protocol::OpenAIRequest& req) {
+  if (!authenticated()) return true;
+  const auth::TenantPolicy* p = identity_.policy;
+  const std::string_view asked =
+      !identity_.objective.empty() ? std::string_view(identity_.objective) : request_.objective;
+  if (p && !auth::Tenants::model_allowed(*p, req.model)) {
+    auto a = client_error(403, "model_not_allowed",
+                          "tenant '" + identity_.tenant + "' may not use model '" + req.model + "'");
+    a.reason = "model-not-allowed";
+    answer(a);
+    return false;
+  }
+  std::string objective(asked);
+  if (p) {
+    auto d = thread_.authenticator().tenants().decide_objective(*p, asked);
+    if (d.refused) {
+      auto a = client_error(403, "objective_not_allowed",
+                            "tenant '" + identity_.tenant + "' may not use objective '" +
+                                std::string(asked) + "'");
+      a.reason = "objective-not-allowed";
+      answer(a);
+      return false;
+    }
+    objective = std::move(d.objective);
+    if (!apply_max_tokens(*p, req) || !take_tenant_permit(*p)) return false;
+  }
+  request_.objective = std::move(objective);
+  request_.fairness_id = auth::Tenants::flow_for(p, identity_.tenant, request_.fairness_id);
+  return true;
+}
+
+// max_tokens above the tenant's ceiling: 400, or the body rewritten with
+// the ceiling (also when the request names none: the ceiling holds).
+bool Exchange::apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req) {
+  if (p.max_tokens == 0 || route_ == protocol::Route::kEmbeddings) return true;
+  const auto ceiling = static_cast<std::int64_t>(p.max_tokens);
+  if (req.max_tokens && *req.max_tokens <= ceiling) return true;
+  if (req.max_tokens && p.refuse_above_max_tokens) {
+    auto a = client_error(400, "max_tokens_exceeded",
+                          "max_tokens " + std::to_string(*req.max_tokens) +
+                              " is above the tenant's ceiling of " + std::to_string(ceiling));
+    a.reason = "max-tokens-exceeded";
+    answer(a);
+    return false;
+  }
+  static constexpr std::string_view kKeys[] = {"max_tokens", "max_completion_tokens",
+                                               "max_output_tokens"};
+  const std::string_view key =
+      route_ == protocol::Route::kResponses ? "max_output_tokens" : "max_tokens";
+  request_.body = protocol::body_with_member(request_.body, kKeys, key, ceiling);
+  req.max_tokens = ceiling;
+  return true;
+}
+
+// The tenant's requests in flight, at most its maxConcurrency: 429.
+bool Exchange::take_tenant_permit(const auth::TenantPolicy& p) {
+  if (p.max_concurrency == 0) return true;
+  tenant_permit_ = ctx_.tenant_load.try_acquire(identity_.tenant, p.max_concurrency);
+  if (tenant_permit_) return true;
+  auto a = client_error(429, "tenant_concurrency_limit",
+                        "tenant '" + identity_.tenant + "' has " +
+                            std::to_string(p.max_concurrency) +
+                            " requests in flight already, its limit; retry when one ends");
+  a.reason = "tenant-concurrency-limit";
+  a.retry_after_seconds = 1;
+  answer(a);
+  return false;
+}
+
+}  // namespace sluice::proxy

@@ -1,0 +1,320 @@
+// Identity end to end: API keys from a watched key file, tenant policy,
+// trusted proxies. Each hostile input is sent, and the test checks the
+// status, the reason, and that nothing else was lost (the next good request
+// is served, the accounting names the right tenant).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "auth/api_keys.h"
+#include "flow_control_harness.h"
+#include "support/fake_upstream.h"
+
+namespace sluice::test {
+namespace {
+
+using json = nlohmann::json;
+
+struct Key {
+  std::string secret;
+  auth::KeyRecord record;
+};
+
+Key make_key(const std::string& tenant, const std::string& id) {
+  auto k = auth::generate_key(tenant, id);
+  EXPECT_TRUE(k);
+  return {k->key, k->record};
+}
+
+std::string key_file(const std::vector<auth::KeyRecord>& records) {
+  return auth::render_key_file(records);
+}
+
+Headers bearer(const std::string& key, Headers more = {}) {
+  more.emplace_back("Authorization", "Bearer " + key);
+  return more;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The access log's lines as JSON, waiting until `n` are there.
+std::vector<json> log_lines(const std::string& path, std::size_t n) {
+  std::vector<json> out;
+  eventually([&] {
+    out.clear();
+    std::istringstream in(read_file(path));
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) out.push_back(json::parse(line));
+    return out.size() >= n;
+  });
+  return out;
+}
+
+constexpr const char* kObjectives = R"(objectives:
+  - {name: interactive, priority: 10}
+  - {name: standard, priority: 5}
+  - {name: basic, priority: 0}
+  - {name: batch, priority: -10}
+)";
+
+class AuthTest : public ::testing::Test {
+ protected:
+  void start(const std::string& extra, const std::vector<auth::KeyRecord>& records,
+             const std::string& upstream = "") {
+    keys_ = std::make_unique<TempFile>(key_file(records), "keys.yaml");
+    log_ = std::make_unique<TempFile>("", "access.log");
+    std::string endpoint = upstream;
+    if (endpoint.empty()) {
+      mock_ = start_mock();
+      endpoint = mock_->address();
+    }
+    std::string c = make_config({endpoint}, "  accessLog: " + log_->path() + "\n") + kObjectives +
+                    "auth:\n  apiKeys: {file: " + keys_->path() + ", pollInterval: 50ms}\n" + extra;
+    cfg_ = std::make_unique<TempFile>(c);
+    sluice_ = start_sluice(*cfg_);
+    ASSERT_TRUE(sluice_);
+  }
+  std::uint16_t port() const { return sluice_->port(); }
+  Response post(const Headers& h, const std::string& body = completion_body(2)) {
+    HttpClient c(kHost, port());
+    return c.post_json("/v1/completions", body, h);
+  }
+  void expect_refused(const Response& r, int status, const std::string& code,
+                      const std::string& reason) {
+    EXPECT_EQ(r.status, status) << r.body;
+    EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), reason);
+    auto body = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(body.is_discarded()) << r.body;
+    EXPECT_EQ(body["error"]["code"], code) << r.body;
+  }
+
+  std::unique_ptr<Process> mock_;
+  std::unique_ptr<TempFile> keys_, log_, cfg_;
+  std::unique_ptr<Process> sluice_;
+};
+
+TEST_F(AuthTest, AValidKeyIsItsTenantsFlowWhateverTheHeadersSay) {
+  Key acme = make_key("acme", "key_acme");
+  Key beta = make_key("beta", "key_beta");
+  start("", {acme.record, beta.record});
+  // Steering headers naming the other tenant: the key's tenant wins.
+  auto r = post(bearer(acme.secret, flow("beta")));
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = post(bearer(beta.secret));
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto lines = log_lines(log_->path(), 2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["flow"], "acme");
+  EXPECT_EQ(lines[0]["tenant"], "acme");
+  EXPECT_EQ(lines[0]["key_id"], "key_acme");
+  EXPECT_EQ(lines[1]["flow"], "beta");
+  // The key is never written anywhere: only its id.
+  EXPECT_EQ(read_file(log_->path()).find(acme.secret.substr(14)), std::string::npos);
+  // Per-tenant usage and the auth results are counted.
+  HttpClient admin(kHost, sluice_->admin_port());
+  auto m = admin.request("GET", "/metrics");
+  EXPECT_NE(m.body.find(R"(sluice_tenant_requests_total{tenant="acme",outcome="served"} 1)"),
+            std::string::npos)
+      << m.body;
+  EXPECT_NE(m.body.find(R"(sluice_auth_requests_total{result="ok"} 2)"), std::string::npos);
+  EXPECT_NE(m.body.find(R"(sluice_tenant_output_tokens_total{tenant="acme"} 2)"),
+            std::string::npos);
+}
+
+TEST_F(AuthTest, MissingUnknownExpiredDisabledAndRepeatedCredentials) {
+  Key good = make_key("acme", "key_good");
+  Key old = make_key("acme", "key_old");
+  Key off = make_key("acme", "key_off");
+  old.record.expires_at = 1000;  // 1970
+  off.record.disabled = true;
+  start("", {good.record, old.record, off.record});
+  auto r = post({});
+  expect_refused(r, 401, "invalid_api_key", "missing-credentials");
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer realm=\"sluice\"");
+  r = post(bearer("sk-sluice-not-a-key"));
+  expect_refused(r, 401, "invalid_api_key", "unknown-key");
+  EXPECT_EQ(r.header("www-authenticate"), "Bearer realm=\"sluice\", error=\"invalid_token\"");
+  expect_refused(post(bearer(old.secret)), 401, "invalid_api_key", "key-expired");
+  expect_refused(post(bearer(off.secret)), 401, "invalid_api_key", "key-disabled");
+  expect_refused(post({{"Authorization", "Basic " + good.secret}}), 401, "invalid_api_key",
+                 "malformed-credentials");
+  // Two Authorization headers: which one counts is anyone's guess.
+  {
+    const std::string body = completion_body(1);
+    RawConnection twice(kHost, port());
+    ASSERT_TRUE(twice.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                           good.secret + "\r\nAuthorization: Bearer " + good.secret +
+                           "\r\nConnection: close\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n" + body));
+    bool closed = false;
+    const std::string text = twice.read_until_close(5000ms, &closed);
+    EXPECT_NE(text.find("HTTP/1.1 400"), std::string::npos) << text;
+    EXPECT_NE(text.find("repeated-authorization-header"), std::string::npos) << text;
+  }
+  // Refused before the body: a large body is never read (the connection closes).
+  RawConnection raw(kHost, port());
+  ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       "application/json\r\nContent-Length: 1000000\r\n\r\n{"));
+  bool closed = false;
+  const std::string text = raw.read_until_close(5000ms, &closed);
+  EXPECT_NE(text.find("HTTP/1.1 401"), std::string::npos) << text;
+  EXPECT_TRUE(closed);
+  // Nothing else was lost; the refused ones are in the log with the key's id.
+  EXPECT_EQ(post(bearer(good.secret)).status, 200);
+  auto lines = log_lines(log_->path(), 8);
+  ASSERT_GE(lines.size(), 8u);
+  EXPECT_EQ(lines[2]["outcome"], "key-expired");
+  EXPECT_EQ(lines[2]["key_id"], "key_old");
+  EXPECT_EQ(lines[2]["status"], 401);
+  EXPECT_EQ(lines[2]["tenant"], "");
+  HttpClient admin(kHost, sluice_->admin_port());
+  auto m = admin.request("GET", "/metrics");
+  EXPECT_NE(m.body.find(R"(sluice_auth_requests_total{result="key-disabled"} 1)"),
+            std::string::npos)
+      << m.body;
+}
+
+TEST_F(AuthTest, KeysAddedAndRevokedInTheFileApplyWhileServing) {
+  Key a = make_key("acme", "key_a");
+  Key b = make_key("acme", "key_b");
+  start("", {a.record});
+  EXPECT_EQ(post(bearer(a.secret)).status, 200);
+  EXPECT_EQ(post(bearer(b.secret)).status, 401);
+  // Revoke a, add b: written whole, then renamed over (as an editor does).
+  {
+    std::ofstream(keys_->path() + ".new") << key_file({b.record});
+  }
+  ASSERT_EQ(std::rename((keys_->path() + ".new").c_str(), keys_->path().c_str()), 0);
+  EXPECT_TRUE(eventually([&] { return post(bearer(b.secret)).status == 200; }));
+  EXPECT_EQ(post(bearer(a.secret)).status, 401);
+  // A broken file keeps the keys in use.
+  {
+    std::ofstream(keys_->path() + ".new") << "keys: [{id: x}]";
+  }
+  ASSERT_EQ(std::rename((keys_->path() + ".new").c_str(), keys_->path().c_str()), 0);
+  HttpClient admin(kHost, sluice_->admin_port());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(post(bearer(b.secret)).status, 200);
+}
+
+TEST_F(AuthTest, TenantPolicyModelsObjectivesMaxTokens) {
+  Key clamp = make_key("clamped", "key_c");
+  Key strict = make_key("strict", "key_s");
+  FakeUpstream up([](const UpstreamRequest&) {
+    return FakeUpstream::Reply{FakeUpstream::response(
+        200, R"({"choices":[{"text":"ok"}],"usage":{"completion_tokens":1}})")};
+  });
+  start(R"(tenants:
+  - id: clamped
+    maxObjective: standard
+    defaultObjective: basic
+    models: [mock-model, "family/*"]
+    maxTokens: 16
+  - id: strict
+    maxObjective: standard
+    aboveMaxObjective: refuse
+    maxTokens: 16
+    aboveMaxTokens: refuse
+)",
+        {clamp.record, strict.record}, up.address());
+  // A model outside the tenant's list.
+  auto body = [](const std::string& model, int max_tokens) {
+    return R"({"model":")" + model + R"(","prompt":"x","max_tokens":)" +
+           std::to_string(max_tokens) + "}";
+  };
+  expect_refused(post(bearer(clamp.secret), body("other-model", 1)), 403, "model_not_allowed",
+                 "model-not-allowed");
+  auto fam = post(bearer(clamp.secret), body("family/7b", 1));
+  EXPECT_EQ(fam.status, 200) << fam.body;
+  // Above the ceiling: clamped to it, or refused.
+  auto r = post(bearer(clamp.secret, {{"x-llm-d-inference-objective", "interactive"}}),
+                body("mock-model", 500));
+  EXPECT_EQ(r.status, 200) << r.body;
+  expect_refused(post(bearer(strict.secret, {{"x-llm-d-inference-objective", "interactive"}}),
+                      body("mock-model", 1)),
+                 403, "objective_not_allowed", "objective-not-allowed");
+  expect_refused(post(bearer(strict.secret), body("mock-model", 17)), 400, "max_tokens_exceeded",
+                 "max-tokens-exceeded");
+  // No max_tokens at all: the ceiling is written in.
+  HttpClient c(kHost, port());
+  EXPECT_EQ(c.post_json("/v1/completions", R"({"model":"mock-model","prompt":"x"})",
+                        bearer(strict.secret))
+                .status,
+            200);
+  auto seen = up.requests();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(json::parse(seen[1].body)["max_tokens"], 16);  // clamped from 500
+  EXPECT_EQ(json::parse(seen[2].body)["max_tokens"], 16);  // written in
+  // The tenant's key never reaches the engine.
+  for (const auto& s : seen) EXPECT_EQ(s.header("authorization"), "") << s.head;
+  auto lines = log_lines(log_->path(), 6);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["objective"], "basic");     // the default
+  EXPECT_EQ(lines[2]["objective"], "standard");  // clamped from interactive
+  EXPECT_EQ(lines[2]["priority"], 5);
+}
+
+TEST_F(AuthTest, ConcurrencyLimitAndSubflows) {
+  Key k = make_key("acme", "key_k");
+  Key other = make_key("beta", "key_o");
+  start(R"(tenants:
+  - {id: acme, maxConcurrency: 1, subflows: [ui]}
+)",
+        {k.record, other.record});
+  HttpClient streaming(kHost, port());
+  Response second;
+  Response beta;
+  auto result = streaming.stream(
+      "/v1/completions", completion_body(4, true), bearer(k.secret, {{"Content-Type", "application/json"}}),
+      [&](const Response&, const SseEvent&) {
+        if (second.status == 0) {
+          second = post(bearer(k.secret));  // while the first is in flight
+          beta = post(bearer(other.secret));  // another tenant is not limited by it
+        }
+        return true;
+      });
+  EXPECT_EQ(result.head.status, 200);
+  EXPECT_TRUE(result.complete) << result.error;
+  expect_refused(second, 429, "tenant_concurrency_limit", "tenant-concurrency-limit");
+  EXPECT_EQ(second.header("retry-after"), "1");
+  EXPECT_EQ(beta.status, 200);
+  // Once the first ended, the permit is back.
+  EXPECT_EQ(post(bearer(k.secret, flow("ui"))).status, 200);
+  EXPECT_EQ(post(bearer(k.secret, flow("beta"))).status, 200);
+  auto lines = log_lines(log_->path(), 5);
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[3]["flow"], "acme/ui");  // a sub-flow it may choose
+  EXPECT_EQ(lines[4]["flow"], "acme");     // never another tenant's flow
+}
+
+TEST(AuthTrusted, TrustedProxyHeadersStandAndOthersLoseThem) {
+  auto mock = start_mock();
+  TempFile log("", "access.log");
+  // 127.0.0.1 is trusted; 127.0.0.2 is another client.
+  TempFile cfg(make_config({mock->address()}, "  accessLog: " + log.path() + "\n") +
+               "auth:\n  trustedProxies: [127.0.0.1/32]\n");
+  auto sluice = start_sluice(cfg);
+  HttpClient trusted(kHost, sluice->port());
+  EXPECT_EQ(trusted.post_json("/v1/completions", completion_body(1), flow("tenant-x")).status, 200);
+  RawConnection other(kHost, sluice->port(), 0, "127.0.0.2");
+  const std::string body = completion_body(1);
+  ASSERT_TRUE(other.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                         "application/json\r\nx-llm-d-inference-fairness-id: tenant-x\r\n"
+                         "Connection: close\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body));
+  bool closed = false;
+  EXPECT_NE(other.read_until_close(5000ms, &closed).find("HTTP/1.1 200"), std::string::npos);
+  auto lines = log_lines(log.path(), 2);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["flow"], "tenant-x");
+  EXPECT_EQ(lines[1]["flow"], "default-flow");
+}
+
+}  // namespace
+}  // namespace sluice::test
