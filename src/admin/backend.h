@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "auth/api_keys.h"
 #include "observe/request_stats.h"
 
 namespace sluice::fleet {
@@ -19,6 +20,12 @@ struct ProxyContext;
 }  // namespace sluice::proxy
 
 namespace sluice::admin {
+
+// An API key record as the admin plane sees it: where it came from too.
+struct KeyEntry {
+  auth::KeyRecord record;
+  bool from_file = false;  // auth.apiKeys.file (else made through the admin API)
+};
 
 // What a reload did.
 struct ReloadResult {
@@ -39,6 +46,15 @@ class Backend {
   virtual void reload(std::function<void(ReloadResult)> done) = 0;
   // Every I/O thread's request statistics, merged; `done` on any thread.
   virtual void collect_stats(std::function<void(observe::ThreadStats)> done) = 0;
+  // The API keys in use (sorted by id).
+  virtual std::vector<KeyEntry> keys() = 0;
+  // Adds or replaces the record of `r.id` (made through the admin API);
+  // `done("")` once every I/O thread checks new requests against it, else
+  // `done(why not)` (then nothing changed). On any thread.
+  virtual void put_key(const auth::KeyRecord& r, std::function<void(std::string)> done) = 0;
+  // Removes `id`'s record; `done(found, error)` once every I/O thread
+  // refuses it (found false: no such key this plane may remove).
+  virtual void delete_key(const std::string& id, std::function<void(bool, std::string)> done) = 0;
 };
 
 }  // namespace sluice::admin

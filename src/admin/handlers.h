@@ -11,6 +11,7 @@
 #include "admin/admin_requests.h"
 #include "admin/handler_context.h"
 #include "admin/routes.h"
+#include "protocol/steering.h"
 
 namespace sluice::admin {
 
@@ -45,6 +46,13 @@ void list_flows(HandlerContext& hc, const Request& req, Respond respond);
 void get_flow(HandlerContext& hc, const Request& req, Respond respond);
 void put_flow(HandlerContext& hc, const Request& req, Respond respond);
 void delete_flow(HandlerContext& hc, const Request& req, Respond respond);
+
+// keys.cc: API keys (the key is shown once, by POST).
+void list_keys(HandlerContext& hc, const Request& req, Respond respond);
+void create_key(HandlerContext& hc, const Request& req, Respond respond);
+void get_key(HandlerContext& hc, const Request& req, Respond respond);
+void put_key(HandlerContext& hc, const Request& req, Respond respond);
+void delete_key(HandlerContext& hc, const Request& req, Respond respond);
 
 // Rendering never throws: bytes that are not UTF-8 (a Latin-1 fairness id, an
 // endpoint label, a path) come out as U+FFFD.

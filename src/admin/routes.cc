@@ -12,7 +12,7 @@ constexpr Fleet kScopeFleet = Fleet::kScopeFleet;
 
 // Every path of the admin plane. Methods answer in the order listed here
 // (which is also the order of a 405's "use ...").
-constexpr std::array<Route, 11> kRoutes{{
+constexpr std::array<Route, 13> kRoutes{{
     {"/healthz", Access::kOpen, nullptr, {{{"GET", kLocal, healthz}}}},
     {"/readyz", Access::kOpen, nullptr, {{{"GET", kLocal, readyz}}}},
     {"/metrics", Access::kOpenIfConfigured, nullptr, {{{"GET", kLocal, metrics}}}},
@@ -39,6 +39,17 @@ constexpr std::array<Route, 11> kRoutes{{
      {{{"GET", kLocal, get_flow},
        {"PUT", kFleetWide, put_flow},
        {"DELETE", kFleetWide, delete_flow}}}},
+    // POST makes a key here and stores its record for the others as a PUT.
+    {"/admin/v1/keys",
+     Access::kToken,
+     nullptr,
+     {{{"GET", kLocal, list_keys}, {"POST", kLocal, create_key}}}},
+    {"/admin/v1/keys/{id}",
+     Access::kToken,
+     nullptr,
+     {{{"GET", kLocal, get_key},
+       {"PUT", kFleetWide, put_key},
+       {"DELETE", kFleetWide, delete_key}}}},
 }};
 
 }  // namespace

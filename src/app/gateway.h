@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,9 @@ class Gateway final : public admin::Backend {
   fleet::FleetSync* fleet() override { return fleet_.get(); }
   void reload(std::function<void(admin::ReloadResult)> done) override;
   void collect_stats(std::function<void(observe::ThreadStats)> done) override;
+  std::vector<admin::KeyEntry> keys() override;
+  void put_key(const auth::KeyRecord& r, std::function<void(std::string)> done) override;
+  void delete_key(const std::string& id, std::function<void(bool, std::string)> done) override;
 
  private:
   // Startup (gateway.cc).
@@ -76,9 +80,14 @@ class Gateway final : public admin::Backend {
   // Identity (identity.cc): the key file, and the authenticator each I/O
   // thread holds, built again when the keys or the config change.
   void start_identity();
-  void apply_key_file(const std::string& path);
+  void apply_key_file(
+      const std::string& path, std::function<void()> done = [] {});
   void set_identity_config(const config::Config& c);
-  void publish_authenticator();
+  // `done` once every I/O thread has the new authenticator.
+  void publish_authenticator(std::function<void()> done = [] {});
+  // Without a fleet, the admin API's keys are written into the key file;
+  // "" or why not.
+  std::string write_key_file(std::vector<auth::KeyRecord> records, std::function<void()> done);
   // Reload (reload.cc): its steps, in order.
   struct ReloadPlan;
   bool read_and_build(ReloadPlan& plan);
@@ -112,7 +121,8 @@ class Gateway final : public admin::Backend {
   // What the authenticator is built from; any thread, under identity_mu_.
   std::mutex identity_mu_;
   std::shared_ptr<const config::Config> identity_config_;
-  std::shared_ptr<const auth::KeyStore> keys_;
+  std::vector<auth::KeyRecord> file_keys_;             // auth.apiKeys.file's
+  std::map<std::string, auth::KeyRecord> admin_keys_;  // the admin API's, in a fleet
   bool started_ = false;
 };
 

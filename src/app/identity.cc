@@ -1,6 +1,15 @@
 // Identity at runtime: the key file (watched on the data layer's thread),
-// and the authenticator built from the config's auth:/tenants: and the
-// keys, handed to every I/O thread whenever either changes.
+// the keys made through the admin API (written into the key file; in a
+// fleet, held here and replicated through Redis as admin changes), and the
+// authenticator built from the config's auth:/tenants: and the keys,
+// handed to every I/O thread whenever any of them changes.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
 #include "app/gateway.h"
 #include "auth/api_keys.h"
 #include "observe/log.h"
@@ -19,18 +28,17 @@ void Gateway::start_identity() {
 }
 
 // Throws ConfigError: the keys in use stay.
-void Gateway::apply_key_file(const std::string& path) {
+void Gateway::apply_key_file(const std::string& path, std::function<void()> done) {
   std::vector<auth::KeyRecord> records;
   std::string error;
   if (!auth::parse_key_file(config::read_regular_file(path), records, error))
     throw config::ConfigError(path + ": " + error);
-  auto store = std::make_shared<const auth::KeyStore>(std::move(records));
-  SLUICE_LOG(kInfo, "auth", path << ": " << store->size() << " API key(s)");
+  SLUICE_LOG(kInfo, "auth", path << ": " << records.size() << " API key(s)");
   {
     std::lock_guard lock(identity_mu_);
-    keys_ = std::move(store);
+    file_keys_ = std::move(records);
   }
-  publish_authenticator();
+  publish_authenticator(std::move(done));
 }
 
 void Gateway::set_identity_config(const config::Config& c) {
@@ -43,10 +51,105 @@ void Gateway::set_identity_config(const config::Config& c) {
 
 // Built and handed out under the lock, so two changes reach every thread
 // in the order they were made (each thread's queue is first in, first out).
-void Gateway::publish_authenticator() {
+// The admin API's records come first: one of them replaces a file key of
+// the same id.
+void Gateway::publish_authenticator(std::function<void()> done) {
   std::lock_guard lock(identity_mu_);
-  auto a = std::make_shared<const auth::Authenticator>(*identity_config_, keys_);
-  data_.set_authenticator(std::move(a), [] {});
+  std::vector<auth::KeyRecord> all;
+  all.reserve(admin_keys_.size() + file_keys_.size());
+  for (const auto& [_, r] : admin_keys_) all.push_back(r);
+  all.insert(all.end(), file_keys_.begin(), file_keys_.end());
+  auto store = std::make_shared<const auth::KeyStore>(std::move(all));
+  data_.set_authenticator(std::make_shared<const auth::Authenticator>(*identity_config_, store),
+                          std::move(done));
+}
+
+std::vector<admin::KeyEntry> Gateway::keys() {
+  std::lock_guard lock(identity_mu_);
+  std::vector<admin::KeyEntry> out;
+  for (const auto& [_, r] : admin_keys_) out.push_back({r, false});
+  for (const auto& r : file_keys_)
+    if (!admin_keys_.count(r.id)) out.push_back({r, true});
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.record.id < b.record.id; });
+  return out;
+}
+
+// Written whole to a file beside it, then renamed over it: a reader (this
+// process's watcher, another replica's) sees the old file or the new one.
+std::string Gateway::write_key_file(std::vector<auth::KeyRecord> records,
+                                    std::function<void()> done) {
+  const std::string& path = ctx_.config.auth.api_keys.file;
+  const std::string tmp = path + ".sluice-tmp";
+  const std::string text = auth::render_key_file(records);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return "cannot write the key file (" + tmp + ": " + std::strerror(errno) + ")";
+  std::size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<std::size_t>(n);
+  }
+  const bool ok = written == text.size() && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return "cannot write the key file " + path + " (" + std::strerror(errno) + ")";
+  }
+  try {
+    apply_key_file(path, std::move(done));  // at once, not at the watcher's next look
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void Gateway::put_key(const auth::KeyRecord& r, std::function<void(std::string)> done) {
+  if (fleet_) {
+    {
+      std::lock_guard lock(identity_mu_);
+      admin_keys_[r.id] = r;
+    }
+    return publish_authenticator([done = std::move(done)] { done(""); });
+  }
+  if (ctx_.config.auth.api_keys.file.empty())
+    return done("no key store: set auth.apiKeys.file (or redis: for a fleet) to make keys");
+  std::vector<auth::KeyRecord> records;
+  {
+    std::lock_guard lock(identity_mu_);
+    records = file_keys_;
+  }
+  auto it =
+      std::find_if(records.begin(), records.end(), [&](const auto& k) { return k.id == r.id; });
+  if (it != records.end())
+    *it = r;
+  else
+    records.push_back(r);
+  auto shared = std::make_shared<std::function<void(std::string)>>(std::move(done));
+  auto error = write_key_file(std::move(records), [shared] { (*shared)(""); });
+  if (!error.empty()) (*shared)(error);
+}
+
+void Gateway::delete_key(const std::string& id, std::function<void(bool, std::string)> done) {
+  if (fleet_) {
+    {
+      std::lock_guard lock(identity_mu_);
+      if (admin_keys_.erase(id) == 0) return done(false, "");
+    }
+    return publish_authenticator([done = std::move(done)] { done(true, ""); });
+  }
+  std::vector<auth::KeyRecord> records;
+  {
+    std::lock_guard lock(identity_mu_);
+    records = file_keys_;
+  }
+  auto it = std::find_if(records.begin(), records.end(), [&](const auto& k) { return k.id == id; });
+  if (it == records.end()) return done(false, "");
+  records.erase(it);
+  auto shared = std::make_shared<std::function<void(bool, std::string)>>(std::move(done));
+  auto error = write_key_file(std::move(records), [shared] { (*shared)(true, ""); });
+  if (!error.empty()) (*shared)(false, error);
 }
 
 }  // namespace sluice::app

@@ -18,7 +18,9 @@ class TenantLoad {
   class Permit {
    public:
     Permit() = default;
-    Permit(Permit&& o) noexcept : load_(o.load_), tenant_(std::move(o.tenant_)) { o.load_ = nullptr; }
+    Permit(Permit&& o) noexcept : load_(o.load_), tenant_(std::move(o.tenant_)) {
+      o.load_ = nullptr;
+    }
     Permit& operator=(Permit&& o) noexcept {
       if (this != &o) {
         reset();

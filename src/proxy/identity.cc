@@ -28,8 +28,9 @@ std::array<unsigned char, 16> peer_bytes(const Socket& s) {
   const auto ep = s.remote_endpoint(ec);
   if (ec) return out;
   const auto a = ep.address();
-  out = a.is_v4() ? boost::asio::ip::make_address_v6(boost::asio::ip::v4_mapped, a.to_v4()).to_bytes()
-                  : a.to_v6().to_bytes();
+  out = a.is_v4()
+            ? boost::asio::ip::make_address_v6(boost::asio::ip::v4_mapped, a.to_v4()).to_bytes()
+            : a.to_v6().to_bytes();
   return out;
 }
 
@@ -93,7 +94,8 @@ void Exchange::refuse_credentials(const auth::AuthOutcome& out) {
                            ? "You didn't provide an API key. Send it as Authorization: Bearer KEY."
                            : "Incorrect API key provided.");
     ans.www_authenticate = "Bearer realm=\"" + thread_.authenticator().realm() + "\"";
-    if (out.failure != auth::AuthFailure::kMissing) ans.www_authenticate += ", error=\"invalid_token\"";
+    if (out.failure != auth::AuthFailure::kMissing)
+      ans.www_authenticate += ", error=\"invalid_token\"";
   }
   ans.reason = out.reason;
   // The body was not read yet, or not all of it: the connection closes.
@@ -111,8 +113,9 @@ bool Exchange::check_tenant_policy(protocol::OpenAIRequest& req) {
   const std::string_view asked =
       !identity_.objective.empty() ? std::string_view(identity_.objective) : request_.objective;
   if (p && !auth::Tenants::model_allowed(*p, req.model)) {
-    auto a = client_error(403, "model_not_allowed",
-                          "tenant '" + identity_.tenant + "' may not use model '" + req.model + "'");
+    auto a =
+        client_error(403, "model_not_allowed",
+                     "tenant '" + identity_.tenant + "' may not use model '" + req.model + "'");
     a.reason = "model-not-allowed";
     answer(a);
     return false;
@@ -121,9 +124,9 @@ bool Exchange::check_tenant_policy(protocol::OpenAIRequest& req) {
   if (p) {
     auto d = thread_.authenticator().tenants().decide_objective(*p, asked);
     if (d.refused) {
-      auto a = client_error(403, "objective_not_allowed",
-                            "tenant '" + identity_.tenant + "' may not use objective '" +
-                                std::string(asked) + "'");
+      auto a = client_error(
+          403, "objective_not_allowed",
+          "tenant '" + identity_.tenant + "' may not use objective '" + std::string(asked) + "'");
       a.reason = "objective-not-allowed";
       answer(a);
       return false;
@@ -164,10 +167,10 @@ bool Exchange::take_tenant_permit(const auth::TenantPolicy& p) {
   if (p.max_concurrency == 0) return true;
   tenant_permit_ = ctx_.tenant_load.try_acquire(identity_.tenant, p.max_concurrency);
   if (tenant_permit_) return true;
-  auto a = client_error(429, "tenant_concurrency_limit",
-                        "tenant '" + identity_.tenant + "' has " +
-                            std::to_string(p.max_concurrency) +
-                            " requests in flight already, its limit; retry when one ends");
+  auto a =
+      client_error(429, "tenant_concurrency_limit",
+                   "tenant '" + identity_.tenant + "' has " + std::to_string(p.max_concurrency) +
+                       " requests in flight already, its limit; retry when one ends");
   a.reason = "tenant-concurrency-limit";
   a.retry_after_seconds = 1;
   answer(a);

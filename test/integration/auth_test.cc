@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "auth/api_keys.h"
 #include "flow_control_harness.h"
 #include "support/fake_upstream.h"
+#include "support/redis_server.h"
 
 namespace sluice::test {
 namespace {
@@ -160,8 +162,9 @@ TEST_F(AuthTest, MissingUnknownExpiredDisabledAndRepeatedCredentials) {
   }
   // Refused before the body: a large body is never read (the connection closes).
   RawConnection raw(kHost, port());
-  ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                       "application/json\r\nContent-Length: 1000000\r\n\r\n{"));
+  ASSERT_TRUE(
+      raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+               "application/json\r\nContent-Length: 1000000\r\n\r\n{"));
   bool closed = false;
   const std::string text = raw.read_until_close(5000ms, &closed);
   EXPECT_NE(text.find("HTTP/1.1 401"), std::string::npos) << text;
@@ -188,16 +191,12 @@ TEST_F(AuthTest, KeysAddedAndRevokedInTheFileApplyWhileServing) {
   EXPECT_EQ(post(bearer(a.secret)).status, 200);
   EXPECT_EQ(post(bearer(b.secret)).status, 401);
   // Revoke a, add b: written whole, then renamed over (as an editor does).
-  {
-    std::ofstream(keys_->path() + ".new") << key_file({b.record});
-  }
+  { std::ofstream(keys_->path() + ".new") << key_file({b.record}); }
   ASSERT_EQ(std::rename((keys_->path() + ".new").c_str(), keys_->path().c_str()), 0);
   EXPECT_TRUE(eventually([&] { return post(bearer(b.secret)).status == 200; }));
   EXPECT_EQ(post(bearer(a.secret)).status, 401);
   // A broken file keeps the keys in use.
-  {
-    std::ofstream(keys_->path() + ".new") << "keys: [{id: x}]";
-  }
+  { std::ofstream(keys_->path() + ".new") << "keys: [{id: x}]"; }
   ASSERT_EQ(std::rename((keys_->path() + ".new").c_str(), keys_->path().c_str()), 0);
   HttpClient admin(kHost, sluice_->admin_port());
   for (int i = 0; i < 5; ++i) EXPECT_EQ(post(bearer(b.secret)).status, 200);
@@ -271,10 +270,11 @@ TEST_F(AuthTest, ConcurrencyLimitAndSubflows) {
   Response second;
   Response beta;
   auto result = streaming.stream(
-      "/v1/completions", completion_body(4, true), bearer(k.secret, {{"Content-Type", "application/json"}}),
+      "/v1/completions", completion_body(4, true),
+      bearer(k.secret, {{"Content-Type", "application/json"}}),
       [&](const Response&, const SseEvent&) {
         if (second.status == 0) {
-          second = post(bearer(k.secret));  // while the first is in flight
+          second = post(bearer(k.secret));    // while the first is in flight
           beta = post(bearer(other.secret));  // another tenant is not limited by it
         }
         return true;
@@ -293,6 +293,89 @@ TEST_F(AuthTest, ConcurrencyLimitAndSubflows) {
   EXPECT_EQ(lines[4]["flow"], "acme");     // never another tenant's flow
 }
 
+TEST_F(AuthTest, KeysMadeAndRevokedThroughTheAdminApi) {
+  start("", {});
+  HttpClient admin(kHost, sluice_->admin_port());
+  auto made = admin.request("POST", "/admin/v1/keys", R"({"tenant": "acme", "id": "key_ops"})",
+                            {{"Content-Type", "application/json"}});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const json k = json::parse(made.body);
+  const std::string key = k["key"];
+  EXPECT_EQ(key.rfind("sk-sluice-", 0), 0u);
+  EXPECT_EQ(k["prefix"], key.substr(0, 14));
+  // Usable as soon as the answer came, with no file poll in between.
+  EXPECT_EQ(post(bearer(key)).status, 200);
+  // The key is shown once: not in the list, not in the file, not in a log.
+  auto list = admin.request("GET", "/admin/v1/keys");
+  ASSERT_EQ(list.status, 200);
+  EXPECT_EQ(list.body.find(key.substr(14)), std::string::npos);
+  EXPECT_NE(list.body.find("key_ops"), std::string::npos);
+  EXPECT_EQ(read_file(keys_->path()).find(key.substr(14)), std::string::npos);
+  EXPECT_NE(read_file(keys_->path()).find("key_ops"), std::string::npos);
+  EXPECT_EQ(admin.request("GET", "/admin/v1/keys/key_ops").status, 200);
+  // Bad bodies are typed.
+  EXPECT_EQ(admin.request("POST", "/admin/v1/keys", R"({"tenant": "a/b"})").status, 400);
+  EXPECT_EQ(admin.request("POST", "/admin/v1/keys", R"({"tenant": "a", "id": "key_ops"})").status,
+            409);
+  EXPECT_EQ(admin.request("POST", "/admin/v1/keys", R"({"tenant": "a", "expires": "soon"})").status,
+            400);
+  // Disabled, then revoked: refused as soon as each answer came.
+  EXPECT_EQ(admin.request("PUT", "/admin/v1/keys/key_ops", R"({"disabled": true})").status, 200);
+  expect_refused(post(bearer(key)), 401, "invalid_api_key", "key-disabled");
+  EXPECT_EQ(admin.request("DELETE", "/admin/v1/keys/key_ops").status, 200);
+  expect_refused(post(bearer(key)), 401, "invalid_api_key", "unknown-key");
+  EXPECT_EQ(admin.request("DELETE", "/admin/v1/keys/key_ops").status, 404);
+  // A restart keeps what the admin API made: it is in the key file.
+  auto again = admin.request("POST", "/admin/v1/keys", R"({"tenant": "beta"})");
+  ASSERT_EQ(again.status, 201);
+  const std::string second = json::parse(again.body)["key"];
+  EXPECT_EQ(sluice_->stop(), 0);
+  sluice_ = start_sluice(*cfg_);
+  EXPECT_EQ(post(bearer(second)).status, 200);
+}
+
+TEST(AuthFleet, AKeyMadeOnOneReplicaWorksOnAllAndItsRevocationReachesThemInOneSync) {
+  if (!redis_server_bin())
+    GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  TempDir dir;
+  RedisServer redis(dir.path);
+  ASSERT_TRUE(redis.start());
+  auto mock = start_mock();
+  auto config = [&](const std::string& id) {
+    return make_config({mock->address()}) +
+           "auth:\n  apiKeys: {}\nredis:\n  unixSocket: " + redis.socket() +
+           "\n  replicaId: " + id + "\n  syncInterval: 25ms\n  lease: 1s\n  timeout: 100ms\n";
+  };
+  TempFile c1(config("r1")), c2(config("r2"));
+  auto r1 = start_sluice(c1);
+  auto r2 = start_sluice(c2);
+  HttpClient a1(kHost, r1->admin_port());
+  auto made = a1.request("POST", "/admin/v1/keys", R"({"tenant": "acme"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string key = json::parse(made.body)["key"];
+  const std::string id = json::parse(made.body)["id"];
+  HttpClient c2c(kHost, r2->port());
+  auto on_r2 = [&] {
+    return c2c.post_json("/v1/completions", completion_body(1), bearer(key)).status;
+  };
+  EXPECT_TRUE(eventually([&] { return on_r2() == 200; })) << "the key never reached r2";
+  // Revoked through r1: r2 refuses it within a sync or two (25 ms each;
+  // measured from r1's answer).
+  ASSERT_EQ(a1.request("DELETE", "/admin/v1/keys/" + id).status, 200);
+  const auto revoked = Clock::now();
+  EXPECT_TRUE(eventually([&] { return on_r2() == 401; }, 2000ms));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - revoked);
+  RecordProperty("revocation_seen_ms", static_cast<int>(took.count()));
+  std::cout << "revocation reached the other replica in " << took.count() << " ms\n";
+  // A replica that starts later applies the revocation too.
+  TempFile c3(config("r3"));
+  auto r3 = start_sluice(c3);
+  HttpClient c3c(kHost, r3->port());
+  HttpClient probe(kHost, r3->admin_port());
+  ASSERT_TRUE(eventually([&] { return probe.request("GET", "/readyz").status == 200; }));
+  EXPECT_EQ(c3c.post_json("/v1/completions", completion_body(1), bearer(key)).status, 401);
+}
+
 TEST(AuthTrusted, TrustedProxyHeadersStandAndOthersLoseThem) {
   auto mock = start_mock();
   TempFile log("", "access.log");
@@ -304,10 +387,11 @@ TEST(AuthTrusted, TrustedProxyHeadersStandAndOthersLoseThem) {
   EXPECT_EQ(trusted.post_json("/v1/completions", completion_body(1), flow("tenant-x")).status, 200);
   RawConnection other(kHost, sluice->port(), 0, "127.0.0.2");
   const std::string body = completion_body(1);
-  ASSERT_TRUE(other.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                         "application/json\r\nx-llm-d-inference-fairness-id: tenant-x\r\n"
-                         "Connection: close\r\nContent-Length: " +
-                         std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_TRUE(
+      other.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                 "application/json\r\nx-llm-d-inference-fairness-id: tenant-x\r\n"
+                 "Connection: close\r\nContent-Length: " +
+                 std::to_string(body.size()) + "\r\n\r\n" + body));
   bool closed = false;
   EXPECT_NE(other.read_until_close(5000ms, &closed).find("HTTP/1.1 200"), std::string::npos);
   auto lines = log_lines(log.path(), 2);

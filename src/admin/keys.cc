@@ -1,0 +1,180 @@
+// /admin/v1/keys (GET: every key's record; POST: a new key, shown once) and
+// /admin/v1/keys/{id} (GET; PUT: add or replace a record by its hash, which
+// is how a key reaches the other replicas of a fleet; DELETE: revoke). No
+// answer ever holds a key but POST's, and no log line any key.
+#include "admin/handlers.h"
+#include "fleet/fleet_sync.h"
+#include "observe/log.h"
+
+namespace sluice::admin {
+
+using json = nlohmann::json;
+
+namespace {
+
+json key_json(const KeyEntry& k) {
+  json j{{"id", k.record.id},
+         {"tenant", k.record.tenant},
+         {"prefix", k.record.prefix},
+         {"disabled", k.record.disabled},
+         {"source", k.from_file ? "file" : "admin"}};
+  j["expires"] = k.record.expires_at ? json(auth::format_expiry(*k.record.expires_at)) : json();
+  return j;
+}
+
+const KeyEntry* find_key(const std::vector<KeyEntry>& keys, std::string_view id) {
+  for (const auto& k : keys)
+    if (k.record.id == id) return &k;
+  return nullptr;
+}
+
+// The optional fields of a key's body (tenant, expires, disabled, prefix)
+// into `r`; an error reply if one is malformed.
+std::optional<AdminReply> read_key_fields(const json& j, auth::KeyRecord& r) {
+  if (auto it = j.find("tenant"); it != j.end()) {
+    if (!it->is_string()) return error_reply(400, "invalid-tenant", "tenant must be a string");
+    r.tenant = it->get<std::string>();
+  }
+  if (r.tenant.empty() || !protocol::is_valid_steering_value(r.tenant, 128) ||
+      r.tenant.find('/') != std::string::npos)
+    return error_reply(400, "invalid-tenant",
+                       "tenant must be 1 to 128 token characters without '/'");
+  if (auto it = j.find("expires"); it != j.end()) {
+    std::optional<std::int64_t> e;
+    if (it->is_string()) e = auth::parse_expiry(it->get<std::string>());
+    if (it->is_number_unsigned()) e = it->get<std::int64_t>();
+    if (!it->is_null() && !e)
+      return error_reply(400, "invalid-expires",
+                         "expires must be RFC 3339 UTC (2027-01-01T00:00:00Z), unix seconds or null");
+    r.expires_at = e;
+  }
+  if (auto it = j.find("disabled"); it != j.end()) {
+    if (!it->is_boolean()) return error_reply(400, "invalid-disabled", "disabled must be a boolean");
+    r.disabled = it->get<bool>();
+  }
+  return std::nullopt;
+}
+
+std::optional<json> parse_object(const std::string& body, AdminReply& error) {
+  json j = json::parse(body.empty() ? "{}" : body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    error = error_reply(400, "invalid-body", "the body must be a JSON object");
+    return std::nullopt;
+  }
+  return j;
+}
+
+}  // namespace
+
+void list_keys(HandlerContext& hc, const Request&, Respond respond) {
+  json out = json::array();
+  for (const auto& k : hc.backend.keys()) out.push_back(key_json(k));
+  respond(AdminReply{200, out.dump(-1, ' ', false, kReplace)});
+}
+
+void get_key(HandlerContext& hc, const Request& req, Respond respond) {
+  const auto keys = hc.backend.keys();
+  const KeyEntry* k = find_key(keys, req.param);
+  if (!k) return respond(error_reply(404, "unknown-key", "no key '" + std::string(req.param) + "'"));
+  respond(AdminReply{200, key_json(*k).dump(-1, ' ', false, kReplace)});
+}
+
+// A new key for a tenant: {"tenant", "id"?, "expires"?}. The answer holds
+// the key, once; the record (its hash) goes to the other replicas as a PUT.
+void create_key(HandlerContext& hc, const Request& req, Respond respond) {
+  AdminReply error;
+  auto j = parse_object(req.body, error);
+  if (!j) return respond(error);
+  std::string id;
+  if (auto it = j->find("id"); it != j->end()) {
+    if (!it->is_string() || !auth::is_valid_key_id(it->get<std::string>()))
+      return respond(error_reply(400, "invalid-id", "id must be 1 to 64 of letters, digits, _ . -"));
+    id = it->get<std::string>();
+    if (find_key(hc.backend.keys(), id))
+      return respond(error_reply(409, "key-exists", "a key with id '" + id + "' exists"));
+  }
+  auth::KeyRecord fields;
+  if (auto bad = read_key_fields(*j, fields)) return respond(*bad);
+  auto made = auth::generate_key(fields.tenant, id);
+  if (!made) return respond(error_reply(500, "no-randomness", "the CSPRNG failed"));
+  made->record.expires_at = fields.expires_at;
+  made->record.disabled = fields.disabled;
+  hc.backend.put_key(made->record, [&hc, made = *made, respond](std::string e) {
+    hc.post([&hc, made, respond, e] {
+      if (!e.empty()) return respond(error_reply(409, "key-store-unavailable", e));
+      SLUICE_LOG(kInfo, "admin",
+                 "key " << made.record.id << " (" << made.record.prefix
+                        << "...) made for tenant " << made.record.tenant);
+      if (hc.fleet()) {
+        json rec = key_json(KeyEntry{made.record, false});
+        rec.erase("source");
+        rec["sha256"] = auth::to_hex(made.record.hash);
+        hc.fleet()->publish_operation(
+            fleet::FleetOperation{"PUT", "/admin/v1/keys/" + made.record.id, rec.dump()});
+      }
+      json out = key_json(KeyEntry{made.record, false});
+      out["key"] = made.key;
+      respond(AdminReply{201, out.dump(-1, ' ', false, kReplace)});
+    });
+  });
+}
+
+// A record by its hash ({"sha256", "tenant", ...}), or a change to an
+// existing admin-made one (its hash kept when none is sent).
+void put_key(HandlerContext& hc, const Request& req, Respond respond) {
+  const std::string id(req.param);
+  if (!auth::is_valid_key_id(id))
+    return respond(error_reply(400, "invalid-id", "id must be 1 to 64 of letters, digits, _ . -"));
+  AdminReply error;
+  auto j = parse_object(req.body, error);
+  if (!j) return respond(error);
+  const auto keys = hc.backend.keys();
+  const KeyEntry* old = find_key(keys, id);
+  auth::KeyRecord r = old ? old->record : auth::KeyRecord{};
+  r.id = id;
+  if (auto it = j->find("sha256"); it != j->end()) {
+    if (!it->is_string() || !auth::from_hex(it->get<std::string>(), r.hash))
+      return respond(error_reply(400, "invalid-sha256", "sha256 must be 64 hex digits"));
+  } else if (!old) {
+    return respond(error_reply(400, "invalid-sha256", "a new key's record needs its sha256"));
+  }
+  if (auto it = j->find("prefix"); it != j->end() && it->is_string()) {
+    r.prefix = it->get<std::string>();
+    if (r.prefix.size() > auth::kPrefixChars ||
+        !protocol::is_valid_steering_value(r.prefix, auth::kPrefixChars))
+      r.prefix.clear();
+  }
+  if (auto bad = read_key_fields(*j, r)) return respond(*bad);
+  hc.backend.put_key(r, [&hc, r, respond](std::string e) {
+    hc.post([r, respond, e] {
+      if (!e.empty()) return respond(error_reply(409, "key-store-unavailable", e));
+      SLUICE_LOG(kInfo, "admin",
+                 "key " << r.id << " set for tenant " << r.tenant
+                        << (r.disabled ? " (disabled)" : ""));
+      respond(AdminReply{200, key_json(KeyEntry{r, false}).dump(-1, ' ', false, kReplace)});
+    });
+  });
+}
+
+void delete_key(HandlerContext& hc, const Request& req, Respond respond) {
+  const std::string id(req.param);
+  hc.backend.delete_key(id, [&hc, id, respond, replicated = req.replicated](bool found,
+                                                                             std::string error) {
+    hc.post([id, respond, replicated, found, error] {
+      if (!error.empty()) return respond(error_reply(409, "key-store-unavailable", error));
+      if (!found) {
+        // Already gone here (a replica applying another's revocation
+        // twice): the revocation holds, so replaying it is no error.
+        if (replicated) return respond(AdminReply{200, "{}"});
+        return respond(error_reply(404, "unknown-key",
+                                   "no key '" + id +
+                                       "' this replica may revoke (in a fleet, a key of the key "
+                                       "file is revoked by editing the file)"));
+      }
+      SLUICE_LOG(kInfo, "admin", "key " << id << " revoked");
+      respond(AdminReply{200, json{{"id", id}, {"revoked", true}}.dump()});
+    });
+  });
+}
+
+}  // namespace sluice::admin
