@@ -19,7 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 all_targets=(fuzz_request fuzz_response fuzz_config fuzz_endpoints_file fuzz_prometheus
-  fuzz_scenario fuzz_json_render fuzz_admin_body fuzz_ctl_answer fuzz_flow_control)
+  fuzz_scenario fuzz_json_render fuzz_admin_body fuzz_ctl_answer fuzz_flow_control fuzz_jwt
+  fuzz_jwks)
 
 smoke=0
 build_it=1
@@ -48,7 +49,7 @@ jobs=${JOBS:-2}
 max_len_of() {
   case "$1" in
     fuzz_request | fuzz_response | fuzz_prometheus) echo 16384 ;;
-    fuzz_config | fuzz_scenario) echo 8192 ;;
+    fuzz_config | fuzz_scenario | fuzz_jwt | fuzz_jwks) echo 8192 ;;
     *) echo 4096 ;;
   esac
 }
@@ -58,6 +59,7 @@ dict_of() {
     fuzz_config | fuzz_endpoints_file | fuzz_scenario) echo test/fuzz/dict/yaml.dict ;;
     fuzz_prometheus) echo test/fuzz/dict/prometheus.dict ;;
     fuzz_ctl_answer) echo test/fuzz/dict/json.dict ;;
+    fuzz_jwt | fuzz_jwks) echo test/fuzz/dict/jose.dict ;;
   esac
 }
 
