@@ -19,7 +19,8 @@ asan: deps
 	cmake --build build/asan -j $(JOBS)
 
 # Also the registry's unit tests: its huge-page allocator is bypassed under
-# ASan, so this is the gate's one run of it.
+# ASan, so this is the gate's one run of it. And the I/O threads verifying
+# JWTs with one shared key set.
 tsan: deps
 	cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug \
 	  -DSLUICE_SANITIZE=thread -DSLUICE_WERROR=ON
@@ -28,6 +29,8 @@ tsan: deps
 	  ctest -L 'integration|threads' --output-on-failure -j $(JOBS)
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/test/tsan.supp" \
 	  ./unit_registry
+	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/test/tsan.supp" \
+	  ./unit_auth --gtest_filter='Jwt.Threads*'
 
 # The second supported compiler (fuzzing builds use it later).
 clang: deps
