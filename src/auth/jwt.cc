@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -60,6 +61,7 @@ namespace {
 // 9999-12-31T23:59:59Z: a later (or negative) time is not a date but a
 // number chosen to confuse arithmetic.
 constexpr double kMaxNumericDate = 253402300799.0;
+constexpr std::int64_t kMaxLeewaySeconds = 366 * 24 * 3600;
 
 // The buffers one I/O thread reuses from token to token (verify_jwt is not
 // reentrant on a thread). They grow to at most max_token_bytes each.
@@ -293,7 +295,8 @@ JwtError read_claims(const JwtOptions& o, Scratch& s, Claims& c) {
 }
 
 JwtError check_times(const JwtOptions& o, const Claims& c, std::int64_t now, VerifiedToken& out) {
-  const std::int64_t leeway = o.leeway_seconds > 0 ? o.leeway_seconds : 0;
+  // Clamped so that no option value can overflow the sums below.
+  const std::int64_t leeway = std::clamp<std::int64_t>(o.leeway_seconds, 0, kMaxLeewaySeconds);
   out.expires_at = 0;
   if (c.exp) {
     // Rounded towards the stricter side: exp down, nbf and iat up.

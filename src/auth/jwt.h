@@ -28,7 +28,7 @@ struct JwtOptions {
   std::vector<std::string> audiences;
   // The algorithms a token may name; each is also bound to its key type.
   std::vector<JwtAlg> algorithms{JwtAlg::kRS256, JwtAlg::kES256, JwtAlg::kEdDSA};
-  // Clock skew allowed for "exp", "nbf" and "iat".
+  // Clock skew allowed for "exp", "nbf" and "iat" (taken within [0, a year]).
   std::int64_t leeway_seconds = 60;
   // A top-level string claim whose value is the tenant id (a steering value:
   // kMaxClaimBytes, steering bytes only).

@@ -323,6 +323,16 @@ TEST_F(Jwt, ExpiryWithLeeway) {
   EXPECT_EQ(verify_claims(good_claims().set("exp", num(kNow + 1)), *ed_), JwtError::kNone);
 }
 
+TEST_F(Jwt, ALeewayOutsideItsRangeIsClamped) {
+  opts_.leeway_seconds = -100;  // taken as 0
+  EXPECT_EQ(verify_claims(good_claims().set("exp", num(kNow)), *ed_), JwtError::kExpired);
+  opts_.leeway_seconds = INT64_MAX;  // taken as a year: no overflow
+  EXPECT_EQ(verify_claims(good_claims().set("exp", num(kNow - 3600)), *ed_), JwtError::kNone);
+  EXPECT_EQ(verify_claims(good_claims().set("exp", num(kNow - 400 * 86400)), *ed_),
+            JwtError::kExpired);
+  EXPECT_EQ(verify_claims(good_claims().set("nbf", "253402300799"), *ed_), JwtError::kNotYetValid);
+}
+
 TEST_F(Jwt, NotBeforeAndIssuedAtWithLeeway) {
   EXPECT_EQ(verify_claims(good_claims().set("nbf", num(kNow + 61)), *ed_), JwtError::kNotYetValid);
   EXPECT_EQ(verify_claims(good_claims().set("nbf", num(kNow + 60)), *ed_), JwtError::kNone);
