@@ -44,12 +44,14 @@ std::optional<AdminReply> read_key_fields(const json& j, auth::KeyRecord& r) {
     if (it->is_string()) e = auth::parse_expiry(it->get<std::string>());
     if (it->is_number_unsigned()) e = it->get<std::int64_t>();
     if (!it->is_null() && !e)
-      return error_reply(400, "invalid-expires",
-                         "expires must be RFC 3339 UTC (2027-01-01T00:00:00Z), unix seconds or null");
+      return error_reply(
+          400, "invalid-expires",
+          "expires must be RFC 3339 UTC (2027-01-01T00:00:00Z), unix seconds or null");
     r.expires_at = e;
   }
   if (auto it = j.find("disabled"); it != j.end()) {
-    if (!it->is_boolean()) return error_reply(400, "invalid-disabled", "disabled must be a boolean");
+    if (!it->is_boolean())
+      return error_reply(400, "invalid-disabled", "disabled must be a boolean");
     r.disabled = it->get<bool>();
   }
   return std::nullopt;
@@ -75,7 +77,8 @@ void list_keys(HandlerContext& hc, const Request&, Respond respond) {
 void get_key(HandlerContext& hc, const Request& req, Respond respond) {
   const auto keys = hc.backend.keys();
   const KeyEntry* k = find_key(keys, req.param);
-  if (!k) return respond(error_reply(404, "unknown-key", "no key '" + std::string(req.param) + "'"));
+  if (!k)
+    return respond(error_reply(404, "unknown-key", "no key '" + std::string(req.param) + "'"));
   respond(AdminReply{200, key_json(*k).dump(-1, ' ', false, kReplace)});
 }
 
@@ -88,7 +91,8 @@ void create_key(HandlerContext& hc, const Request& req, Respond respond) {
   std::string id;
   if (auto it = j->find("id"); it != j->end()) {
     if (!it->is_string() || !auth::is_valid_key_id(it->get<std::string>()))
-      return respond(error_reply(400, "invalid-id", "id must be 1 to 64 of letters, digits, _ . -"));
+      return respond(
+          error_reply(400, "invalid-id", "id must be 1 to 64 of letters, digits, _ . -"));
     id = it->get<std::string>();
     if (find_key(hc.backend.keys(), id))
       return respond(error_reply(409, "key-exists", "a key with id '" + id + "' exists"));
@@ -103,8 +107,8 @@ void create_key(HandlerContext& hc, const Request& req, Respond respond) {
     hc.post([&hc, made, respond, e] {
       if (!e.empty()) return respond(error_reply(409, "key-store-unavailable", e));
       SLUICE_LOG(kInfo, "admin",
-                 "key " << made.record.id << " (" << made.record.prefix
-                        << "...) made for tenant " << made.record.tenant);
+                 "key " << made.record.id << " (" << made.record.prefix << "...) made for tenant "
+                        << made.record.tenant);
       if (hc.fleet()) {
         json rec = key_json(KeyEntry{made.record, false});
         rec.erase("source");
@@ -148,9 +152,9 @@ void put_key(HandlerContext& hc, const Request& req, Respond respond) {
   hc.backend.put_key(r, [&hc, r, respond](std::string e) {
     hc.post([r, respond, e] {
       if (!e.empty()) return respond(error_reply(409, "key-store-unavailable", e));
-      SLUICE_LOG(kInfo, "admin",
-                 "key " << r.id << " set for tenant " << r.tenant
-                        << (r.disabled ? " (disabled)" : ""));
+      SLUICE_LOG(
+          kInfo, "admin",
+          "key " << r.id << " set for tenant " << r.tenant << (r.disabled ? " (disabled)" : ""));
       respond(AdminReply{200, key_json(KeyEntry{r, false}).dump(-1, ' ', false, kReplace)});
     });
   });
@@ -159,7 +163,7 @@ void put_key(HandlerContext& hc, const Request& req, Respond respond) {
 void delete_key(HandlerContext& hc, const Request& req, Respond respond) {
   const std::string id(req.param);
   hc.backend.delete_key(id, [&hc, id, respond, replicated = req.replicated](bool found,
-                                                                             std::string error) {
+                                                                            std::string error) {
     hc.post([id, respond, replicated, found, error] {
       if (!error.empty()) return respond(error_reply(409, "key-store-unavailable", error));
       if (!found) {

@@ -133,6 +133,7 @@ void Gateway::shutdown() {
   // on their own threads, which still run.
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });
   if (key_watcher_) net::post(scraper_->context(), [this] { key_watcher_->stop(); });
+  if (jwks_source_) net::post(scraper_->context(), [this] { jwks_source_->stop(); });
   if (dns_) dns_->stop();
   if (scraper_) scraper_->stop();
   // Leave the fleet before the dispatcher stops (the sync thread's last

@@ -15,6 +15,7 @@
 
 #include "admin/admin_server.h"
 #include "admin/backend.h"
+#include "app/jwks_source.h"
 #include "config/config.h"
 #include "datalayer/dns_watcher.h"
 #include "datalayer/endpoints_watcher.h"
@@ -80,6 +81,7 @@ class Gateway final : public admin::Backend {
   // Identity (identity.cc): the key file, and the authenticator each I/O
   // thread holds, built again when the keys or the config change.
   void start_identity();
+  void start_jwks();
   void apply_key_file(
       const std::string& path, std::function<void()> done = [] {});
   void set_identity_config(const config::Config& c);
@@ -123,6 +125,8 @@ class Gateway final : public admin::Backend {
   std::shared_ptr<const config::Config> identity_config_;
   std::vector<auth::KeyRecord> file_keys_;             // auth.apiKeys.file's
   std::map<std::string, auth::KeyRecord> admin_keys_;  // the admin API's, in a fleet
+  std::shared_ptr<const auth::Jwks> jwks_;             // auth.jwt's keys
+  std::unique_ptr<JwksSource> jwks_source_;            // data-layer thread
   bool started_ = false;
 };
 

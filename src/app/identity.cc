@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 
@@ -16,8 +17,11 @@
 
 namespace sluice::app {
 
+namespace net = boost::asio;
+
 void Gateway::start_identity() {
   set_identity_config(ctx_.config);
+  start_jwks();
   const auto& keys = ctx_.config.auth.api_keys;
   if (keys.file.empty()) return;
   key_watcher_ = std::make_unique<datalayer::FileWatcher>(
@@ -25,6 +29,27 @@ void Gateway::start_identity() {
       [this](const std::string& path) { apply_key_file(path); },
       [](const std::string& message) { SLUICE_LOG(kWarn, "auth", message); });
   key_watcher_->load_now();  // throws ConfigError: startup fails
+}
+
+// The JWKS: read now from a file (startup fails without it), or fetched
+// from its URL in the background; a JWT with an unknown kid asks again.
+void Gateway::start_jwks() {
+  if (!ctx_.config.auth.jwt.enabled) return;
+  jwks_source_ = std::make_unique<JwksSource>(
+      scraper_->context(), ctx_.config.auth.jwt,
+      [this](std::shared_ptr<const auth::Jwks> keys) {
+        ctx_.jwks_loads.fetch_add(1, std::memory_order_relaxed);
+        {
+          std::lock_guard lock(identity_mu_);
+          jwks_ = std::move(keys);
+        }
+        publish_authenticator();
+      },
+      [this] { ctx_.jwks_refetch_wanted.store(false, std::memory_order_release); });
+  ctx_.on_jwks_refetch = [this] {
+    net::post(scraper_->context(), [this] { jwks_source_->refetch(); });
+  };
+  jwks_source_->start();
 }
 
 // Throws ConfigError: the keys in use stay.
@@ -60,8 +85,9 @@ void Gateway::publish_authenticator(std::function<void()> done) {
   for (const auto& [_, r] : admin_keys_) all.push_back(r);
   all.insert(all.end(), file_keys_.begin(), file_keys_.end());
   auto store = std::make_shared<const auth::KeyStore>(std::move(all));
-  data_.set_authenticator(std::make_shared<const auth::Authenticator>(*identity_config_, store),
-                          std::move(done));
+  data_.set_authenticator(
+      std::make_shared<const auth::Authenticator>(*identity_config_, store, jwks_),
+      std::move(done));
 }
 
 std::vector<admin::KeyEntry> Gateway::keys() {

@@ -37,10 +37,39 @@ std::string_view bearer_token(std::string_view h) {
   return t;
 }
 
-Authenticator::Authenticator(const config::Config& c, std::shared_ptr<const KeyStore> keys)
+namespace {
+
+JwtOptions jwt_options(const config::JwtSpec& j) {
+  JwtOptions o;
+  o.issuer = j.issuer;
+  o.audiences = j.audiences;
+  o.algorithms.clear();
+  for (const auto& a : j.algorithms)
+    if (auto alg = parse_alg(a)) o.algorithms.push_back(*alg);
+  o.leeway_seconds = std::chrono::duration_cast<std::chrono::seconds>(j.leeway).count();
+  o.tenant_claim = j.tenant_claim;
+  o.objective_claim = j.objective_claim;
+  o.max_token_bytes = j.max_token_bytes;
+  return o;
+}
+
+}  // namespace
+
+bool looks_like_jwt(std::string_view t) {
+  const auto first = t.find('.');
+  if (first == std::string_view::npos) return false;
+  const auto second = t.find('.', first + 1);
+  return second != std::string_view::npos && t.find('.', second + 1) == std::string_view::npos;
+}
+
+Authenticator::Authenticator(const config::Config& c, std::shared_ptr<const KeyStore> keys,
+                             std::shared_ptr<const Jwks> jwks)
     : enabled_(c.auth.enabled),
       client_certificate_tenants_(c.auth.client_certificate_tenants),
       keys_(std::move(keys)),
+      jwt_enabled_(c.auth.jwt.enabled),
+      jwt_(jwt_options(c.auth.jwt)),
+      jwks_(std::move(jwks)),
       tenants_(c),
       realm_(c.auth.realm) {
   // The config reader checked each block.
@@ -77,13 +106,41 @@ AuthOutcome Authenticator::check_key(std::string_view key, std::int64_t now_unix
   return {AuthFailure::kUnknownKey, to_string(KeyCheck::kUnknown)};
 }
 
-AuthOutcome Authenticator::authenticate(const Credentials& c, std::int64_t now_unix,
-                                        Identity& out) const {
+// A verified token costs a SHA-256 and a lookup in the thread's cache
+// until it expires; the first sight of it, a signature check.
+AuthOutcome Authenticator::check_jwt(std::string_view token, std::int64_t now_unix, Identity& out,
+                                     TokenCache* cache) const {
+  const Digest key = TokenCache::key_of(token);
+  const VerifiedToken* v = cache ? cache->find(key, now_unix) : nullptr;
+  VerifiedToken fresh;
+  if (!v) {
+    if (!jwks_) return {AuthFailure::kInvalidToken, "token-unknown-kid", true};
+    const JwtError e = verify_jwt(token, *jwks_, jwt_, now_unix, fresh);
+    if (e != JwtError::kNone)
+      return {AuthFailure::kInvalidToken, to_string(e), e == JwtError::kUnknownKey};
+    // A tenant is a flow id and '/' separates its sub-flows: a token may
+    // not name "acme/x" to reach tenant acme's sub-flow x.
+    if (fresh.tenant.find('/') != std::string::npos)
+      return {AuthFailure::kInvalidToken, to_string(JwtError::kBadTenant)};
+    if (cache) cache->insert(key, fresh, now_unix);
+    v = &fresh;
+  }
+  out.source = Source::kJwt;
+  out.tenant = v->tenant;
+  out.objective = v->objective;
+  out.key_id = "jwt:" + v->kid;
+  settle(out);
+  return {};
+}
+
+AuthOutcome Authenticator::authenticate(const Credentials& c, std::int64_t now_unix, Identity& out,
+                                        TokenCache* cache) const {
   out.clear();
   if (c.authorization_count > 1) return {AuthFailure::kRepeated, "repeated-authorization-header"};
   if (c.authorization_count == 1) {
     const std::string_view token = bearer_token(c.authorization);
     if (token.empty()) return {AuthFailure::kMalformed, "malformed-credentials"};
+    if (jwt_enabled_ && looks_like_jwt(token)) return check_jwt(token, now_unix, out, cache);
     return check_key(token, now_unix, out);
   }
   if (client_certificate_tenants_ && !c.client_certificate_name.empty()) {

@@ -15,7 +15,10 @@
 #include <vector>
 
 #include "auth/api_keys.h"
+#include "auth/jwks.h"
+#include "auth/jwt.h"
 #include "auth/tenants.h"
+#include "auth/token_cache.h"
 #include "config/config.h"
 #include "config/units.h"
 
@@ -68,13 +71,18 @@ enum class AuthFailure : std::uint8_t {
 struct AuthOutcome {
   AuthFailure failure = AuthFailure::kNone;
   std::string_view reason;  // a stable token for the dropped-reason header and the log
+  // A JWT named a key the JWKS does not hold (or none is loaded yet): the
+  // caller asks for the JWKS again (rate-limited by whoever fetches it).
+  bool unknown_key = false;
   bool ok() const { return failure == AuthFailure::kNone; }
 };
 
 class Authenticator {
  public:
-  // `keys` may be null (no key file, no fleet store).
-  Authenticator(const config::Config& c, std::shared_ptr<const KeyStore> keys);
+  // `keys` may be null (no key file, no fleet store); `jwks` too (no JWT,
+  // or not loaded yet).
+  Authenticator(const config::Config& c, std::shared_ptr<const KeyStore> keys,
+                std::shared_ptr<const Jwks> jwks = nullptr);
 
   // auth: configured (keys, JWT or client-certificate tenants).
   bool enabled() const { return enabled_; }
@@ -84,7 +92,9 @@ class Authenticator {
   // `address`: the peer's, 16 bytes (IPv4 mapped).
   bool trusted(const std::array<unsigned char, 16>& address) const;
 
-  AuthOutcome authenticate(const Credentials& c, std::int64_t now_unix, Identity& out) const;
+  // `cache`: the calling thread's verified JWTs (may be null).
+  AuthOutcome authenticate(const Credentials& c, std::int64_t now_unix, Identity& out,
+                           TokenCache* cache = nullptr) const;
 
   const Tenants& tenants() const { return tenants_; }
   const KeyStore* keys() const { return keys_.get(); }
@@ -93,15 +103,23 @@ class Authenticator {
 
  private:
   AuthOutcome check_key(std::string_view key, std::int64_t now_unix, Identity& out) const;
+  AuthOutcome check_jwt(std::string_view token, std::int64_t now_unix, Identity& out,
+                        TokenCache* cache) const;
   void settle(Identity& out) const;
 
   bool enabled_ = false;
   bool client_certificate_tenants_ = false;
   std::vector<config::Cidr> trusted_;
   std::shared_ptr<const KeyStore> keys_;
+  bool jwt_enabled_ = false;
+  JwtOptions jwt_;
+  std::shared_ptr<const Jwks> jwks_;
   Tenants tenants_;
   std::string realm_;
 };
+
+// A compact JWS: three base64url parts (what is not one is an API key).
+bool looks_like_jwt(std::string_view token);
 
 // The token of "Bearer <token>" (scheme case-insensitive, spaces after it),
 // or empty if the header is not that.

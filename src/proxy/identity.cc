@@ -75,8 +75,9 @@ bool Exchange::check_identity() {
     return true;
   }
   const auth::Credentials c{request_.authorization, request_.authorization_count, {}};
-  const auth::AuthOutcome out = a.authenticate(c, unix_now(), identity_);
+  const auth::AuthOutcome out = a.authenticate(c, unix_now(), identity_, thread_.token_cache());
   thread_.stats().auth_result(out.ok() ? std::string_view("ok") : out.reason);
+  if (out.unknown_key) ctx_.want_jwks_refetch();
   if (out.ok()) return true;
   refuse_credentials(out);
   return false;

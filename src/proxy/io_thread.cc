@@ -18,6 +18,7 @@ IoThread::IoThread(std::size_t index, ProxyContext& ctx, std::uint64_t id_prefix
       ioc_(1),
       pool_(ctx.endpoints.size(), ctx.config.server.upstream_max_idle_per_endpoint),
       id_prefix_(id_prefix),
+      token_cache_(ctx.config.auth.jwt.enabled ? ctx.config.auth.jwt.cache_entries : 1),
       stats_(ctx.config.server.metrics_max_flows) {
   producer_ = ctx.flow_control->make_producer();
   shell_ = ctx.flow_control.get();

@@ -53,9 +53,13 @@ class IoThread {
   const RequestPolicy& policy() const { return *policy_; }
   void set_policy(std::shared_ptr<const RequestPolicy> p) { policy_ = std::move(p); }
   const auth::Authenticator& authenticator() const { return *authenticator_; }
+  // A new authenticator (keys, JWKS or config changed): the tokens verified
+  // against the old one are forgotten.
   void set_authenticator(std::shared_ptr<const auth::Authenticator> a) {
     authenticator_ = std::move(a);
+    token_cache_.clear();
   }
+  auth::TokenCache* token_cache() { return &token_cache_; }
   // A large body buffer of a finished request, if the thread keeps one
   // (swapped into `body`, whose small buffer goes); false if none.
   bool take_spare_body(std::string& body);
@@ -182,7 +186,8 @@ class IoThread {
   flowcontrol::ControllerShell* shell_ = nullptr;
   std::shared_ptr<const RequestPolicy> policy_;               // replaced on this thread by reloads
   std::shared_ptr<const auth::Authenticator> authenticator_;  // replaced the same way
-  observe::ThreadStats stats_;  // this thread's requests, for /metrics
+  auth::TokenCache token_cache_;  // JWTs verified on this thread (auth.jwt.cacheEntries)
+  observe::ThreadStats stats_;    // this thread's requests, for /metrics
   std::string log_scratch_;
   bool wake_scheduled_ = false;
   bool watch_tick_pending_ = false;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,17 @@ struct ProxyContext {
   std::shared_ptr<const auth::Authenticator> authenticator;
   // Each tenant's requests in flight, for tenants[].maxConcurrency.
   auth::TenantLoad tenant_load;
+  // A JWT named a key the JWKS lacks: the JWKS is asked for again. The
+  // flag is set by the first such request and cleared by the fetcher once
+  // it took the request (so a flood of them is one call); the callback is
+  // set before start() and posts to the fetcher's thread.
+  std::atomic<bool> jwks_refetch_wanted{false};
+  std::atomic<std::uint64_t> jwks_loads{0};  // JWKS documents read (file or URL)
+  std::function<void()> on_jwks_refetch;
+  void want_jwks_refetch() {
+    if (on_jwks_refetch && !jwks_refetch_wanted.exchange(true, std::memory_order_acq_rel))
+      on_jwks_refetch();
+  }
   // The dispatcher: flow control (featureGates: [flowControl]) and the
   // scheduler; without the gate it only schedules, dispatching at once.
   std::unique_ptr<flowcontrol::ControllerShell> flow_control;
