@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 
 all_targets=(fuzz_request fuzz_response fuzz_config fuzz_endpoints_file fuzz_prometheus
   fuzz_scenario fuzz_json_render fuzz_admin_body fuzz_ctl_answer fuzz_flow_control fuzz_jwt
-  fuzz_jwks)
+  fuzz_jwks fuzz_keyfile)
 
 smoke=0
 build_it=1
@@ -56,7 +56,7 @@ max_len_of() {
 dict_of() {
   case "$1" in
     fuzz_request | fuzz_response) echo test/fuzz/dict/http.dict ;;
-    fuzz_config | fuzz_endpoints_file | fuzz_scenario) echo test/fuzz/dict/yaml.dict ;;
+    fuzz_config | fuzz_endpoints_file | fuzz_scenario | fuzz_keyfile) echo test/fuzz/dict/yaml.dict ;;
     fuzz_prometheus) echo test/fuzz/dict/prometheus.dict ;;
     fuzz_ctl_answer) echo test/fuzz/dict/json.dict ;;
     fuzz_jwt | fuzz_jwks) echo test/fuzz/dict/jose.dict ;;

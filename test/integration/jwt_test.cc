@@ -23,9 +23,10 @@ std::int64_t now_unix() {
       .count();
 }
 
-std::string claims(const std::string& sub, std::int64_t exp_in = 600, const std::string& extra = "") {
-  return R"({"iss":"https://idp.test/","aud":"sluice","sub":")" + sub +
-         R"(","exp":)" + std::to_string(now_unix() + exp_in) + extra + "}";
+std::string claims(const std::string& sub, std::int64_t exp_in = 600,
+                   const std::string& extra = "") {
+  return R"({"iss":"https://idp.test/","aud":"sluice","sub":")" + sub + R"(","exp":)" +
+         std::to_string(now_unix() + exp_in) + extra + "}";
 }
 
 double metric(std::uint16_t admin_port, const std::string& name) {
@@ -92,8 +93,9 @@ TEST_F(JwtTest, ValidTokensAreTheirSubjectsFlowAndObjective) {
   EXPECT_EQ(post_token(again).status, 200);
   EXPECT_TRUE(eventually([&] { return log_text().find(R"("flow":"beta")") != std::string::npos; }));
   const std::string log = log_text();
-  EXPECT_NE(log.find(R"("flow":"acme","tenant":"acme","key_id":"jwt:rsa-1","objective":"interactive")"),
-            std::string::npos)
+  EXPECT_NE(
+      log.find(R"("flow":"acme","tenant":"acme","key_id":"jwt:rsa-1","objective":"interactive")"),
+      std::string::npos)
       << log;
   EXPECT_NE(log.find(R"("key_id":"jwt:ec-1")"), std::string::npos);
 }
@@ -136,7 +138,8 @@ TEST_F(JwtTest, EveryHostileTokenIsRefusedWithItsReason) {
   expect_token_refused("e*J." + token.substr(dot1 + 1), "token-malformed");
   expect_token_refused(token.substr(0, dot1 + 1) + "p*y" + token.substr(dot2), "token-malformed");
   expect_token_refused(token.substr(0, dot2 + 1) + "s*g", "token-malformed");
-  expect_token_refused(sign_token(rsa_, R"({"alg":"RS256","kid":"rsa-1")", good), "token-malformed");
+  expect_token_refused(sign_token(rsa_, R"({"alg":"RS256","kid":"rsa-1")", good),
+                       "token-malformed");
   expect_token_refused(sign_token(rsa_, h, R"({"sub":"acme","exp":)"), "token-malformed");
   // Tenants cannot be sub-flows of another tenant.
   expect_token_refused(make_token(rsa_, claims("acme/x")), "token-bad-tenant");
