@@ -8,7 +8,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config clang-14 clang-format
   libboost1.81-dev nlohmann-json3-dev libsimdjson-dev libconcurrentqueue-dev
   libyaml-cpp-dev libxxhash-dev googletest libgtest-dev libgmock-dev libbenchmark-dev
-  libfuzzer-14-dev libssl-dev
+  libfuzzer-14-dev libssl-dev openssl
   redis-server libhiredis-dev dnsmasq
   curl wrk nginx-light haproxy prometheus python3 iproute2 git
 )
