@@ -1,5 +1,6 @@
 #include "app/jwks_source.h"
 
+#include "datalayer/http_fetch.h"
 #include "observe/log.h"
 
 namespace sluice::app {
@@ -26,9 +27,7 @@ void JwksSource::start() {
     watcher_->start();
     return;
   }
-  // Until the URL fetcher is in (the next step), a URL refuses to start
-  // rather than run without keys.
-  throw config::ConfigError("auth.jwt.jwksUrl: not supported by this build; use jwksFile");
+  fetch();
 }
 
 void JwksSource::stop() {
@@ -75,7 +74,38 @@ void JwksSource::fetch() {
     }
     return;
   }
-  arm_refresh();
+  if (fetching_) return;
+  fetching_ = true;
+  refresh_.cancel();
+  datalayer::FetchOptions o;
+  o.max_body_bytes = auth::kMaxJwksBytes;
+  o.ca_file = spec_.jwks_ca_file;
+  datalayer::http_get(ioc_, spec_.jwks_url, o, [this](datalayer::FetchResult r) {
+    fetching_ = false;
+    ++fetches_;
+    if (stopped_) return;
+    if (!r.ok) {
+      SLUICE_LOG_LIMITED(kWarn, "auth",
+                         spec_.jwks_url << ": " << r.error << "; keeping the JWT keys in use");
+    } else {
+      std::string error;
+      std::vector<std::string> skipped;
+      auto keys = auth::Jwks::parse(r.body, error, &skipped);
+      if (!keys) {
+        SLUICE_LOG_LIMITED(kWarn, "auth",
+                           spec_.jwks_url << ": " << error << "; keeping the JWT keys in use");
+      } else {
+        for (const auto& s : skipped)
+          SLUICE_LOG_LIMITED(kWarn, "auth", spec_.jwks_url << ": key skipped: " << s);
+        if (!loaded_once_)
+          SLUICE_LOG(kInfo, "auth",
+                     spec_.jwks_url << ": " << keys->size() << " JWT signing key(s)");
+        loaded_once_ = true;
+        on_keys_(std::move(keys));
+      }
+    }
+    arm_refresh();
+  });
 }
 
 void JwksSource::arm_refresh() {

@@ -52,6 +52,8 @@ class JwksSource {
   boost::asio::steady_timer refetch_;
   std::chrono::steady_clock::time_point last_fetch_{};
   bool refetch_pending_ = false;
+  bool fetching_ = false;  // a URL's fetch is under way
+  bool loaded_once_ = false;
   bool stopped_ = false;
   std::uint64_t fetches_ = 0;
 };

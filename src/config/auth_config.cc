@@ -41,6 +41,7 @@ void read_jwt_source(const Reader& r, Fields& f, const YAML::Node& node, JwtSpec
     if (j.jwks_url.rfind("http://", 0) != 0 && j.jwks_url.rfind("https://", 0) != 0)
       fail(r.source, n, "auth.jwt.jwksUrl", "must start with http:// or https://");
   }
+  if (auto n = f.take("jwksCaFile")) j.jwks_ca_file = r.string(n, "auth.jwt.jwksCaFile");
   if (j.jwks_file.empty() == j.jwks_url.empty())
     fail(r.source, node, "auth.jwt", "set exactly one of jwksFile and jwksUrl");
   if (auto n = f.take("jwksRefreshInterval"))

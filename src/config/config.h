@@ -322,8 +322,9 @@ struct ApiKeysSpec {
 struct JwtSpec {
   bool enabled = false;  // a `jwt:` section is present
   std::string jwks_file;
-  std::string jwks_url;  // http:// or https://
-  std::string issuer;    // required match when set
+  std::string jwks_url;      // http:// or https://
+  std::string jwks_ca_file;  // https: verify the IdP against this PEM bundle ("" the system's)
+  std::string issuer;        // required match when set
   std::vector<std::string> audiences;
   std::vector<std::string> algorithms{"RS256", "ES256", "EdDSA"};
   nanoseconds leeway = std::chrono::seconds(60);

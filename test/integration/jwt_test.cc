@@ -211,3 +211,70 @@ TEST_F(JwtTest, ARotatedKeyIsPickedUpFromTheFile) {
 
 }  // namespace
 }  // namespace sluice::test
+
+#include <mutex>
+
+#include "support/fake_upstream.h"
+
+namespace sluice::test {
+namespace {
+
+// The identity provider's JWKS over HTTP (FakeUpstream counts each fetch).
+TEST(JwtUrl, KeysFromTheUrlAndUnknownKidsFetchAtMostOncePerInterval) {
+  auto first = generate_key(auth::JwtAlg::kES256, "ec-1");
+  auto second = generate_key(auth::JwtAlg::kRS256, "rsa-2");
+  std::mutex mu;
+  std::string served = jwks_of(std::vector<const SigningKey*>{&first});
+  FakeUpstream idp([&](const UpstreamRequest&) {
+    std::lock_guard lock(mu);
+    return FakeUpstream::Reply{
+        FakeUpstream::response(200, served, "Content-Type: application/json\r\n")};
+  });
+  auto mock = start_mock();
+  auto config = [&](const std::string& min_refetch) {
+    return make_config({mock->address()}) + "auth:\n  jwt:\n    jwksUrl: http://" + idp.address() +
+           "/jwks.json\n    jwksMinRefetchInterval: " + min_refetch + "\n";
+  };
+  TempFile cfg(config("1h"));
+  auto sluice = start_sluice(cfg);
+  HttpClient c(kHost, sluice->port());
+  auto post = [&](const std::string& token) {
+    return c.post_json("/v1/completions", completion_body(1),
+                       {{"Authorization", "Bearer " + token}});
+  };
+  // The first fetch is in the background: the first token may come before it.
+  EXPECT_TRUE(eventually([&] { return post(make_token(first, claims("acme"))).status == 200; }));
+  const std::size_t fetched = idp.requests().size();
+  EXPECT_GE(fetched, 1u);
+  // 200 tokens with kids the JWKS does not hold: at most one more fetch.
+  for (int i = 0; i < 200; ++i) {
+    auto r = post(make_token(second, claims("acme")));
+    ASSERT_EQ(r.status, 401);
+    ASSERT_EQ(r.header("x-gateway-inference-dropped-reason"), "token-unknown-kid");
+  }
+  EXPECT_LE(idp.requests().size(), fetched + 1);
+  EXPECT_EQ(sluice->stop(), 0);
+
+  // A key the IdP adds later is picked up by a token that names it (its
+  // unknown kid fetches again; the refresh interval is 5 minutes).
+  TempFile fast(config("10ms"));
+  auto s2 = start_sluice(fast);
+  HttpClient c2(kHost, s2->port());
+  EXPECT_TRUE(eventually([&] {
+    return c2.post_json("/v1/completions", completion_body(1),
+                        {{"Authorization", "Bearer " + make_token(first, claims("acme"))}})
+               .status == 200;
+  }));
+  {
+    std::lock_guard lock(mu);
+    served = jwks_of(std::vector<const SigningKey*>{&first, &second});
+  }
+  EXPECT_TRUE(eventually([&] {
+    return c2.post_json("/v1/completions", completion_body(1),
+                        {{"Authorization", "Bearer " + make_token(second, claims("acme"))}})
+               .status == 200;
+  }));
+}
+
+}  // namespace
+}  // namespace sluice::test
