@@ -83,12 +83,15 @@ void Gateway::reconcile_endpoints() {
 
 void Gateway::publish_endpoints() {
   std::vector<flowcontrol::EndpointIdentity> ids;
+  std::vector<std::string> serving;
   for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
     const auto& ep = ctx_.endpoints.at(i);
     ids.push_back({ep.config.address, ep.config.engine,
                    scheduling::Labels(ep.config.labels.begin(), ep.config.labels.end()),
                    ep.removed.load()});
+    if (!ep.removed.load()) serving.push_back(ep.config.address);
   }
+  if (catalog_) catalog_->set_endpoints(std::move(serving));
   ctx_.flow_control->reconfigure(
       *data_producer_,
       [ids = std::move(ids)](flowcontrol::Controller& c) { c.set_endpoints(ids); });

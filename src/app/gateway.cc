@@ -106,6 +106,7 @@ void Gateway::start() {
   scraper_->start();
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->start(); });
   if (key_watcher_) net::post(scraper_->context(), [this] { key_watcher_->start(); });
+  if (catalog_) net::post(scraper_->context(), [this] { catalog_->start(); });
   start_dns();
   data_.start();
   admin_->start();
@@ -134,6 +135,7 @@ void Gateway::shutdown() {
   if (watcher_) net::post(scraper_->context(), [this] { watcher_->stop(); });
   if (key_watcher_) net::post(scraper_->context(), [this] { key_watcher_->stop(); });
   if (jwks_source_) net::post(scraper_->context(), [this] { jwks_source_->stop(); });
+  if (catalog_) net::post(scraper_->context(), [this] { catalog_->stop(); });
   if (dns_) dns_->stop();
   if (scraper_) scraper_->stop();
   // Leave the fleet before the dispatcher stops (the sync thread's last

@@ -123,10 +123,11 @@ class Gateway final : public admin::Backend {
   // What the authenticator is built from; any thread, under identity_mu_.
   std::mutex identity_mu_;
   std::shared_ptr<const config::Config> identity_config_;
-  std::vector<auth::KeyRecord> file_keys_;             // auth.apiKeys.file's
-  std::map<std::string, auth::KeyRecord> admin_keys_;  // the admin API's, in a fleet
-  std::shared_ptr<const auth::Jwks> jwks_;             // auth.jwt's keys
-  std::unique_ptr<JwksSource> jwks_source_;            // data-layer thread
+  std::vector<auth::KeyRecord> file_keys_;                  // auth.apiKeys.file's
+  std::map<std::string, auth::KeyRecord> admin_keys_;       // the admin API's, in a fleet
+  std::shared_ptr<const auth::Jwks> jwks_;                  // auth.jwt's keys
+  std::unique_ptr<JwksSource> jwks_source_;                 // data-layer thread
+  std::unique_ptr<datalayer::ModelCatalogPoller> catalog_;  // with auth:, data-layer thread
   bool started_ = false;
 };
 

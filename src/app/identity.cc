@@ -22,6 +22,19 @@ namespace net = boost::asio;
 void Gateway::start_identity() {
   set_identity_config(ctx_.config);
   start_jwks();
+  if (ctx_.config.auth.enabled)
+    catalog_ = std::make_unique<datalayer::ModelCatalogPoller>(
+        scraper_->context(), std::chrono::seconds(10),
+        [this](std::shared_ptr<const datalayer::ModelCatalog> c) {
+          ctx_.models.store(std::move(c));
+        });
+  if (catalog_) {
+    std::vector<std::string> serving;
+    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i)
+      if (!ctx_.endpoints.at(i).removed.load())
+        serving.push_back(ctx_.endpoints.at(i).config.address);
+    catalog_->set_endpoints(std::move(serving));
+  }
   const auto& keys = ctx_.config.auth.api_keys;
   if (keys.file.empty()) return;
   key_watcher_ = std::make_unique<datalayer::FileWatcher>(

@@ -49,6 +49,7 @@ void Exchange::handle_request() {
   // Its times count from here, the request whole, as they always have.
   rec_.start = std::chrono::steady_clock::now();
   if (!check_framing_and_route()) return;
+  if (route_ == protocol::Route::kModels && restricted_to_models()) return answer_models();
   if (!protocol::is_inference(route_)) return forward_without_admission();
   protocol::ParseResult parsed;
   if (!check_inference_request(parsed)) return;

@@ -193,6 +193,10 @@ class Exchange {
   bool check_tenant_policy(protocol::OpenAIRequest& req);
   bool apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req);
   bool take_tenant_permit(const auth::TenantPolicy& p);
+  // GET /v1/models of a tenant restricted to some models: sluice answers
+  // from the pool's catalogue, with only those.
+  bool restricted_to_models() const;
+  void answer_models();
 
   // Admission (admission.cc): the checks in order, each a step that
   // answers and returns false when the request may not go on.

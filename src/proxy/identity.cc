@@ -178,4 +178,27 @@ bool Exchange::take_tenant_permit(const auth::TenantPolicy& p) {
   return false;
 }
 
+bool Exchange::restricted_to_models() const {
+  return authenticated() && identity_.policy && !identity_.policy->any_model;
+}
+
+void Exchange::answer_models() {
+  const auto catalog = ctx_.models.load();
+  std::string body = R"({"object":"list","data":[)";
+  bool first = true;
+  if (catalog)
+    for (const auto& m : catalog->models) {
+      if (!auth::Tenants::model_allowed(*identity_.policy, m.id)) continue;
+      if (!first) body += ',';
+      body += m.entry;
+      first = false;
+    }
+  body += "]}";
+  flowcontrol::ErrorAnswer a;
+  a.status = 200;
+  a.code = "served";
+  a.body = std::move(body);
+  answer(a);
+}
+
 }  // namespace sluice::proxy

@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "datalayer/endpoint_set.h"
 #include "datalayer/metrics_scraper.h"
+#include "datalayer/model_catalog.h"
 #include "flowcontrol/controller_shell.h"
 #include "flowcontrol/saturation_detectors.h"
 #include "observe/access_log.h"
@@ -67,6 +68,9 @@ struct ProxyContext {
   // set before start() and posts to the fetcher's thread.
   std::atomic<bool> jwks_refetch_wanted{false};
   std::atomic<std::uint64_t> jwks_loads{0};  // JWKS documents read (file or URL)
+  // The pool's models (datalayer/model_catalog.h), polled with auth: on,
+  // for a restricted tenant's GET /v1/models; null until then.
+  std::atomic<std::shared_ptr<const datalayer::ModelCatalog>> models;
   std::function<void()> on_jwks_refetch;
   void want_jwks_refetch() {
     if (on_jwks_refetch && !jwks_refetch_wanted.exchange(true, std::memory_order_acq_rel))

@@ -334,6 +334,35 @@ TEST_F(AuthTest, KeysMadeAndRevokedThroughTheAdminApi) {
   EXPECT_EQ(post(bearer(second)).status, 200);
 }
 
+TEST(AuthModels, ARestrictedTenantSeesOnlyItsModels) {
+  auto a = start_mock({"--model", "llama-3-8b"});
+  auto b = start_mock({"--model", "qwen/2.5-7b"});
+  Key narrow = make_key("narrow", "key_n");
+  Key wide = make_key("wide", "key_w");
+  TempFile keys(key_file({narrow.record, wide.record}), "keys.yaml");
+  TempFile cfg(make_config({a->address(), b->address()}) + "auth:\n  apiKeys: {file: " +
+               keys.path() + "}\ntenants:\n  - {id: narrow, models: ['qwen/*']}\n");
+  auto sluice = start_sluice(cfg);
+  HttpClient c(kHost, sluice->port());
+  auto ids = [&](const Key& k) {
+    auto r = c.request("GET", "/v1/models", "", bearer(k.secret));
+    std::vector<std::string> out;
+    auto j = json::parse(r.body, nullptr, false);
+    if (r.status == 200 && j.is_object() && j["data"].is_array())
+      for (const auto& m : j["data"]) out.push_back(m.value("id", ""));
+    return out;
+  };
+  // Once the catalogue has both endpoints' answers: only qwen/*.
+  EXPECT_TRUE(eventually([&] { return ids(narrow) == std::vector<std::string>{"qwen/2.5-7b"}; }))
+      << testing::PrintToString(ids(narrow));
+  // A tenant without a model list gets an endpoint's own answer, as sent.
+  const auto all = ids(wide);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_TRUE(all[0] == "llama-3-8b" || all[0] == "qwen/2.5-7b");
+  // Without credentials: 401 here too.
+  EXPECT_EQ(c.request("GET", "/v1/models").status, 401);
+}
+
 TEST(AuthFleet, AKeyMadeOnOneReplicaWorksOnAllAndItsRevocationReachesThemInOneSync) {
   if (!redis_server_bin())
     GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
