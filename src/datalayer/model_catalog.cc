@@ -18,8 +18,8 @@ bool parse_models_answer(const std::string& body, std::vector<CatalogModel>& out
     if (!m.is_object()) continue;
     const auto id = m.find("id");
     if (id == m.end() || !id->is_string() || id->get_ref<const std::string&>().empty()) continue;
-    out.push_back({id->get<std::string>(),
-                   m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
+    out.push_back(
+        {id->get<std::string>(), m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
   }
   return true;
 }
