@@ -135,7 +135,10 @@ namespace {
 
 // server: where it listens, its I/O threads and its dispatcher.
 void read_server_threads(const Reader& r, Fields& f, ServerOptions& s) {
-  if (auto n = f.take("listen")) s.listen = r.host_port(n, f.child("listen"));
+  if (auto n = f.take("listen")) {
+    // "" turns the plain listener off (read_server checks that tls is set).
+    s.listen = r.scalar(n, f.child("listen")).empty() ? "" : r.host_port(n, f.child("listen"));
+  }
   if (auto n = f.take("adminListen")) s.admin_listen = r.host_port(n, f.child("adminListen"));
   if (auto n = f.take("threads")) {
     auto v = r.integer(n, f.child("threads"));
@@ -300,6 +303,52 @@ void read_server_ejection(const Reader& r, Fields& f, const YAML::Node& node, Se
   }
 }
 
+// server.tls: the TLS listener, its files and what it offers. The files
+// are read when the listener starts (proxy/tls_context.h), not here.
+void read_server_tls(const Reader& r, const YAML::Node& node, TlsOptions& t) {
+  Fields f(r.source, node, "server.tls");
+  auto required = [&](const char* key) {
+    auto n = f.take(key);
+    if (!n) fail(r.source, node, f.child(key), "is required");
+    return n;
+  };
+  t.listen = r.host_port(required("listen"), f.child("listen"));
+  t.certificate_file = r.string(required("certificateFile"), f.child("certificateFile"));
+  t.key_file = r.string(required("keyFile"), f.child("keyFile"));
+  if (auto n = f.take("minVersion")) {
+    t.min_version = r.scalar(n, f.child("minVersion"));
+    if (t.min_version != "1.2" && t.min_version != "1.3")
+      fail(r.source, n, f.child("minVersion"),
+           "must be \"1.2\" or \"1.3\" (TLS 1.0 and 1.1 are never offered), got '" + t.min_version +
+               "'");
+  }
+  if (auto n = f.take("ciphers")) t.ciphers = r.scalar(n, f.child("ciphers"));
+  if (auto n = f.take("cipherSuites")) t.cipher_suites = r.scalar(n, f.child("cipherSuites"));
+  if (auto n = f.take("clientCaFile")) t.client_ca_file = r.scalar(n, f.child("clientCaFile"));
+  if (auto n = f.take("requireClientCertificate")) {
+    t.require_client_certificate = r.boolean(n, f.child("requireClientCertificate"));
+    if (t.require_client_certificate && t.client_ca_file.empty())
+      fail(r.source, n, f.child("requireClientCertificate"),
+           "needs clientCaFile (the CAs client certificates are verified against)");
+  }
+  if (auto n = f.take("reloadCheckInterval"))
+    t.reload_check_interval = positive(r, n, f.child("reloadCheckInterval"),
+                                       r.duration(n, f.child("reloadCheckInterval")));
+  f.finish();
+}
+
+// server.listen and server.tls.listen: at least one listener, and not the
+// same address twice (port 0 asks for a free port each time).
+void check_listeners(const Reader& r, const YAML::Node& node, const ServerOptions& s) {
+  if (s.listen.empty() && !s.tls.enabled())
+    fail(r.source, node["listen"], "server.listen",
+         "must not be empty without server.tls (no listener at all)");
+  const auto hp = parse_host_port(s.listen);
+  if (s.tls.enabled() && s.listen == s.tls.listen && hp && hp->port != 0)
+    fail(r.source, node["tls"]["listen"], "server.tls.listen",
+         "is server.listen's address; the TLS listener needs its own");
+}
+
 // server:, its fields read (and checked) in this order.
 void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
   Fields f(r.source, node, "server");
@@ -315,7 +364,9 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
       fail(r.source, n, f.child("upstreamMaxIdlePerEndpoint"), "must be between 0 and 100000");
     s.upstream_max_idle_per_endpoint = static_cast<std::uint32_t>(v);
   }
+  if (auto n = f.take("tls")) read_server_tls(r, n, s.tls);
   f.finish();
+  check_listeners(r, node, s);
 }
 
 void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<EndpointConfig>& out) {

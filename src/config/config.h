@@ -27,8 +27,30 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// server.tls: a TLS listener for clients, beside the plain one (or instead
+// of it: server.listen ""). The files are read at startup (an error names
+// the file), again when one of them changes (checked every
+// reloadCheckInterval) and on every reload; a set that does not load keeps
+// the running one serving. TLS 1.0 and 1.1 are never offered.
+struct TlsOptions {
+  std::string listen;               // "": no TLS listener (no tls: section)
+  std::string certificate_file;     // PEM: the server certificate, then its chain
+  std::string key_file;             // PEM: its private key
+  std::string min_version = "1.2";  // "1.2" | "1.3"
+  std::string ciphers;              // OpenSSL cipher list for TLS 1.2; "": OpenSSL's defaults
+  std::string cipher_suites;        // TLS 1.3 suites; "": OpenSSL's defaults
+  // Set: client certificates are requested and verified against these CAs
+  // (PEM); a client without one is still served unless required.
+  std::string client_ca_file;
+  bool require_client_certificate = false;
+  nanoseconds reload_check_interval = 5s;
+  bool enabled() const { return !listen.empty(); }
+  bool operator==(const TlsOptions&) const = default;
+};
+
 struct ServerOptions {
-  std::string listen = "127.0.0.1:8080";
+  std::string listen = "127.0.0.1:8080";  // "": none (only with tls)
+  TlsOptions tls;
   std::string admin_listen = "127.0.0.1:9090";
   int threads = 0;  // 0: one I/O thread per core
   // Where the dispatcher runs: "thread" (its own), "inline" (on the first

@@ -902,6 +902,90 @@ TEST(ConfigRedis, BadValuesNameFileLineAndField) {
   EXPECT_EQ(error_of("redis:\n  password: inline\n"), "test.yaml:2: redis.password: unknown field");
 }
 
+TEST(ConfigTls, SectionLoadsWithDefaultsAndEveryField) {
+  auto c = load_config_string(R"(
+server:
+  tls:
+    listen: 127.0.0.1:8443
+    certificateFile: chain.pem
+    keyFile: key.pem
+)");
+  const auto& t = c.server.tls;
+  EXPECT_TRUE(t.enabled());
+  EXPECT_EQ(c.server.listen, "127.0.0.1:8080");  // the plain listener stays
+  EXPECT_EQ(t.listen, "127.0.0.1:8443");
+  EXPECT_EQ(t.certificate_file, "chain.pem");
+  EXPECT_EQ(t.key_file, "key.pem");
+  EXPECT_EQ(t.min_version, "1.2");
+  EXPECT_EQ(t.ciphers, "");
+  EXPECT_EQ(t.cipher_suites, "");
+  EXPECT_EQ(t.client_ca_file, "");
+  EXPECT_FALSE(t.require_client_certificate);
+  EXPECT_EQ(t.reload_check_interval, std::chrono::nanoseconds(5s));
+  EXPECT_FALSE(load_config_string("").server.tls.enabled());
+
+  c = load_config_string(R"(
+server:
+  listen: ""
+  tls:
+    listen: 0.0.0.0:443
+    certificateFile: /etc/sluice/chain.pem
+    keyFile: /etc/sluice/key.pem
+    minVersion: "1.3"
+    ciphers: ECDHE+AESGCM
+    cipherSuites: TLS_AES_128_GCM_SHA256
+    clientCaFile: /etc/sluice/clients.pem
+    requireClientCertificate: true
+    reloadCheckInterval: 30s
+)");
+  EXPECT_EQ(c.server.listen, "");
+  EXPECT_EQ(c.server.tls.min_version, "1.3");
+  EXPECT_EQ(c.server.tls.ciphers, "ECDHE+AESGCM");
+  EXPECT_EQ(c.server.tls.cipher_suites, "TLS_AES_128_GCM_SHA256");
+  EXPECT_EQ(c.server.tls.client_ca_file, "/etc/sluice/clients.pem");
+  EXPECT_TRUE(c.server.tls.require_client_certificate);
+  EXPECT_EQ(c.server.tls.reload_check_interval, std::chrono::nanoseconds(30s));
+  // Unquoted, 1.2 is still the string "1.2".
+  EXPECT_EQ(error_of("server:\n  tls:\n    listen: 127.0.0.1:1\n    certificateFile: c\n"
+                     "    keyFile: k\n    minVersion: 1.2\n"),
+            "");
+}
+
+TEST(ConfigTls, BadValuesNameFileLineAndField) {
+  const std::string head = "server:\n  tls:\n    listen: 127.0.0.1:8443\n";
+  const std::string files = "    certificateFile: c.pem\n    keyFile: k.pem\n";
+  EXPECT_EQ(error_of(head + files + "    minVersion: \"1.1\"\n"),
+            "test.yaml:6: server.tls.minVersion: must be \"1.2\" or \"1.3\" (TLS 1.0 and 1.1 "
+            "are never offered), got '1.1'");
+  EXPECT_EQ(error_of(head + files + "    minVersion: \"1.0\"\n").find("test.yaml:6"), 0u);
+  EXPECT_EQ(error_of(head + files + "    protocols: all\n"),
+            "test.yaml:6: server.tls.protocols: unknown field");
+  EXPECT_EQ(error_of(head + "    keyFile: k.pem\n"),
+            "test.yaml:3: server.tls.certificateFile: is required");
+  EXPECT_EQ(error_of(head + "    certificateFile: c.pem\n"),
+            "test.yaml:3: server.tls.keyFile: is required");
+  EXPECT_EQ(error_of("server:\n  tls:\n    certificateFile: c.pem\n    keyFile: k.pem\n"),
+            "test.yaml:3: server.tls.listen: is required");
+  EXPECT_EQ(error_of(head + files + "    requireClientCertificate: true\n"),
+            "test.yaml:6: server.tls.requireClientCertificate: needs clientCaFile (the CAs client "
+            "certificates are verified against)");
+  EXPECT_EQ(error_of(head + files + "    reloadCheckInterval: 0s\n"),
+            "test.yaml:6: server.tls.reloadCheckInterval: must be greater than zero");
+  EXPECT_EQ(error_of("server:\n  tls:\n    listen: nowhere\n" + files),
+            "test.yaml:3: server.tls.listen: expected HOST:PORT, got 'nowhere'");
+  EXPECT_EQ(error_of("server:\n  tls: on\n"), "test.yaml:2: server.tls: expected a mapping");
+  // No listener at all, or both on one address.
+  EXPECT_EQ(error_of("server:\n  listen: \"\"\n"),
+            "test.yaml:2: server.listen: must not be empty without server.tls (no listener at "
+            "all)");
+  EXPECT_EQ(
+      error_of("server:\n  listen: 127.0.0.1:8443\n  tls:\n    listen: 127.0.0.1:8443\n" + files),
+      "test.yaml:4: server.tls.listen: is server.listen's address; the TLS listener needs "
+      "its own");
+  EXPECT_EQ(error_of("server:\n  listen: 127.0.0.1:0\n  tls:\n    listen: 127.0.0.1:0\n" + files),
+            "");
+}
+
 TEST(ConfigDns, EntriesAndOptionsLoadAndBadOnesNameTheField) {
   const Config c = load_config_string(
       "server:\n  dnsRefreshInterval: 2s\n  dnsTimeout: 300ms\n  dnsServers: [10.0.0.10:53]\n"
