@@ -15,6 +15,7 @@
 #include "observe/log.h"
 #include "observe/metrics_text.h"
 #include "proxy/proxy_context.h"
+#include "proxy/tls_context.h"
 
 namespace sluice::admin {
 
@@ -341,6 +342,32 @@ void render_endpoints(observe::MetricsText& m, proxy::ProxyContext& ctx) {
              static_cast<double>(ctx.endpoints.at(i).ejections.load()));
 }
 
+// The TLS listener (server.tls): handshakes by result, the certificate
+// sets loaded after startup, and when the one served now expires.
+void render_tls(observe::MetricsText& m, proxy::ProxyContext& ctx,
+                const observe::ThreadStats& requests) {
+  if (!ctx.tls) return;
+  m.family("sluice_tls_handshakes_total", "counter",
+           "TLS handshakes on the client listener: ok; failed (a version or cipher refused, "
+           "plain HTTP, a missing or unverified client certificate, a reset); timeout "
+           "(server.headerReadTimeout).");
+  constexpr std::array<std::string_view, 3> kResults = {"ok", "failed", "timeout"};
+  for (std::size_t i = 0; i < kResults.size(); ++i)
+    m.sample("sluice_tls_handshakes_total", {{"result", kResults[i]}},
+             static_cast<double>(requests.tls_handshakes[i]));
+  m.family("sluice_tls_certificate_reloads_total", "counter",
+           "Certificate sets loaded after startup (a reload, or the files changed), and sets that "
+           "did not load (the running one kept serving).");
+  m.sample("sluice_tls_certificate_reloads_total", {{"result", "ok"}},
+           static_cast<double>(ctx.tls->reloads()));
+  m.sample("sluice_tls_certificate_reloads_total", {{"result", "failed"}},
+           static_cast<double>(ctx.tls->failures()));
+  m.family("sluice_tls_certificate_expiry_timestamp_seconds", "gauge",
+           "End of validity of the certificate new TLS connections get (Unix time).");
+  m.sample("sluice_tls_certificate_expiry_timestamp_seconds", {},
+           static_cast<double>(ctx.tls->current()->not_after()));
+}
+
 // What was lost on the way: log lines, and endpoint scrapes.
 void render_losses(observe::MetricsText& m, proxy::ProxyContext& ctx) {
   m.family("sluice_access_log_dropped_total", "counter",
@@ -371,6 +398,7 @@ std::string metrics_text(const DispatcherCopy& c, const FlowsSnapshot& flows,
   render_pool(m, ctx);
   render_scheduler(m, c);
   render_admission(m, c, ctx);
+  render_tls(m, ctx, requests);
   render_dispatcher(m, ctx);
   render_fleet(m, fleet);
   render_endpoints(m, ctx);

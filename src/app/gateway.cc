@@ -11,6 +11,7 @@
 
 #include "config/units.h"
 #include "observe/log.h"
+#include "proxy/tls_context.h"
 
 namespace sluice::app {
 
@@ -46,8 +47,17 @@ Gateway::Bound Gateway::bind(const std::string& listen, const std::string& admin
     watcher_->load_now();  // throws ConfigError: startup fails
   }
   start_identity();
-  bound_ = data_.bind(listen);
-  return Bound{bound_, admin_->bind(admin_listen)};
+  Bound bound;
+  const auto& tls = ctx_.config.server.tls;
+  if (tls.enabled()) {
+    ctx_.tls = std::make_unique<proxy::TlsCredentials>(tls);  // throws ConfigError
+    SLUICE_LOG(kInfo, "tls", "loaded " << proxy::describe(*ctx_.tls->current()));
+  }
+  if (!listen.empty()) bound.data = data_.bind(listen);
+  if (tls.enabled()) bound.tls = data_.bind_tls(tls.listen);
+  bound_ = !bound.data.empty() ? bound.data : bound.tls;
+  bound.admin = admin_->bind(admin_listen);
+  return bound;
 }
 
 void Gateway::resolve_static_endpoints() {
@@ -108,6 +118,7 @@ void Gateway::start() {
   if (key_watcher_) net::post(scraper_->context(), [this] { key_watcher_->start(); });
   if (catalog_) net::post(scraper_->context(), [this] { catalog_->start(); });
   start_dns();
+  start_tls_watch();
   data_.start();
   admin_->start();
   started_ = true;
@@ -136,6 +147,7 @@ void Gateway::shutdown() {
   if (key_watcher_) net::post(scraper_->context(), [this] { key_watcher_->stop(); });
   if (jwks_source_) net::post(scraper_->context(), [this] { jwks_source_->stop(); });
   if (catalog_) net::post(scraper_->context(), [this] { catalog_->stop(); });
+  if (tls_watch_) net::post(scraper_->context(), [this] { tls_watch_->cancel(); });
   if (dns_) dns_->stop();
   if (scraper_) scraper_->stop();
   // Leave the fleet before the dispatcher stops (the sync thread's last
@@ -156,6 +168,35 @@ void Gateway::wait_for_queue(std::chrono::steady_clock::time_point deadline) {
   if (left > 0)
     SLUICE_LOG(kWarn, "server",
                left << " queued request(s) not dispatched by the deadline end as evicted-other");
+}
+
+void Gateway::start_tls_watch() {
+  if (!ctx_.tls) return;
+  tls_watch_.emplace(scraper_->context());
+  arm_tls_watch();
+}
+
+// A certificate renewed on disk is served to new connections within an
+// interval; one that does not load (written before its key, say) is
+// logged once and tried again at the next change.
+void Gateway::arm_tls_watch() {
+  tls_watch_->expires_after(ctx_.config.server.tls.reload_check_interval);
+  tls_watch_->async_wait([this](boost::system::error_code ec) {
+    if (ec || ctx_.shutting_down.load()) return;
+    std::string message;
+    switch (ctx_.tls->check_files(message)) {
+      case proxy::TlsCredentials::Check::kReloaded:
+        SLUICE_LOG(kInfo, "tls", "files changed; new connections get " << message);
+        break;
+      case proxy::TlsCredentials::Check::kFailed:
+        SLUICE_LOG(kWarn, "tls",
+                   "files changed but do not load; the running certificate stays: " << message);
+        break;
+      case proxy::TlsCredentials::Check::kUnchanged:
+        break;
+    }
+    arm_tls_watch();
+  });
 }
 
 void Gateway::collect_stats(std::function<void(observe::ThreadStats)> done) {

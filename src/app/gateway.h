@@ -5,11 +5,13 @@
 // main.cc imports app/.
 #pragma once
 
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,11 +37,14 @@ class Gateway final : public admin::Backend {
 
   // The access log of config.server (before bind()); false with `error`.
   bool open_access_log(std::string& error);
-  // Resolves the static endpoints, starts watching the endpoints file and
-  // binds both listeners (throws on failure, at startup). Returns the
-  // bound "HOST:PORT" of the data plane and of the admin plane.
+  // Resolves the static endpoints, starts watching the endpoints file,
+  // loads server.tls's files and binds the listeners (throws on failure, at
+  // startup: config::ConfigError for a file that does not load). `listen`
+  // "" binds no plain listener. Returns the bound "HOST:PORT" of the data
+  // plane (plain; "" without), of its TLS listener ("" without) and of the
+  // admin plane.
   struct Bound {
-    std::string data, admin;
+    std::string data, tls, admin;
   };
   Bound bind(const std::string& listen, const std::string& admin_listen);
   // Starts the dispatcher, the fleet, the data layer, the I/O threads and
@@ -90,6 +95,10 @@ class Gateway final : public admin::Backend {
   // Without a fleet, the admin API's keys are written into the key file;
   // "" or why not.
   std::string write_key_file(std::vector<auth::KeyRecord> records, std::function<void()> done);
+  // server.tls's files, looked at every reloadCheckInterval on the
+  // data-layer thread (gateway.cc).
+  void start_tls_watch();
+  void arm_tls_watch();
   // Reload (reload.cc): its steps, in order.
   struct ReloadPlan;
   bool read_and_build(ReloadPlan& plan);
@@ -110,7 +119,8 @@ class Gateway final : public admin::Backend {
   std::unique_ptr<datalayer::FileWatcher> watcher_;
   std::unique_ptr<datalayer::FileWatcher> key_watcher_;  // auth.apiKeys.file
   std::unique_ptr<datalayer::DnsWatcher> dns_;
-  std::unique_ptr<fleet::FleetSync> fleet_;  // redis:; null without one
+  std::optional<boost::asio::steady_timer> tls_watch_;  // on the scraper's context
+  std::unique_ptr<fleet::FleetSync> fleet_;             // redis:; null without one
   std::unique_ptr<admin::AdminServer> admin_;
   std::vector<config::EndpointConfig> static_endpoints_;  // data-layer thread
   std::vector<config::EndpointConfig> file_endpoints_;    // data-layer thread

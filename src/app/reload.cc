@@ -8,6 +8,7 @@
 #include "flowcontrol/saturation_detectors.h"
 #include "flowcontrol/usage_limit_policies.h"
 #include "observe/log.h"
+#include "proxy/tls_context.h"
 #include "scheduling/from_config.h"
 
 namespace sluice::app {
@@ -20,6 +21,8 @@ struct Gateway::ReloadPlan {
   bool new_scheduling = false;
   std::shared_ptr<flowcontrol::ControllerReload> reload =
       std::make_shared<flowcontrol::ControllerReload>();
+  // server.tls's files read again (with a TLS listener running).
+  std::shared_ptr<proxy::TlsServerContext> tls;
 };
 
 void Gateway::reload(std::function<void(admin::ReloadResult)> done) {
@@ -60,6 +63,13 @@ bool Gateway::read_and_build(ReloadPlan& plan) {
   } catch (const std::exception& e) {
     res.error = e.what();
   }
+  if (!res.error.empty()) return false;
+  // A reload re-reads the certificate files too: a set that does not load
+  // fails the reload, and the running certificate keeps serving.
+  if (ctx_.tls && plan.next.server.tls.enabled()) {
+    plan.tls = proxy::build_tls_context(plan.next.server.tls, res.error);
+    if (!plan.tls) ctx_.tls->note_failure();
+  }
   return res.error.empty();
 }
 
@@ -84,7 +94,14 @@ void Gateway::note_restart_needed(ReloadPlan& plan) {
     compare.access_log = live.access_log;
     compare.access_log_format = live.access_log_format;
     compare.log_level = live.log_level;
+    // server.tls applies in place (a new context), but for its listener
+    // and its check interval.
+    compare.tls = live.tls;
     if (!(compare == live)) res.restart_needed.push_back("server");
+    if (next.server.tls.listen != live.tls.listen)
+      res.restart_needed.push_back("server.tls.listen");
+    else if (next.server.tls.reload_check_interval != live.tls.reload_check_interval)
+      res.restart_needed.push_back("server.tls.reloadCheckInterval");
   }
   if (next.flow_control.enabled != ctx_.gated)
     res.restart_needed.push_back("featureGates.flowControl");
@@ -122,6 +139,7 @@ void Gateway::note_applied(ReloadPlan& plan) {
   if (!(next.endpoints == running_.endpoints)) applied.push_back("endpoints");
   if (!(next.tenants == running_.tenants)) applied.push_back("tenants");
   if (!(next.auth == running_.auth)) applied.push_back("auth");
+  if (plan.tls) applied.push_back("server.tls (files read again)");
 }
 
 // In order, each step after the one before: the pool (data-layer thread,
@@ -145,6 +163,12 @@ void Gateway::apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> d
   running_policy_ = policy;
   running_ = next;
   set_identity_config(next);
+  // New TLS connections get the new context from here; those in progress
+  // keep theirs.
+  if (plan.tls) {
+    ctx_.tls->install(plan.tls, next.server.tls);
+    SLUICE_LOG(kInfo, "reload", "tls: new connections get " << proxy::describe(*plan.tls));
+  }
   auto& res = plan.res;
   SLUICE_LOG(kInfo, "reload",
              "config " << running_.source << " applying: " << res.applied.size()

@@ -155,11 +155,17 @@ int serve(const config::Config& config, const std::string& token, const std::str
     return 1;
   }
   gateway.start();
-  std::printf("listening on %s\nadmin listening on %s\n", bound.data.c_str(), bound.admin.c_str());
+  // One write: whoever reads the addresses gets them together.
+  std::string lines;
+  if (!bound.data.empty()) lines += "listening on " + bound.data + "\n";
+  if (!bound.tls.empty()) lines += "tls listening on " + bound.tls + "\n";
+  lines += "admin listening on " + bound.admin + "\n";
+  std::fputs(lines.c_str(), stdout);
   std::fflush(stdout);
-  SLUICE_LOG(
-      kInfo, "server",
-      "listening on " << bound.data << " with " << config.endpoints.size() << " endpoint(s)");
+  SLUICE_LOG(kInfo, "server",
+             "listening on " << (bound.data.empty() ? "" : bound.data + " ")
+                             << (bound.tls.empty() ? "" : "tls " + bound.tls + " ") << "with "
+                             << config.endpoints.size() << " endpoint(s)");
   int sig = 0;
   for (;;) {
     sigwait(&signals, &sig);

@@ -183,6 +183,7 @@ struct LineFields {
   struct Str {
     const char* key;
     std::string_view value;
+    bool omit_empty = false;  // a field most lines do not have
   };
   struct Num {
     const char* key;
@@ -192,7 +193,7 @@ struct LineFields {
     const char* key;
     double value;
   };
-  Str strings[10];
+  Str strings[11];
   Num ints[4];
   Ms times[3];
 };
@@ -208,7 +209,8 @@ LineFields fields_of(const AccessRecord& r) {
        {"objective", r.objective},
        {"model", r.model},
        {"outcome", r.outcome},
-       {"endpoint", r.endpoint}},
+       {"endpoint", r.endpoint},
+       {"client_cert", r.client_cert, true}},
       {{"priority", r.priority},
        {"status", r.status},
        {"input_tokens", static_cast<std::int64_t>(r.input_tokens)},
@@ -221,6 +223,7 @@ void format_json(const char* ts, const LineFields& f, std::string& out) {
   out += ts;
   out += '"';
   for (const auto& s : f.strings) {
+    if (s.omit_empty && s.value.empty()) continue;
     out += ",\"";
     out += s.key;
     out += "\":";
@@ -244,6 +247,7 @@ void format_json(const char* ts, const LineFields& f, std::string& out) {
 void format_text(const char* ts, const LineFields& f, std::string& out) {
   out += ts;
   for (const auto& s : f.strings) {
+    if (s.omit_empty && s.value.empty()) continue;
     out += ' ';
     out += s.key;
     out += '=';

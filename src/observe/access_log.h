@@ -44,6 +44,8 @@ struct AccessRecord {
   double total_ms = 0;
   std::uint64_t input_tokens = 0;
   std::uint64_t output_tokens = 0;
+  // The verified TLS client certificate's name; on the line only when set.
+  std::string_view client_cert;
 };
 
 class AccessLog {

@@ -63,6 +63,7 @@ void ThreadStats::merge(const ThreadStats& o) {
     d.input_tokens += t.input_tokens;
     d.output_tokens += t.output_tokens;
   }
+  for (std::size_t i = 0; i < tls_handshakes.size(); ++i) tls_handshakes[i] += o.tls_handshakes[i];
   if (endpoints.size() < o.endpoints.size()) endpoints.resize(o.endpoints.size());
   for (std::size_t i = 0; i < o.endpoints.size(); ++i) {
     endpoints[i].connections_new += o.endpoints[i].connections_new;

@@ -35,6 +35,9 @@ enum class UpstreamError : std::uint8_t {
   kCount
 };
 
+// TLS handshakes on the client listener, by result.
+enum class TlsHandshake : std::uint8_t { kOk, kFailed, kTimeout, kCount };
+
 struct EndpointStats {
   std::uint64_t connections_new = 0;
   std::uint64_t connections_reused = 0;
@@ -87,6 +90,9 @@ struct ThreadStats {
   StringMap<std::uint64_t> auth_results;  // sluice_auth_requests_total{result}
   StringMap<TenantStats> tenants;
   std::vector<EndpointStats> endpoints;
+  // sluice_tls_handshakes_total{result} (rendered by the admin plane, with
+  // server.tls only).
+  std::array<std::uint64_t, static_cast<std::size_t>(TlsHandshake::kCount)> tls_handshakes{};
 };
 
 }  // namespace sluice::observe

@@ -1,8 +1,8 @@
 // One client connection (Envoy's ConnectionManagerImpl, HAProxy's session):
-// the socket and its read buffer, keep-alive and pipelining, the header and
-// idle deadlines, the watch for a client that leaves while its request is
-// queued or proxied, the lingering close. Each request on it is an
-// Exchange (proxy/exchange.h).
+// the socket and its read buffer, the TLS handshake on the TLS listener,
+// keep-alive and pipelining, the header and idle deadlines, the watch for a
+// client that leaves while its request is queued or proxied, the lingering
+// close. Each request on it is an Exchange (proxy/exchange.h).
 //
 // Runs entirely on its I/O thread (the single-threaded io_context is the
 // connection's strand). Kept alive by shared_from_this in every handler.
@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "flowcontrol/outcome_response.h"
+#include "proxy/client_stream.h"
 #include "proxy/connection_limit.h"
 #include "proxy/deferred_watch.h"
 #include "proxy/exchange.h"
@@ -25,8 +26,11 @@ namespace sluice::proxy {
 class ClientConnection : public std::enable_shared_from_this<ClientConnection>,
                          public DeferredWatches::Hook {
  public:
+  // `tls`: the context of the TLS listener the connection came from (null:
+  // plain TCP); the connection keeps it for its life.
   ClientConnection(Socket socket, IoThread& thread, ProxyContext& ctx,
-                   ConnectionLimit::Permit permit = {});
+                   ConnectionLimit::Permit permit = {},
+                   std::shared_ptr<TlsServerContext> tls = nullptr);
   ~ClientConnection();
 
   void start();
@@ -40,10 +44,17 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection>,
   // The request enrolled by IoThread::defer_watch is still open a tick later:
   // arm its client watch now (a no-op once the request has ended).
   void arm_deferred_watch();
+  // The name of the client certificate the TLS handshake verified (the
+  // first URI, DNS or email subject alternative name, else the subject's
+  // common name); empty without one, and on plain TCP. For the auth layer.
+  std::string_view client_certificate_name() const { return client_.peer_name(); }
 
  private:
   friend class Exchange;
   using error_code = boost::beast::error_code;
+  //   kHandshake  TLS only, first: the handshake under the header deadline
+  //               -> kIdle (established) | kLingering (plain HTTP: 400) |
+  //               kClosed (failed, timed out)
   //   kIdle       waiting for a request (keep-alive or header deadline)
   //               -> kBusy (its first byte) | kClosed
   //   kBusy       an exchange runs (Exchange::Phase)
@@ -51,8 +62,10 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection>,
   //   kLingering  answered and closing: the client's unread input drained
   //               for a while -> kClosed
   //   kClosed     both sockets closed; handlers still queued find it so
-  enum class State { kIdle, kBusy, kLingering, kClosed };
+  enum class State { kHandshake, kIdle, kBusy, kLingering, kClosed };
 
+  void handshake();
+  void on_handshake(error_code ec);
   // The exchange's requests to its connection.
   // The answer is done: the next request, or the close.
   void wait_for_request();
@@ -67,9 +80,14 @@ class ClientConnection : public std::enable_shared_from_this<ClientConnection>,
   void on_watch(error_code ec, std::uint64_t generation);
   void linger();
   void drain();
+  // Closes both sockets now: the client left, a deadline passed, an error.
   void close();
+  // Closes after an answer, or an idle connection at shutdown: on TLS a
+  // close_notify goes first (not waiting for the client's), so the client
+  // can tell the end from a cut.
+  void close_gracefully();
 
-  Stream client_;
+  ClientStream client_;
   boost::beast::flat_buffer buffer_;
   IoThread& thread_;
   ProxyContext& ctx_;

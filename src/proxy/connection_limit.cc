@@ -6,7 +6,7 @@
 
 namespace sluice::proxy {
 
-void ConnectionLimit::refuse(int fd) {
+void ConnectionLimit::refuse(int fd, bool answer) {
   static const std::string response = [] {
     const std::string body = flowcontrol::openai_error_body(
         "too many connections; try again shortly", "server_error", "too-many-connections");
@@ -15,7 +15,7 @@ void ConnectionLimit::refuse(int fd) {
            std::to_string(body.size()) + "\r\n\r\n" + body;
   }();
   // A fresh socket's send buffer is empty: this goes out whole or not at all.
-  (void)::send(fd, response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (answer) (void)::send(fd, response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   ::shutdown(fd, SHUT_WR);
   // Bytes the client sent already (its request) and left unread would make
   // the close a reset, which can destroy the 503 before it is read: read

@@ -63,10 +63,10 @@ class ConnectionLimit {
   std::uint64_t displaced() const { return displaced_.load(std::memory_order_relaxed); }
 
   // Best effort, never blocking: writes a 503 `too-many-connections`
-  // (Retry-After: 1, Connection: close) to a freshly accepted socket and
-  // reads what the client already sent (so the close is not a reset). The
-  // caller closes it.
-  static void refuse(int fd);
+  // (Retry-After: 1, Connection: close) to a freshly accepted socket (unless
+  // `answer` is false: a TLS client expects a handshake) and reads what the
+  // client already sent (so the close is not a reset). The caller closes it.
+  static void refuse(int fd, bool answer = true);
 
  private:
   std::atomic<std::uint64_t> open_{0};

@@ -33,17 +33,24 @@ DataPlane::~DataPlane() {
   finish(std::chrono::steady_clock::now() + ctx_.config.server.shutdown_grace_period);
 }
 
-std::string DataPlane::bind(const std::string& listen) {
+std::string DataPlane::bind(const std::string& listen) { return bind_listener(plain_, listen); }
+
+std::string DataPlane::bind_tls(const std::string& listen) {
+  tls_.tls = true;
+  return bind_listener(tls_, listen);
+}
+
+std::string DataPlane::bind_listener(Listener& l, const std::string& listen) {
   auto hp = config::parse_host_port(listen);
   if (!hp) throw std::runtime_error("invalid listen address '" + listen + "'");
   tcp::resolver resolver(io_threads_[0]->context());
   auto addr = resolver.resolve(std::string(hp->host), std::to_string(hp->port)).begin()->endpoint();
-  acceptor_.emplace(io_threads_[0]->context());
-  acceptor_->open(addr.protocol());
-  acceptor_->set_option(net::socket_base::reuse_address(true));
-  acceptor_->bind(addr);
-  acceptor_->listen(net::socket_base::max_listen_connections);
-  auto bound = acceptor_->local_endpoint();
+  auto& acceptor = l.acceptor.emplace(io_threads_[0]->context());
+  acceptor.open(addr.protocol());
+  acceptor.set_option(net::socket_base::reuse_address(true));
+  acceptor.bind(addr);
+  acceptor.listen(net::socket_base::max_listen_connections);
+  auto bound = acceptor.local_endpoint();
   std::string host = bound.address().to_string();
   if (bound.address().is_v6()) host = "[" + host + "]";
   return host + ":" + std::to_string(bound.port());
@@ -108,7 +115,8 @@ void DataPlane::start_dispatcher() {
 
 void DataPlane::start() {
   for (auto& w : io_threads_) guards_.emplace_back(net::make_work_guard(w->context()));
-  net::post(io_threads_[0]->context(), [this] { do_accept(); });
+  for (Listener* l : {&plain_, &tls_})
+    if (l->acceptor) net::post(io_threads_[0]->context(), [this, l] { do_accept(*l); });
   for (auto& w : io_threads_) {
     w->start_pool_sweep(ctx_);
   }
@@ -169,48 +177,55 @@ void DataPlane::set_authenticator(std::shared_ptr<const auth::Authenticator> a,
   on_every_thread([a](IoThread& w) { w.set_authenticator(a); }, std::move(done));
 }
 
-void DataPlane::do_accept() {
+void DataPlane::do_accept(Listener& l) {
   IoThread* target = io_threads_[next_thread_++ % io_threads_.size()].get();
-  acceptor_->async_accept(target->context().get_executor(), [this, target](
-                                                                boost::system::error_code ec,
-                                                                Socket s) {
-    if (ec == net::error::operation_aborted || !acceptor_->is_open()) return;
-    if (ec) {
-      // Out of descriptors and the like: back off briefly instead of
-      // spinning, and say so a few times a second at most.
-      SLUICE_LOG_LIMITED(kWarn, "listener", "accept failed: " << ec.message());
-      auto timer = std::make_shared<net::steady_timer>(io_threads_[0]->context(),
-                                                       std::chrono::milliseconds(50));
-      timer->async_wait([this, timer](boost::system::error_code) {
-        if (acceptor_->is_open()) do_accept();
+  l.acceptor->async_accept(
+      target->context().get_executor(), [this, &l, target](boost::system::error_code ec, Socket s) {
+        if (ec == net::error::operation_aborted || !l.acceptor->is_open()) return;
+        if (!ec) return on_accept(l, target, std::move(s));
+        // Out of descriptors and the like: back off briefly instead of
+        // spinning, and say so a few times a second at most.
+        SLUICE_LOG_LIMITED(kWarn, "listener", "accept failed: " << ec.message());
+        auto timer = std::make_shared<net::steady_timer>(io_threads_[0]->context(),
+                                                         std::chrono::milliseconds(50));
+        timer->async_wait([this, &l, timer](boost::system::error_code) {
+          if (l.acceptor->is_open()) do_accept(l);
+        });
       });
-      return;
-    }
-    auto permit = ctx_.connections.try_acquire();
-    if (!permit) {
-      // At server.maxConnections: a typed answer, then the close.
-      SLUICE_LOG_LIMITED(
-          kWarn, "listener",
-          "connection refused: " << ctx_.connections.max() << " open (server.maxConnections)");
-      ConnectionLimit::refuse(s.native_handle());
-      boost::system::error_code ignored;
-      s.close(ignored);
-      return do_accept();
-    }
+}
+
+void DataPlane::on_accept(Listener& l, IoThread* target, Socket s) {
+  auto permit = ctx_.connections.try_acquire();
+  if (!permit) {
+    // At server.maxConnections: a typed answer, then the close. On the TLS
+    // listener no answer: the client expects a handshake, not plain HTTP.
+    SLUICE_LOG_LIMITED(
+        kWarn, "listener",
+        "connection refused: " << ctx_.connections.max() << " open (server.maxConnections)");
+    ConnectionLimit::refuse(s.native_handle(), /*answer=*/!l.tls);
     boost::system::error_code ignored;
-    s.set_option(tcp::no_delay(true), ignored);
-    net::post(target->context(), [this, target, s = std::move(s),
-                                  permit = std::move(permit)]() mutable {
-      std::make_shared<ClientConnection>(std::move(s), *target, ctx_, std::move(permit))->start();
-    });
-    do_accept();
+    s.close(ignored);
+    return do_accept(l);
+  }
+  boost::system::error_code ignored;
+  s.set_option(tcp::no_delay(true), ignored);
+  // The TLS context a connection starts with is taken here: a reload that
+  // installs a new one changes only the connections accepted after it.
+  std::shared_ptr<TlsServerContext> tls = l.tls ? ctx_.tls->current() : nullptr;
+  net::post(target->context(), [this, target, s = std::move(s), permit = std::move(permit),
+                                tls = std::move(tls)]() mutable {
+    std::make_shared<ClientConnection>(std::move(s), *target, ctx_, std::move(permit),
+                                       std::move(tls))
+        ->start();
   });
+  do_accept(l);
 }
 
 void DataPlane::stop_accepting() {
   net::post(io_threads_[0]->context(), [this] {
     boost::system::error_code ec;
-    acceptor_->close(ec);
+    for (Listener* l : {&plain_, &tls_})
+      if (l->acceptor) l->acceptor->close(ec);
   });
   // Idle connections close now; busy ones after their response.
   for (auto& wp : io_threads_) {

@@ -1,7 +1,7 @@
 // The data plane's runtime: N I/O threads, each running its own
 // single-threaded io_context (an implicit strand per connection, no mutex),
-// the listener that hands each accepted connection to one of them, and the
-// two halves of a graceful shutdown. What feeds it (endpoints, metrics, the
+// the listeners (plain, TLS) that hand each accepted connection to one of
+// them, and the two halves of a graceful shutdown. What feeds it (endpoints, metrics, the
 // fleet, reloads) is wired by the composition root (app/gateway.h).
 #pragma once
 
@@ -30,9 +30,13 @@ class DataPlane {
   explicit DataPlane(ProxyContext& ctx);
   ~DataPlane();
 
-  // Binds the listener (throws on failure, at startup). Returns the bound
-  // address, e.g. "127.0.0.1:40123".
+  // Binds the plain listener (throws on failure, at startup). Returns the
+  // bound address, e.g. "127.0.0.1:40123".
   std::string bind(const std::string& listen);
+  // Binds the TLS listener (server.tls.listen), the same way: each of its
+  // connections starts with ctx.tls's current context. The two listeners
+  // share server.maxConnections.
+  std::string bind_tls(const std::string& listen);
   // Starts the dispatcher: on the first I/O thread's loop (server.dispatcher
   // inline, or auto with one thread), else on its own thread.
   void start_dispatcher();
@@ -58,14 +62,21 @@ class DataPlane {
   void set_authenticator(std::shared_ptr<const auth::Authenticator> a, std::function<void()> done);
 
  private:
-  void do_accept();
+  struct Listener {
+    std::optional<boost::asio::ip::tcp::acceptor> acceptor;
+    bool tls = false;
+  };
+  std::string bind_listener(Listener& l, const std::string& listen);
+  void do_accept(Listener& l);
+  void on_accept(Listener& l, IoThread* target, Socket s);
   // `fn` on every I/O thread, each on its own; `done` after the last.
   void on_every_thread(std::function<void(IoThread&)> fn, std::function<void()> done);
   bool inline_dispatcher() const;
 
   ProxyContext& ctx_;
   std::vector<std::unique_ptr<IoThread>> io_threads_;
-  std::optional<boost::asio::ip::tcp::acceptor> acceptor_;
+  Listener plain_;
+  Listener tls_;
   // server.dispatcher inline: the first I/O thread's loop runs the passes.
   std::unique_ptr<flowcontrol::DispatchHost> dispatch_host_;
   std::size_t next_thread_ = 0;

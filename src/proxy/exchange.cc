@@ -209,6 +209,7 @@ void Exchange::end_request(int status, std::string_view outcome) {
   r.upstream_ms = rec_.dispatched ? ms(now - rec_.dispatched_at).count() : 0;
   r.input_tokens = rec_.input_tokens;
   r.output_tokens = tokens_.tokens();
+  r.client_cert = conn_.client_certificate_name();
   ctx_.access_log.write(r, thread_.log_scratch());
 }
 
@@ -257,7 +258,8 @@ void Exchange::on_answer_written(error_code ec, std::size_t) {
   request_parser_.reset();
   request_id_.clear();
   conn_.first_request_ = false;
-  if (!keep) return conn_.close();
+  if (ec) return conn_.close();
+  if (!keep) return conn_.close_gracefully();
   conn_.wait_for_request();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "flowcontrol/from_config.h"
+#include "proxy/tls_context.h"
 
 namespace sluice::proxy {
 
@@ -39,6 +40,8 @@ ProxyContext::ProxyContext(const config::Config& c)
       metrics_path = path.Scalar();
   }
 }
+
+ProxyContext::~ProxyContext() = default;
 
 flowcontrol::EndpointLoad endpoint_load(const datalayer::EndpointState& ep, int in_flight) {
   flowcontrol::EndpointLoad load;

@@ -25,6 +25,8 @@
 
 namespace sluice::proxy {
 
+class TlsCredentials;
+
 struct ObjectiveInfo {
   int priority = 0;
   std::optional<std::chrono::nanoseconds> ttl;
@@ -52,6 +54,7 @@ struct RequestPolicy {
 // Read-mostly state shared by all I/O threads.
 struct ProxyContext {
   explicit ProxyContext(const config::Config& c);
+  ~ProxyContext();
   // The startup config. Its server: section is what runs (a reload cannot
   // change it); the rest is replaced by reloads (see Server::reload).
   config::Config config;
@@ -93,6 +96,9 @@ struct ProxyContext {
   ConnectionLimit connections;        // server.maxConnections
   ConnectionLimit admin_connections;  // server.adminMaxConnections
   BodyBudget body_budget;             // server.maxBufferedBodyBytes
+  // server.tls: the context new TLS connections get (proxy/tls_context.h);
+  // null without a TLS listener. Set before the listeners start.
+  std::unique_ptr<TlsCredentials> tls;
   // Requests proxied right now (inference and pass-through), all threads.
   std::size_t in_flight() const;
 };

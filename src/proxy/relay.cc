@@ -218,6 +218,7 @@ void Exchange::write_to_client() {
   }
   if (done && relay_.framing == Framing::kChunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   const std::span<const net::const_buffer> pieces(buffers.data(), count);
+  if (conn_.client_.tls()) return write_to_tls_client(pieces);
   // Several small pieces are framed in one buffer: mid-body the thread's
   // (the exchange's own is not touched per event), else the exchange's.
   std::string& frame = done ? relay_.coalesced : thread_.relay_out();
@@ -258,6 +259,22 @@ void Exchange::write_to_client() {
   }
   conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
   relay_.write_pending = true;
+  net::async_write(conn_.client_, pieces, bind<&Exchange::on_relay_written>());
+}
+
+// A TLS client: no send on the raw socket (that would put plaintext on the
+// wire), so no write that completes at once either: each relayed read costs
+// an operation and its completion, a trip through the event loop (beside
+// the encryption). Small pieces are coalesced into one buffer of the
+// exchange's (one record; the thread's buffer serves its other connections
+// while the write is pending); larger ones are flattened by the TLS stream
+// up to 16 KiB a record.
+void Exchange::write_to_tls_client(std::span<const net::const_buffer> pieces) {
+  conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
+  relay_.write_pending = true;
+  if (wire::coalesce(pieces, relay_.coalesced))
+    return net::async_write(conn_.client_, net::buffer(relay_.coalesced),
+                            bind<&Exchange::on_relay_written>());
   net::async_write(conn_.client_, pieces, bind<&Exchange::on_relay_written>());
 }
 
@@ -389,7 +406,7 @@ void Exchange::finish_response() {
   relay_.parser.reset();
   request_parser_.reset();
   conn_.first_request_ = false;
-  if (!keep_alive_) return conn_.close();
+  if (!keep_alive_) return conn_.close_gracefully();
   conn_.wait_for_request();
 }
 
