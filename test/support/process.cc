@@ -77,12 +77,16 @@ std::unique_ptr<Process> Process::start(const std::vector<std::string>& argv,
       p->address_ = out.substr(pos + 13, eol - pos - 13);
       p->port_ = static_cast<std::uint16_t>(
           std::atoi(p->address_.substr(p->address_.rfind(':') + 1).c_str()));
-      auto apos = out.find("admin listening on ");
-      auto aeol = apos == std::string::npos ? std::string::npos : out.find('\n', apos);
-      if (aeol != std::string::npos) {
-        std::string a = out.substr(apos + 19, aeol - apos - 19);
-        p->admin_port_ = static_cast<std::uint16_t>(std::atoi(a.substr(a.rfind(':') + 1).c_str()));
-      }
+      // The other lines of the same write: "<what> listening on HOST:PORT".
+      auto port_of = [&out](const std::string& what) -> std::uint16_t {
+        auto pos = out.find(what + " listening on ");
+        auto eol = pos == std::string::npos ? std::string::npos : out.find('\n', pos);
+        if (eol == std::string::npos) return 0;
+        const std::string a = out.substr(pos, eol - pos);
+        return static_cast<std::uint16_t>(std::atoi(a.substr(a.rfind(':') + 1).c_str()));
+      };
+      p->admin_port_ = port_of("admin");
+      p->tls_port_ = port_of("tls");
       return p;
     }
     pollfd pfd{p->stdout_fd_, POLLIN, 0};

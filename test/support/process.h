@@ -34,6 +34,8 @@ class Process {
   // sluice's "admin listening on HOST:PORT" (printed in the same write as
   // the first line); 0 if the process printed none.
   std::uint16_t admin_port() const { return admin_port_; }
+  // sluice's "tls listening on HOST:PORT" (same write); 0 without one.
+  std::uint16_t tls_port() const { return tls_port_; }
   pid_t pid() const { return pid_; }
 
   // Sends `sig` and waits for exit. Returns the exit code, 128+signal if it was
@@ -64,6 +66,7 @@ class Process {
   std::string address_;
   std::uint16_t port_ = 0;
   std::uint16_t admin_port_ = 0;
+  std::uint16_t tls_port_ = 0;
   std::string stderr_;
 };
 
