@@ -45,8 +45,17 @@ READY_TIMEOUT=10
 LUA_SCRIPT=$SCRIPT_DIR/proxy_overhead/post_chat.lua
 TARGETS=(direct sluice sluice_tls nginx nginx_tls haproxy haproxy_tls)
 
-[[ $DURATION =~ ^[0-9]+$ ]] && (( DURATION >= 1 && DURATION <= 600 )) || { log "DURATION: 1..600"; exit 2; }
-[[ $ROUNDS =~ ^[0-9]+$ ]] && (( ROUNDS >= 1 && ROUNDS <= 21 )) || { log "ROUNDS: 1..21"; exit 2; }
+# check_int NAME MIN MAX: NAME's value must be an integer in MIN..MAX.
+check_int() {
+  local v=${!1}
+  if ! [[ $v =~ ^[0-9]+$ ]] || (( v < $2 || v > $3 )); then
+    log "$1 must be an integer in $2..$3 (got '$v')"
+    exit 2
+  fi
+}
+check_int DURATION 1 600
+check_int ROUNDS 1 21
+check_int CONNECTIONS 1 1024
 [[ $SUITE =~ ^[A-Z0-9_:]+$ ]] || { log "SUITE: TLS 1.3 suite names only"; exit 2; }
 for tool in nginx haproxy wrk curl openssl python3 timeout; do
   command -v "$tool" >/dev/null || { log "required tool not found: $tool"; exit 2; }
