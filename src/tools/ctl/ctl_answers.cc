@@ -219,10 +219,29 @@ class Reader {
     expected(path, "a number", v);
     return "";
   }
-  std::string string_cell(const json* v, const std::string& path) {
+  std::string string_cell(const json* v, const std::string& path, std::size_t limit = kNoLimit) {
     if (absent(v)) return "-";
-    if (const auto* s = v->get_ptr<const json::string_t*>()) return printable(*s);
+    if (const auto* s = v->get_ptr<const json::string_t*>()) return printable(*s, limit);
     expected(path, "a string", v);
+    return "";
+  }
+  // A string printed as it came, not escaped (key create's key: escaped, it
+  // would not be the key): printable ASCII without spaces, which no terminal
+  // obeys and $(...) captures whole. Anything else is a mismatch, and a
+  // string is not quoted in it (it may be the key); "" on a mismatch.
+  std::string secret(const json* v, const std::string& path) {
+    const auto* s = v != nullptr ? v->get_ptr<const json::string_t*>() : nullptr;
+    if (s == nullptr) {
+      expected(path, "a string", v);
+      return "";
+    }
+    if (!s->empty() &&
+        std::all_of(s->begin(), s->end(), [](char c) { return c > 0x20 && c < 0x7f; }))
+      return *s;
+    fail(path, "expected printable ASCII without spaces, got " +
+                   (s->empty() ? std::string("an empty string")
+                               : "a string of " + std::to_string(s->size()) +
+                                     " bytes with others (not shown)"));
     return "";
   }
   double number_or(const json* v, double fallback, const std::string& path) {
@@ -236,8 +255,11 @@ class Reader {
   static bool absent(const json* v) { return v == nullptr || v->is_null(); }
   void expected(const std::string& path, const char* what, const json* got) {
     if (mismatch_) return;
-    mismatch_ = (path.empty() ? "" : (path[0] == '[' ? "." : "") + path + ": ") + "expected " +
-                what + ", got " + described(got);
+    fail(path, std::string("expected ") + what + ", got " + described(got));
+  }
+  void fail(const std::string& path, const std::string& what) {
+    if (mismatch_) return;
+    mismatch_ = (path.empty() ? "" : (path[0] == '[' ? "." : "") + path + ": ") + what;
   }
   std::optional<std::string> mismatch_;
 };
@@ -353,6 +375,27 @@ std::string endpoints_table(Reader& r, const json& answer) {
                rows);
 }
 
+// One key's record (GET /admin/v1/keys, .../keys/ID): never the key, only
+// its id and prefix.
+std::vector<std::string> key_row(Reader& r, const json* v, const std::string& at) {
+  const json::object_t* k = r.object(v, at);
+  auto name = [&](const char* key) {
+    std::string cell = r.string_cell(member(k, key), member_path(at, key));
+    return cell.empty() ? std::string("-") : cell;  // a file's key may have no prefix
+  };
+  const bool disabled = r.boolean(member(k, "disabled"), member_path(at, "disabled"));
+  return {name("id"),
+          name("tenant"),
+          name("prefix"),
+          name("expires"),
+          disabled ? "disabled" : "enabled",
+          name("source")};
+}
+
+std::string keys_table(const std::vector<std::vector<std::string>>& rows) {
+  return table({"ID", "TENANT", "PREFIX", "EXPIRES", "STATE", "SOURCE"}, rows);
+}
+
 std::string reload_lines(Reader& r, const json& answer) {
   const json::object_t* o = r.object(&answer, "");
   // Absent or empty: nothing in that list.
@@ -429,8 +472,10 @@ Outcome refused(int status, std::string_view body) {
 
 // The statuses that carry the answer; any other is a refusal.
 bool accepted(const Request& request, int status) {
-  // POST /admin/v1/drain answers 202 while requests are still in flight.
-  return status == 200 || (request.command == Command::kDrain && status == 202);
+  // POST /admin/v1/drain answers 202 while requests are still in flight;
+  // POST /admin/v1/keys 201 with the key it made.
+  return status == 200 || (request.command == Command::kDrain && status == 202) ||
+         (request.command == Command::kKeyCreate && status == 201);
 }
 
 // Reads an answer with `render`: refused, unreadable, or what it prints
@@ -440,7 +485,8 @@ Outcome read_with(const Request& request, int status, std::string_view body,
   if (!accepted(request, status)) return refused(status, body);
   const Parsed p = parse(body);
   const char* expected = request.command == Command::kFlows || request.command == Command::kBands ||
-                                 request.command == Command::kEndpoints
+                                 request.command == Command::kEndpoints ||
+                                 request.command == Command::kKeys
                              ? "a JSON array"
                              : "a JSON object";
   if (!p.problem.empty())
@@ -457,6 +503,62 @@ struct Drain {
   std::string state;   // as the answer has it
   std::string counts;  // "N queued, M in flight"
 };
+
+// key create: the key alone on stdout, and on stderr which key it is and
+// that it is not shown again (with --json: the whole answer on stdout).
+Outcome read_key_create(const Request& request, int status, std::string_view body) {
+  std::string note;
+  Outcome o = read_with(request, status, body, [&note](Reader& r, const json& answer) {
+    const json::object_t* k = r.object(&answer, "");
+    std::string key = r.secret(member(k, "key"), ".key");
+    auto cell = [&](const char* name) {
+      return r.string_cell(member(k, name), member_path("", name), kMaxQuoted);
+    };
+    const std::string prefix = cell("prefix");
+    note = "sluice-ctl: key " + cell("id") + " for tenant " + cell("tenant") +
+           (prefix.empty() || prefix == "-" ? "" : " (" + prefix + "...)") +
+           ": store it now, it is not shown again\n";
+    return key + "\n";
+  });
+  if (o.exit_code == kExitDone) o.err = std::move(note);
+  return o;
+}
+
+// The other key commands; `subject` is the key ID, escaped.
+Outcome read_key(const Request& request, int status, std::string_view body,
+                 const std::string& subject) {
+  switch (request.command) {
+    case Command::kKeys:
+      return read_with(request, status, body, [](Reader& r, const json& answer) {
+        std::vector<std::vector<std::string>> rows;
+        const json::array_t* keys = r.array(&answer, "");
+        for (std::size_t i = 0; keys != nullptr && i < keys->size(); ++i)
+          rows.push_back(key_row(r, &(*keys)[i], element_path("", i)));
+        return keys_table(rows);
+      });
+    case Command::kKey:
+      return read_with(request, status, body, [](Reader& r, const json& answer) {
+        return keys_table({key_row(r, &answer, "")});
+      });
+    case Command::kKeyCreate:
+      return read_key_create(request, status, body);
+    case Command::kKeyDisable:
+    case Command::kKeyEnable:
+      return read_with(request, status, body, [&](Reader& r, const json& answer) {
+        const json::object_t* k = r.object(&answer, "");
+        // The state the answer gives, which is the key's now.
+        const bool disabled = r.boolean(member(k, "disabled"), ".disabled");
+        return "key " + subject + ": " + (disabled ? "disabled" : "enabled") + "\n";
+      });
+    case Command::kKeyRevoke:
+      return read_with(request, status, body, [&](Reader& r, const json& answer) {
+        r.object(&answer, "");
+        return "key " + subject + ": revoked\n";
+      });
+    default:
+      return unreadable(request, "not a key command");
+  }
+}
 
 Drain read_drain_state(Reader& r, const json& answer) {
   const json::object_t* o = r.object(&answer, "");
@@ -497,6 +599,18 @@ std::string command_name(const Request& request) {
       return "drain status";
     case Command::kDrainCancel:
       return "drain cancel";
+    case Command::kKeys:
+      return "keys";
+    case Command::kKey:
+      return "key " + request.subject;
+    case Command::kKeyCreate:
+      return "key create";
+    case Command::kKeyDisable:
+      return "key disable " + request.subject;
+    case Command::kKeyEnable:
+      return "key enable " + request.subject;
+    case Command::kKeyRevoke:
+      return "key revoke " + request.subject;
     case Command::kMetrics:
       return "metrics";
   }
@@ -569,6 +683,13 @@ Outcome read_answer(const Request& request, int status, std::string_view body) {
     case Command::kDrainStatus:
     case Command::kDrainCancel:
       return read_drain(request, status, body).outcome;
+    case Command::kKeys:
+    case Command::kKey:
+    case Command::kKeyCreate:
+    case Command::kKeyDisable:
+    case Command::kKeyEnable:
+    case Command::kKeyRevoke:
+      return read_key(request, status, body, subject);
     case Command::kMetrics: {
       // Prometheus text, for a person or a pipe: printed as it came.
       if (status != 200) return refused(status, body);

@@ -34,13 +34,19 @@ enum class Command {
   kDrainWait,    // GET /admin/v1/drain, each poll of drain --wait
   kDrainStatus,  // GET /admin/v1/drain
   kDrainCancel,  // DELETE /admin/v1/drain
+  kKeys,         // GET /admin/v1/keys
+  kKey,          // GET /admin/v1/keys/ID
+  kKeyCreate,    // POST /admin/v1/keys (201, with the key: shown this once)
+  kKeyDisable,   // PUT /admin/v1/keys/ID {"disabled":true}
+  kKeyEnable,    // PUT /admin/v1/keys/ID {"disabled":false}
+  kKeyRevoke,    // DELETE /admin/v1/keys/ID
   kMetrics,      // GET /metrics (Prometheus text, printed as it came)
 };
 inline constexpr int kCommandCount = static_cast<int>(Command::kMetrics) + 1;
 
 struct Request {
   Command command = Command::kFlows;
-  std::string subject;   // the flow ID or band PRIORITY the command names; "" for the others
+  std::string subject;  // the flow ID, band PRIORITY or key ID the command names; "" for the others
   bool as_json = false;  // --json: the answer as indented JSON instead of a table or a line
 };
 
@@ -48,13 +54,18 @@ struct Request {
 struct Outcome {
   int exit_code = kExitDone;
   std::string out;  // for stdout
-  std::string err;  // for stderr: whole lines, each starting with "sluice-ctl: "
+  // For stderr: whole lines, each starting with "sluice-ctl: ". Empty when
+  // the command is done, but for key create's line saying the key is shown
+  // once (its stdout is the key alone, for KEY=$(sluice-ctl key create ...)).
+  std::string err;
 };
 
 // Reads one answer to `request`. Any status and any body bytes give an
 // Outcome: nothing throws, and what is printed of the answer is escaped
 // (control bytes, invalid UTF-8) and, in messages, cut short. Well-formed
-// answers print as they always did.
+// answers print as they always did. The one value printed as it came is
+// key create's key (escaped, it would not be the key): an answer whose key
+// is not printable ASCII without spaces is unreadable (exit 4).
 Outcome read_answer(const Request& request, int status, std::string_view body);
 
 // One answer of a drain (kDrain, kDrainWait, kDrainStatus, kDrainCancel)

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -13,16 +14,21 @@ namespace sluice::ctl {
 namespace {
 
 constexpr Command kAllCommands[] = {
-    Command::kFlows,       Command::kFlow,    Command::kFlowSet,    Command::kFlowReset,
-    Command::kBands,       Command::kBandSet, Command::kBandDelete, Command::kEndpoints,
-    Command::kReload,      Command::kDrain,   Command::kDrainWait,  Command::kDrainStatus,
-    Command::kDrainCancel, Command::kMetrics};
+    Command::kFlows,       Command::kFlow,      Command::kFlowSet,    Command::kFlowReset,
+    Command::kBands,       Command::kBandSet,   Command::kBandDelete, Command::kEndpoints,
+    Command::kReload,      Command::kDrain,     Command::kDrainWait,  Command::kDrainStatus,
+    Command::kDrainCancel, Command::kKeys,      Command::kKey,        Command::kKeyCreate,
+    Command::kKeyDisable,  Command::kKeyEnable, Command::kKeyRevoke,  Command::kMetrics};
+static_assert(std::size(kAllCommands) == kCommandCount);
 
 Request request(Command c, bool as_json = false) {
   std::string subject;
   if (c == Command::kFlow || c == Command::kFlowSet || c == Command::kFlowReset)
     subject = "tenant-a";
   if (c == Command::kBandSet || c == Command::kBandDelete) subject = "10";
+  if (c == Command::kKey || c == Command::kKeyDisable || c == Command::kKeyEnable ||
+      c == Command::kKeyRevoke)
+    subject = "key_ops";
   return {c, subject, as_json};
 }
 
@@ -205,6 +211,203 @@ TEST(CtlAnswers, MetricsAsTheyCame) {
   EXPECT_EQ(read(Command::kMetrics, text).out, text);
   EXPECT_EQ(read(Command::kMetrics, "[]").out, "[]");
   EXPECT_EQ(read(Command::kMetrics, "nope", 503).exit_code, kExitRefused);
+}
+
+const char* kKeysAnswer =
+    R"([{"id":"key_ab12cd34","tenant":"acme","prefix":"sk-sluice-Ab3x","disabled":false,)"
+    R"("source":"admin","expires":"2027-01-01T00:00:00Z"},)"
+    R"({"id":"ops-1","tenant":"beta","prefix":"","disabled":true,"source":"file",)"
+    R"("expires":null}])";
+
+const char* kKeyCreated =
+    R"({"id":"key_ab12cd34","tenant":"acme","prefix":"sk-sluice-Ab3x","disabled":false,)"
+    R"("source":"admin","expires":null,)"
+    R"("key":"sk-sluice-Ab3xQ9_zK-0123456789abcdefghijABCDEFGHIJklmnopq"})";
+
+TEST(CtlAnswers, KeysTableNeverHoldsAKey) {
+  auto o = read(Command::kKeys, kKeysAnswer);
+  EXPECT_EQ(o.exit_code, kExitDone) << o.err;
+  EXPECT_EQ(o.err, "");
+  EXPECT_EQ(o.out,
+            "ID            TENANT  PREFIX          EXPIRES               STATE     SOURCE\n"
+            "key_ab12cd34  acme    sk-sluice-Ab3x  2027-01-01T00:00:00Z  enabled   admin\n"
+            "ops-1         beta    -               -                     disabled  file\n");
+  EXPECT_EQ(read(Command::kKeys, "[]").out, "ID  TENANT  PREFIX  EXPIRES  STATE  SOURCE\n");
+  o = read(Command::kKey,
+           R"({"id":"key_ops","tenant":"acme","prefix":"sk-sluice-Zz9a","disabled":true,)"
+           R"("source":"admin","expires":"2030-06-01T12:00:00Z"})");
+  EXPECT_EQ(o.exit_code, kExitDone) << o.err;
+  EXPECT_EQ(o.out,
+            "ID       TENANT  PREFIX          EXPIRES               STATE     SOURCE\n"
+            "key_ops  acme    sk-sluice-Zz9a  2030-06-01T12:00:00Z  disabled  admin\n");
+  EXPECT_EQ(read(Command::kKeys, "[]", 200, true).out, "[]\n");
+}
+
+TEST(CtlAnswers, KeyCreatePrintsTheKeyAloneAndSaysItIsShownOnce) {
+  const std::string key = "sk-sluice-Ab3xQ9_zK-0123456789abcdefghijABCDEFGHIJklmnopq";
+  auto o = read(Command::kKeyCreate, kKeyCreated, 201);
+  EXPECT_EQ(o.exit_code, kExitDone) << o.err;
+  // stdout is the key and its newline, so $(sluice-ctl key create ...) is the key.
+  EXPECT_EQ(o.out, key + "\n");
+  EXPECT_EQ(o.err,
+            "sluice-ctl: key key_ab12cd34 for tenant acme (sk-sluice-Ab3x...): store it now, it "
+            "is not shown again\n");
+  // --json: the whole answer, key included; the same line on stderr.
+  o = read(Command::kKeyCreate, kKeyCreated, 201, true);
+  EXPECT_EQ(o.exit_code, kExitDone) << o.err;
+  EXPECT_EQ(o.out.rfind("{\n  \"disabled\": false,\n  \"expires\": null,\n  \"id\": "
+                        "\"key_ab12cd34\",\n  \"key\": \"" +
+                            key + "\",\n",
+                        0),
+            0u)
+      << o.out;
+  EXPECT_NE(o.err.find("store it now"), std::string::npos);
+  // No prefix in the answer: the line says so by leaving it out.
+  o = read(Command::kKeyCreate, R"({"id":"k","tenant":"t","key":"sk-sluice-x"})", 201);
+  EXPECT_EQ(o.out, "sk-sluice-x\n");
+  EXPECT_EQ(o.err, "sluice-ctl: key k for tenant t: store it now, it is not shown again\n");
+  // 201 is create's status only.
+  for (Command c : kAllCommands) {
+    if (c == Command::kKeyCreate) continue;
+    EXPECT_EQ(read(c, "{}", 201).exit_code, kExitRefused) << command_name(request(c));
+  }
+  EXPECT_EQ(read(Command::kKeyCreate, kKeyCreated, 202).exit_code, kExitRefused);
+}
+
+TEST(CtlAnswers, KeyChangesSayWhatWasDone) {
+  const char* record = R"({"id":"key_ops","tenant":"acme","prefix":"sk-sluice-Zz9a",)"
+                       R"("source":"admin","expires":null,"disabled":)";
+  auto o = read(Command::kKeyDisable, std::string(record) + "true}");
+  EXPECT_EQ(o.exit_code, kExitDone) << o.err;
+  EXPECT_EQ(o.out, "key key_ops: disabled\n");
+  EXPECT_EQ(o.err, "");
+  // What the answer says the key is now.
+  EXPECT_EQ(read(Command::kKeyEnable, std::string(record) + "false}").out,
+            "key key_ops: enabled\n");
+  EXPECT_EQ(read(Command::kKeyRevoke, R"({"id":"key_ops","revoked":true})").out,
+            "key key_ops: revoked\n");
+  EXPECT_EQ(read(Command::kKeyRevoke, R"({"id":"key_ops","revoked":true})", 200, true).out,
+            "{\n  \"id\": \"key_ops\",\n  \"revoked\": true\n}\n");
+}
+
+TEST(CtlAnswers, KeyRefusals) {
+  auto o = read(Command::kKeyRevoke,
+                R"({"error":{"code":"unknown-key","message":"no key 'key_ops' this replica may )"
+                R"(revoke"}})",
+                404);
+  EXPECT_EQ(o.exit_code, kExitRefused);
+  EXPECT_EQ(o.out, "");
+  EXPECT_EQ(o.err, "sluice-ctl: 404 unknown-key: no key 'key_ops' this replica may revoke\n");
+  o = read(Command::kKeyCreate,
+           R"({"error":{"code":"key-exists","message":"a key with id 'key_ops' exists"}})", 409);
+  EXPECT_EQ(o.exit_code, kExitRefused);
+  EXPECT_EQ(o.out, "");
+  EXPECT_EQ(o.err, "sluice-ctl: 409 key-exists: a key with id 'key_ops' exists\n");
+  EXPECT_EQ(read(Command::kKeyCreate,
+                 R"({"error":{"code":"invalid-tenant","message":"tenant must be a string"}})", 400)
+                .err,
+            "sluice-ctl: 400 invalid-tenant: tenant must be a string\n");
+  EXPECT_EQ(
+      read(Command::kKey, R"({"error":{"code":"unknown-key","message":"no key 'x'"}})", 404).err,
+      "sluice-ctl: 404 unknown-key: no key 'x'\n");
+  EXPECT_EQ(read(Command::kKeyDisable, "<html>bad gateway</html>", 502).err,
+            "sluice-ctl: 502: <html>bad gateway</html>\n");
+  o = read(Command::kKeys, R"({"error":{"code":"unauthorized","message":"needs a token"}})", 401);
+  EXPECT_EQ(o.exit_code, kExitRefused);
+  EXPECT_NE(o.err.find("--token-file"), std::string::npos) << o.err;
+}
+
+TEST(CtlAnswers, KeyAnswersOfAnotherShape) {
+  struct Case {
+    Command command;
+    int status;
+    const char* body;
+    const char* err;
+  };
+  const Case cases[] = {
+      {Command::kKeys, 200, R"({"keys":[]})",
+       "keys: expected a JSON array, got an object: {\"keys\":[]}"},
+      {Command::kKeys, 200, "[1]", "keys: .[0]: expected a JSON object, got a number: 1"},
+      {Command::kKeys, 200, R"([{"id":"a","disabled":"no"}])",
+       "keys: .[0].disabled: expected a boolean, got a string: \"no\""},
+      {Command::kKeys, 200, R"([{"id":"a"}])",
+       "keys: .[0].disabled: expected a boolean, got nothing (no such field)"},
+      {Command::kKeys, 200, R"([{"id":5,"disabled":false}])",
+       "keys: .[0].id: expected a string, got a number: 5"},
+      {Command::kKeys, 200, R"([{"id":"a","disabled":false,"expires":1700000000}])",
+       "keys: .[0].expires: expected a string, got a number: 1700000000"},
+      {Command::kKey, 200, "[]", "key key_ops: expected a JSON object, got an array: []"},
+      {Command::kKey, 200, R"({"id":"key_ops","tenant":["acme"],"disabled":false})",
+       "key key_ops: .tenant: expected a string, got an array: [\"acme\"]"},
+      // A 201 without the key, or with something else where the key is.
+      {Command::kKeyCreate, 201, R"({"id":"key_ops","tenant":"acme","prefix":"sk-sluice-Ab3x"})",
+       "key create: .key: expected a string, got nothing (no such field)"},
+      {Command::kKeyCreate, 201, R"({"id":"key_ops","key":null})",
+       "key create: .key: expected a string, got null"},
+      {Command::kKeyCreate, 201, R"({"id":"key_ops","key":42})",
+       "key create: .key: expected a string, got a number: 42"},
+      {Command::kKeyCreate, 201, "[]", "key create: expected a JSON object, got an array: []"},
+      {Command::kKeyCreate, 201, "", "key create: expected a JSON object, got an empty answer"},
+      {Command::kKeyCreate, 201, R"({"id":7,"key":"sk-sluice-x"})",
+       "key create: .id: expected a string, got a number: 7"},
+      {Command::kKeyDisable, 200, "[]",
+       "key disable key_ops: expected a JSON object, got an array: []"},
+      {Command::kKeyDisable, 200, R"({"id":"key_ops"})",
+       "key disable key_ops: .disabled: expected a boolean, got nothing (no such field)"},
+      {Command::kKeyEnable, 200, R"({"id":"key_ops","disabled":"false"})",
+       "key enable key_ops: .disabled: expected a boolean, got a string: \"false\""},
+      {Command::kKeyRevoke, 200, "true",
+       "key revoke key_ops: expected a JSON object, got a boolean: true"},
+  };
+  for (const auto& c : cases) {
+    for (bool as_json : {false, true}) {
+      SCOPED_TRACE(std::string(c.body) + (as_json ? " --json" : ""));
+      expect_unreadable(read(c.command, c.body, c.status, as_json),
+                        std::string("sluice-ctl: ") + c.err + "\n");
+    }
+  }
+}
+
+// The key is the one value printed as it came: one that a terminal would
+// obey, or that $(...) would not capture whole, is not printed at all, in
+// either mode, and the message does not quote it.
+TEST(CtlAnswers, AKeyThatIsNotPrintableAsciiIsNeverPrinted) {
+  for (const std::string& key :
+       {std::string("sk-sluice-\\u001b[2Jgotcha"), std::string("sk-sluice-a\\nb"),
+        std::string("sk-sluice-a b"), std::string("sk-sluice-\\u0000"),
+        std::string("sk-sluice-\\u007f"), std::string("sk-sluice-\\u009b31m"),
+        std::string("sk-sluice-caf\xc3\xa9"), std::string("sk-sluice-\\u202e")}) {
+    for (bool as_json : {false, true}) {
+      SCOPED_TRACE(key + (as_json ? " --json" : ""));
+      const auto o = read(Command::kKeyCreate,
+                          R"({"id":"k","tenant":"t","prefix":"sk-sluice-x","key":")" + key + "\"}",
+                          201, as_json);
+      EXPECT_EQ(o.exit_code, kExitUnreadable);
+      EXPECT_EQ(o.out, "");
+      EXPECT_EQ(o.err.rfind("sluice-ctl: key create: .key: expected printable ASCII without "
+                            "spaces, got a string of ",
+                            0),
+                0u)
+          << o.err;
+      EXPECT_NE(o.err.find(" bytes with others (not shown)\n"), std::string::npos) << o.err;
+      EXPECT_EQ(o.err.find("sk-sluice"), std::string::npos) << o.err;
+      expect_safe_lines(o.err);
+    }
+  }
+  expect_unreadable(read(Command::kKeyCreate, R"({"id":"k","key":""})", 201),
+                    "sluice-ctl: key create: .key: expected printable ASCII without spaces, got "
+                    "an empty string\n");
+  // What the note quotes of the answer is escaped and cut short.
+  const auto o = read(Command::kKeyCreate,
+                      R"({"id":"k\u001b[31m","tenant":")" + std::string(5000, 'a') +
+                          R"(","prefix":"sk-sluice-\u0007","key":"sk-sluice-x"})",
+                      201);
+  EXPECT_EQ(o.exit_code, kExitDone) << o.err;
+  EXPECT_EQ(o.out, "sk-sluice-x\n");
+  EXPECT_EQ(o.err.rfind("sluice-ctl: key k\\x1b[31m for tenant aaaa", 0), 0u) << o.err;
+  EXPECT_NE(o.err.find("... (5000 bytes) (sk-sluice-\\x07...): store it now"), std::string::npos)
+      << o.err;
+  expect_safe_lines(o.err);
 }
 
 // --- Refusals: exit 1 with the server's words, whatever the body is. ---
