@@ -48,6 +48,12 @@ commands:
   reload                                re-read the config file
   drain [--wait] [--timeout SECONDS]    stop admitting; --wait: until drained
   drain status | drain cancel           where a drain stands; admit again
+  keys                                  every API key: id, tenant, prefix, expiry, state
+  key ID                                one key's record (never the key itself)
+  key create --tenant T [--id ID] [--expires RFC3339|UNIX]
+                                        a new key, printed once, alone on stdout
+  key disable ID | key enable ID        refuse the key; accept it again
+  key revoke ID                         delete the key
   metrics                               the Prometheus exposition
 
 The admin address defaults to $SLUICE_ADMIN or 127.0.0.1:9090; the token to
@@ -377,6 +383,55 @@ int run_drain(const Invocation& inv) {
   return emit(d.outcome);
 }
 
+// A key ID as sluice takes it (auth::is_valid_key_id: 1 to 64 of letters,
+// digits, _ . -), or a usage error: it goes into the request's path.
+const std::string& key_id(const Invocation& inv, std::size_t i) {
+  const std::string& id = inv.arg(i, "a key ID");
+  const bool valid =
+      !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || c == '-';
+      });
+  if (!valid) usage_error("a key ID is 1 to 64 of letters, digits, _ . -, got '" + id + "'");
+  return id;
+}
+
+// key ID | key create --tenant T [--id ID] [--expires RFC3339|UNIX] |
+// key disable ID | key enable ID | key revoke ID
+int run_key(const Invocation& inv) {
+  const auto& args = inv.args;
+  const Client& client = inv.client;
+  const std::string& sub = inv.arg(1, "an ID, or create, disable, enable or revoke");
+  if (sub == "create") {
+    auto o = parse_options(args, 2, {"--tenant", "--id", "--expires"});
+    json body = json::object();
+    if (auto v = o.get("--tenant")) body["tenant"] = *v;
+    if (!body.contains("tenant")) usage_error("key create needs --tenant");
+    if (auto v = o.get("--id")) body["id"] = *v;
+    // The server reads RFC 3339 UTC and unix seconds alike from a string.
+    if (auto v = o.get("--expires")) body["expires"] = *v;
+    return inv.answer(ctl::Command::kKeyCreate, "",
+                      client.call("POST", "/admin/v1/keys",
+                                  body.dump(-1, ' ', false, json::error_handler_t::replace)));
+  }
+  if (sub == "disable" || sub == "enable") {
+    const std::string& id = key_id(inv, 2);
+    parse_options(args, 3, {});
+    const bool disable = sub == "disable";
+    return inv.answer(
+        disable ? ctl::Command::kKeyDisable : ctl::Command::kKeyEnable, id,
+        client.call("PUT", "/admin/v1/keys/" + id, json{{"disabled", disable}}.dump()));
+  }
+  if (sub == "revoke") {
+    const std::string& id = key_id(inv, 2);
+    parse_options(args, 3, {});
+    return inv.answer(ctl::Command::kKeyRevoke, id, client.call("DELETE", "/admin/v1/keys/" + id));
+  }
+  const std::string& id = key_id(inv, 1);
+  parse_options(args, 2, {});
+  return inv.answer(ctl::Command::kKey, id, client.call("GET", "/admin/v1/keys/" + id));
+}
+
 // Runs the command; returns the exit code.
 int run(const Invocation& inv) {
   const std::string& cmd = inv.cmd();
@@ -387,6 +442,8 @@ int run(const Invocation& inv) {
   if (cmd == "endpoints") return inv.simple(ctl::Command::kEndpoints, "GET", "/admin/v1/endpoints");
   if (cmd == "reload") return inv.simple(ctl::Command::kReload, "POST", "/admin/v1/reload");
   if (cmd == "drain") return run_drain(inv);
+  if (cmd == "keys") return inv.simple(ctl::Command::kKeys, "GET", "/admin/v1/keys");
+  if (cmd == "key") return run_key(inv);
   if (cmd == "metrics") return inv.simple(ctl::Command::kMetrics, "GET", "/metrics");
   usage_error("unknown command '" + cmd + "'");
 }
