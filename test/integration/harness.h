@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -89,6 +91,28 @@ inline int run_shell(const std::string& cmd) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+struct CtlResult {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Runs sluice-ctl with `args` (shell words, already quoted as needed) and
+// `env` (VAR=value words) and returns its exit code, stdout and stderr.
+inline CtlResult ctl(const std::string& args, const std::string& env = "") {
+  TempFile out("", "ctl.out");
+  TempFile err("", "ctl.err");
+  const std::string cmd =
+      env + " exec " SLUICE_CTL_BIN " " + args + " > " + out.path() + " 2> " + err.path();
+  // Not std::system(): it changes the whole process's SIGINT/SIGQUIT
+  // dispositions while the load threads run.
+  CtlResult r;
+  r.rc = run_shell(cmd);
+  std::ifstream o(out.path()), e(err.path());
+  r.out.assign(std::istreambuf_iterator<char>(o), {});
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
 }
 
 // A loopback port with nothing listening on it: connections to it are

@@ -340,27 +340,6 @@ TEST(Operator, AccessLogHasOneJsonLinePerRequest) {
   EXPECT_EQ(err.find("tenant-b"), std::string::npos) << err;
 }
 
-struct CtlResult {
-  int rc = -1;
-  std::string out, err;
-};
-
-// Runs sluice-ctl with `args` (shell words, already quoted as needed).
-CtlResult ctl(const std::string& args, const std::string& env = "") {
-  TempFile out("", "ctl.out");
-  TempFile err("", "ctl.err");
-  const std::string cmd =
-      env + " exec " SLUICE_CTL_BIN " " + args + " > " + out.path() + " 2> " + err.path();
-  // Not std::system(): it changes the whole process's SIGINT/SIGQUIT
-  // dispositions while the load threads run.
-  CtlResult r;
-  r.rc = run_shell(cmd);
-  std::ifstream o(out.path()), e(err.path());
-  r.out.assign(std::istreambuf_iterator<char>(o), {});
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
-}
-
 // sluice-ctl against a loaded sluice: every command, tables and --json,
 // and clear errors (validation, 401, unreachable, usage).
 TEST(Operator, SluiceCtlDrivesTheAdminPlane) {
