@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   auto rsa = sluice::test::generate_key(JwtAlg::kRS256, "rsa-1");
   auto ec = sluice::test::generate_key(JwtAlg::kES256, "ec-1");
   std::string error;
-  auto jwks = sluice::auth::Jwks::parse(sluice::test::jwks_of(std::vector<const sluice::test::SigningKey*>{&rsa, &ec}), error);
+  auto jwks = sluice::auth::Jwks::parse(
+      sluice::test::jwks_of(std::vector<const sluice::test::SigningKey*>{&rsa, &ec}), error);
   auto config = sluice::config::load_config_string(R"(
 objectives: [{name: standard, priority: 0}, {name: interactive, priority: 10}]
 auth:
@@ -77,7 +78,8 @@ tenants:
   // Fresh tokens for the first-seen kinds: one per call, signed beforehand.
   auto fresh = [&](const sluice::test::SigningKey& k, int n, int base) {
     std::vector<std::string> v;
-    for (int i = 0; i < n; ++i) v.push_back("Bearer " + sluice::test::make_token(k, claims("acme", base + i)));
+    for (int i = 0; i < n; ++i)
+      v.push_back("Bearer " + sluice::test::make_token(k, claims("acme", base + i)));
     return v;
   };
   const int first_calls = std::max(1, calls / 20);  // signing is the slow part of this program
@@ -91,7 +93,8 @@ tenants:
     const auto out = a.authenticate({header, 1, {}}, kNow, id, &cache);
     const auto t1 = Clock::now();
     if (!out.ok()) {
-      std::fprintf(stderr, "refused: %.*s\n", static_cast<int>(out.reason.size()), out.reason.data());
+      std::fprintf(stderr, "refused: %.*s\n", static_cast<int>(out.reason.size()),
+                   out.reason.data());
       std::exit(1);
     }
     s.ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());

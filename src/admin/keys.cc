@@ -116,7 +116,9 @@ void create_key(HandlerContext& hc, const Request& req, Respond respond) {
         hc.fleet()->publish_operation(
             fleet::FleetOperation{"PUT", "/admin/v1/keys/" + made.record.id, rec.dump()});
       }
-      json out = key_json(KeyEntry{made.record, false});
+      // Without a fleet the key is written into the key file: listed as
+      // `file` from then on, so named that way here too.
+      json out = key_json(KeyEntry{made.record, !hc.fleet()});
       out["key"] = made.key;
       respond(AdminReply{201, out.dump(-1, ' ', false, kReplace)});
     });
@@ -140,7 +142,9 @@ void put_key(HandlerContext& hc, const Request& req, Respond respond) {
     if (!it->is_string() || !auth::from_hex(it->get<std::string>(), r.hash))
       return respond(error_reply(400, "invalid-sha256", "sha256 must be 64 hex digits"));
   } else if (!old) {
-    return respond(error_reply(400, "invalid-sha256", "a new key's record needs its sha256"));
+    // A change (disable, expiry) to a key that is not there.
+    return respond(
+        error_reply(404, "unknown-key", "no key '" + id + "' (a new record needs its sha256)"));
   }
   if (auto it = j->find("prefix"); it != j->end() && it->is_string()) {
     r.prefix = it->get<std::string>();

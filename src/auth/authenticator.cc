@@ -55,6 +55,11 @@ JwtOptions jwt_options(const config::JwtSpec& j) {
 
 }  // namespace
 
+std::string_view certificate_tenant(std::string_view name) {
+  if (name.find("://") == std::string_view::npos) return name;
+  return name.substr(name.rfind('/') + 1);
+}
+
 bool looks_like_jwt(std::string_view t) {
   const auto first = t.find('.');
   if (first == std::string_view::npos) return false;
@@ -144,13 +149,13 @@ AuthOutcome Authenticator::authenticate(const Credentials& c, std::int64_t now_u
     return check_key(token, now_unix, out);
   }
   if (client_certificate_tenants_ && !c.client_certificate_name.empty()) {
+    const std::string_view name = certificate_tenant(c.client_certificate_name);
     // The name becomes the tenant's flow id: its bytes, and no '/' (which
     // separates a tenant's sub-flows).
-    if (!protocol::is_valid_steering_value(c.client_certificate_name, 128) ||
-        c.client_certificate_name.find('/') != std::string_view::npos)
+    if (!protocol::is_valid_steering_value(name, 128) || name.find('/') != std::string_view::npos)
       return {AuthFailure::kMalformed, "certificate-name-not-a-tenant"};
     out.source = Source::kClientCertificate;
-    out.tenant = std::string(c.client_certificate_name);
+    out.tenant = std::string(name);
     out.key_id = "cert";
     settle(out);
     return {};

@@ -118,6 +118,11 @@ class Authenticator {
   std::string realm_;
 };
 
+// The tenant a verified client certificate's name (its first URI, DNS or
+// email SAN, else its subject CN) names: a URI's last path segment
+// ("spiffe://example.org/ns/prod/sa/tenant-a" is tenant-a), else the name.
+std::string_view certificate_tenant(std::string_view name);
+
 // A compact JWS: three base64url parts (what is not one is an API key).
 bool looks_like_jwt(std::string_view token);
 

@@ -74,7 +74,8 @@ bool Exchange::check_identity() {
     request_.objective.clear();
     return true;
   }
-  const auth::Credentials c{request_.authorization, request_.authorization_count, {}};
+  const auth::Credentials c{request_.authorization, request_.authorization_count,
+                            conn_.client_certificate_name()};
   const auth::AuthOutcome out = a.authenticate(c, unix_now(), identity_, thread_.token_cache());
   thread_.stats().auth_result(out.ok() ? std::string_view("ok") : out.reason);
   if (out.unknown_key) ctx_.want_jwks_refetch();

@@ -336,6 +336,24 @@ TEST(Tls, ClientCertificatesAreVerifiedAndTheNameReachesTheAccessLog) {
   ASSERT_TRUE(eventually([&] { return count_of(slurp(log2.path()), "\n") == 2; }));
   EXPECT_EQ(client_cert_lines(log2.path()).size(), 1u);
   EXPECT_EQ(optional->stop(), 0);
+
+  // With auth.clientCertificateTenants, the certificate's name is the
+  // tenant (a URI's last segment); without one (or a key), 401.
+  TempFile log3("", "access.log");
+  TempFile cfg3(make_config({mock->address()},
+                            "  accessLog: " + log3.path() + "\n" + tls_lines(pki, ca_lines)) +
+                "auth:\n  clientCertificateTenants: true\n");
+  auto authed = start_sluice(cfg3);
+  TlsConnection as_tenant(kHost, authed->tls_port(), with_cert);
+  EXPECT_EQ(as_tenant.request("POST", "/v1/completions", completion_body(2)).status, 200);
+  TlsConnection nobody(kHost, authed->tls_port(), verified(pki));
+  EXPECT_EQ(nobody.request("POST", "/v1/completions", completion_body(2)).status, 401);
+  ASSERT_TRUE(eventually([&] { return count_of(slurp(log3.path()), "\n") == 2; }));
+  const auto tenant_line = json::parse(client_cert_lines(log3.path()).at(0));
+  EXPECT_EQ(tenant_line["tenant"], "tenant-a");
+  EXPECT_EQ(tenant_line["flow"], "tenant-a");
+  EXPECT_EQ(tenant_line["key_id"], "cert");
+  EXPECT_EQ(authed->stop(), 0);
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);
 }

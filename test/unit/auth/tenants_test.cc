@@ -172,7 +172,11 @@ TEST(Authenticator, ClientCertificateTenants) {
   EXPECT_TRUE(a.authenticate({{}, 0, "team-a"}, 0, id).ok());
   EXPECT_EQ(id.source, Source::kClientCertificate);
   EXPECT_EQ(id.tenant, "team-a");
-  EXPECT_EQ(a.authenticate({{}, 0, "spiffe://x/y"}, 0, id).reason, "certificate-name-not-a-tenant");
+  EXPECT_TRUE(a.authenticate({{}, 0, "spiffe://example.org/ns/prod/sa/team-b"}, 0, id).ok());
+  EXPECT_EQ(id.tenant, "team-b");
+  EXPECT_EQ(a.authenticate({{}, 0, "spiffe://example.org/"}, 0, id).reason,
+            "certificate-name-not-a-tenant");
+  EXPECT_EQ(a.authenticate({{}, 0, "team a"}, 0, id).reason, "certificate-name-not-a-tenant");
   // A key, when sent, is what counts.
   EXPECT_EQ(a.authenticate({"Bearer sk-sluice-x", 1, "team-a"}, 0, id).reason, "unknown-key");
   Authenticator off(config_of(""), nullptr);
