@@ -246,7 +246,10 @@ TEST_F(AuthTest, TenantPolicyModelsObjectivesMaxTokens) {
                         bearer(strict.secret))
                 .status,
             200);
-  auto seen = up.requests();
+  // The inference requests (the model catalogue's GET /v1/models polls too).
+  std::vector<UpstreamRequest> seen;
+  for (auto& q : up.requests())
+    if (q.head.rfind("POST ", 0) == 0) seen.push_back(q);
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(json::parse(seen[1].body)["max_tokens"], 16);  // clamped from 500
   EXPECT_EQ(json::parse(seen[2].body)["max_tokens"], 16);  // written in
