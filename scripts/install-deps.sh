@@ -20,7 +20,25 @@ for p in "${pkgs[@]}"; do
   fi
 done
 
+# The OpenAI Node SDK for test/integration/openai_sdk_test.cc, from the npm
+# registry at the version test/node/package-lock.json pins (Node >= 18:
+# Debian's nodejs, or one already on the machine).
+install_node_sdk() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/test/node"
+  [ -f "$dir/node_modules/openai/package.json" ] && return 0
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: npm not found; the OpenAI SDK test will be skipped" >&2
+    return 0
+  fi
+  echo "install-deps: npm ci in $dir"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+}
+
+if ! command -v node >/dev/null 2>&1; then missing+=(nodejs npm); fi
+
 if [ ${#missing[@]} -eq 0 ]; then
+  install_node_sdk
   exit 0
 fi
 
@@ -39,3 +57,4 @@ for svc in nginx haproxy prometheus redis-server dnsmasq; do
     $SUDO systemctl stop "$svc" || true
   fi
 done
+install_node_sdk
