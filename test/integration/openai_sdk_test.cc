@@ -32,18 +32,19 @@ TEST(OpenAiSdk, StreamingAndNotOverHttpsWithAnApiKey) {
   auto key = auth::generate_key("acme", "key_sdk");
   ASSERT_TRUE(key);
   TempFile keys(auth::render_key_file({key->record}), "keys.yaml");
-  TempFile cfg(make_config({mock->address()}, "  tls:\n    listen: 127.0.0.1:0\n"
-                                              "    certificateFile: " +
-                                                  pki.server_cert() +
-                                                  "\n    keyFile: " + pki.server_key() + "\n") +
+  TempFile cfg(make_config({mock->address()},
+                           "  tls:\n    listen: 127.0.0.1:0\n"
+                           "    certificateFile: " +
+                               pki.server_cert() + "\n    keyFile: " + pki.server_key() + "\n") +
                "auth:\n  apiKeys: {file: " + keys.path() + "}\n");
   auto sluice = start_sluice(cfg);
   ASSERT_NE(sluice->tls_port(), 0);
   const std::string out = dir_of(work) + "/sdk.json";
-  const int code = run_command(
-      "cd " + node_dir + " && SLUICE_BASE_URL=https://127.0.0.1:" +
-      std::to_string(sluice->tls_port()) + "/v1 SLUICE_API_KEY=" + key->key +
-      " NODE_EXTRA_CA_CERTS=" + pki.ca() + " timeout 60 node openai_sdk.mjs >" + out + " 2>&1");
+  const int code =
+      run_command("cd " + node_dir +
+                  " && SLUICE_BASE_URL=https://127.0.0.1:" + std::to_string(sluice->tls_port()) +
+                  "/v1 SLUICE_API_KEY=" + key->key + " NODE_EXTRA_CA_CERTS=" + pki.ca() +
+                  " timeout 60 node openai_sdk.mjs >" + out + " 2>&1");
   std::string text;
   {
     std::FILE* f = std::fopen(out.c_str(), "r");
