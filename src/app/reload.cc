@@ -1,6 +1,7 @@
 // A reload (SIGHUP, or POST /admin/v1/reload), as four steps: read the file
 // and build what it names; note what only a restart applies; note what
 // applies in place; apply it, in order, on the threads that own each part.
+#include <algorithm>
 #include <boost/asio/post.hpp>
 
 #include "app/gateway.h"
@@ -9,6 +10,7 @@
 #include "flowcontrol/usage_limit_policies.h"
 #include "observe/log.h"
 #include "proxy/tls_context.h"
+#include "proxy/upstream_tls.h"
 #include "scheduling/from_config.h"
 
 namespace sluice::app {
@@ -23,6 +25,8 @@ struct Gateway::ReloadPlan {
       std::make_shared<flowcontrol::ControllerReload>();
   // server.tls's files read again (with a TLS listener running).
   std::shared_ptr<proxy::TlsServerContext> tls;
+  // TLS towards the model servers, its files read again.
+  std::shared_ptr<const proxy::UpstreamTlsSet> upstream_tls;
 };
 
 void Gateway::reload(std::function<void(admin::ReloadResult)> done) {
@@ -64,6 +68,9 @@ bool Gateway::read_and_build(ReloadPlan& plan) {
     res.error = e.what();
   }
   if (!res.error.empty()) return false;
+  // The model servers' TLS settings and files, read again.
+  plan.upstream_tls = proxy::build_upstream_tls(plan.next, res.error);
+  if (!plan.upstream_tls) return false;
   // A reload re-reads the certificate files too: a set that does not load
   // fails the reload, and the running certificate keeps serving.
   if (ctx_.tls && plan.next.server.tls.enabled()) {
@@ -97,6 +104,10 @@ void Gateway::note_restart_needed(ReloadPlan& plan) {
     // server.tls applies in place (a new context), but for its listener
     // and its check interval.
     compare.tls = live.tls;
+    // The model servers' credential applies in place (the request policy).
+    compare.upstream_credential_file = live.upstream_credential_file;
+    compare.upstream_credential = live.upstream_credential;
+    compare.upstream_tls = live.upstream_tls;  // new connections get the new one
     if (!(compare == live)) res.restart_needed.push_back("server");
     if (next.server.tls.listen != live.tls.listen)
       res.restart_needed.push_back("server.tls.listen");
@@ -140,6 +151,15 @@ void Gateway::note_applied(ReloadPlan& plan) {
   if (!(next.tenants == running_.tenants)) applied.push_back("tenants");
   if (!(next.auth == running_.auth)) applied.push_back("auth");
   if (plan.tls) applied.push_back("server.tls (files read again)");
+  // Their files were read again by the load: new requests carry what they
+  // hold now (nothing of it in the result).
+  if (!next.server.upstream_credential_file.empty() ||
+      std::any_of(next.endpoints.begin(), next.endpoints.end(),
+                  [](const auto& e) { return !e.credential_file.empty(); }))
+    applied.push_back("upstream credentials (files read again)");
+  if (next.server.upstream_tls.enabled ||
+      !(next.server.upstream_tls == running_.server.upstream_tls))
+    applied.push_back("server.upstreamTls (files read again)");
 }
 
 // In order, each step after the one before: the pool (data-layer thread,
@@ -157,9 +177,11 @@ void Gateway::apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> d
   reload->staleness = next.saturation_detector.metrics_staleness_threshold;
   auto gated_config = next;
   gated_config.flow_control.enabled = ctx_.gated;
-  std::shared_ptr<const proxy::RequestPolicy> policy =
+  auto fresh =
       proxy::make_request_policy(gated_config, reload->scheduler ? reload->scheduler->preparation()
                                                                  : running_policy_->preparation);
+  fresh->upstream_tls = plan.upstream_tls;
+  std::shared_ptr<const proxy::RequestPolicy> policy = std::move(fresh);
   running_policy_ = policy;
   running_ = next;
   set_identity_config(next);
@@ -182,6 +204,7 @@ void Gateway::apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> d
                                   res = std::move(res), done = std::move(done)]() mutable {
     static_endpoints_ = std::move(endpoints);
     reconcile_endpoints();
+    if (catalog_) catalog_->set_credentials(policy->credentials);
     ctx_.flow_control->reconfigure(
         *data_producer_,
         [reload](flowcontrol::Controller& c) {

@@ -349,6 +349,38 @@ void check_listeners(const Reader& r, const YAML::Node& node, const ServerOption
          "is server.listen's address; the TLS listener needs its own");
 }
 
+// server.upstreamTls, endpoints[].tls: TLS towards the model servers. The
+// files are read when the request policy is built (proxy/upstream_tls.h).
+UpstreamTlsOptions read_upstream_tls(const Reader& r, const YAML::Node& node,
+                                     const std::string& path) {
+  UpstreamTlsOptions t;
+  Fields f(r.source, node, path);
+  t.enabled = true;
+  if (auto n = f.take("enabled")) t.enabled = r.boolean(n, f.child("enabled"));
+  if (auto n = f.take("caFile")) t.ca_file = r.scalar(n, f.child("caFile"));
+  if (auto n = f.take("serverName")) t.server_name = r.scalar(n, f.child("serverName"));
+  if (auto n = f.take("certificateFile"))
+    t.certificate_file = r.scalar(n, f.child("certificateFile"));
+  if (auto n = f.take("keyFile")) t.key_file = r.scalar(n, f.child("keyFile"));
+  if (auto n = f.take("insecureSkipVerify"))
+    t.insecure_skip_verify = r.boolean(n, f.child("insecureSkipVerify"));
+  if (t.certificate_file.empty() != t.key_file.empty())
+    fail(r.source, node, f.child(t.key_file.empty() ? "keyFile" : "certificateFile"),
+         "is required with " + std::string(t.key_file.empty() ? "certificateFile" : "keyFile"));
+  f.finish();
+  return t;
+}
+
+// A credential file's token, or a config error at `node` naming the file.
+std::string credential_from(const Reader& r, const YAML::Node& node, const std::string& path,
+                            const std::string& file) {
+  try {
+    return read_credential_file(file);
+  } catch (const ConfigError& e) {
+    fail(r.source, node, path, e.what());
+  }
+}
+
 // server:, its fields read (and checked) in this order.
 void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
   Fields f(r.source, node, "server");
@@ -365,11 +397,19 @@ void read_server(const Reader& r, const YAML::Node& node, ServerOptions& s) {
     s.upstream_max_idle_per_endpoint = static_cast<std::uint32_t>(v);
   }
   if (auto n = f.take("tls")) read_server_tls(r, n, s.tls);
+  if (auto n = f.take("upstreamTls"))
+    s.upstream_tls = read_upstream_tls(r, n, f.child("upstreamTls"));
+  if (auto n = f.take("upstreamCredentialFile")) {
+    s.upstream_credential_file = r.string(n, f.child("upstreamCredentialFile"));
+    s.upstream_credential =
+        credential_from(r, n, f.child("upstreamCredentialFile"), s.upstream_credential_file);
+  }
   f.finish();
   check_listeners(r, node, s);
 }
 
-void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<EndpointConfig>& out) {
+void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<EndpointConfig>& out,
+                    bool credentials = true) {
   if (node.IsSequence() && node.size() > kMaxEndpoints)
     fail(r.source, node, "endpoints",
          "at most " + std::to_string(kMaxEndpoints) + " endpoints (" + std::to_string(node.size()) +
@@ -407,6 +447,21 @@ void read_endpoints(const Reader& r, const YAML::Node& node, std::vector<Endpoin
       if (ep.engine != "vllm" && ep.engine != "sglang" && ep.engine != "trtllm-serve")
         fail(r.source, n, f.child("engine"),
              "unknown engine '" + ep.engine + "' (expected vllm, sglang or trtllm-serve)");
+    }
+    if (auto n = f.take("credentialFile")) {
+      if (!credentials)
+        fail(r.source, n, f.child("credentialFile"),
+             "belongs in the config, not the endpoints file");
+      if (dns) fail(r.source, n, f.child("credentialFile"), "is for address entries, not dns");
+      ep.credential_file = r.string(n, f.child("credentialFile"));
+      ep.credential = credential_from(r, n, f.child("credentialFile"), ep.credential_file);
+    }
+    if (auto n = f.take("tls")) {
+      if (!credentials)
+        fail(r.source, n, f.child("tls"), "belongs in the config, not the endpoints file");
+      if (dns)
+        fail(r.source, n, f.child("tls"), "is for address entries (dns: server.upstreamTls)");
+      ep.tls = read_upstream_tls(r, n, f.child("tls"));
     }
     if (auto n = f.take("labels")) {
       if (!n.IsMap()) fail(r.source, n, f.child("labels"), "expected a mapping of label: value");
@@ -1174,6 +1229,26 @@ Config load_config_file(const std::string& path) {
 
 std::string read_regular_file(const std::string& path) { return read_bounded(path, false); }
 
+std::string read_credential_file(const std::string& path) {
+  std::string text = read_bounded(path, false);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  if (text.empty()) throw ConfigError(path + ": the credential file is empty");
+  if (text.size() > 4096) throw ConfigError(path + ": the credential is longer than 4096 bytes");
+  for (unsigned char ch : text)
+    if (ch < 0x21 || ch > 0x7e)
+      throw ConfigError(path +
+                        ": the credential must be printable ASCII without spaces or line breaks");
+  return text;
+}
+
+UpstreamCredentials upstream_credentials(const Config& c) {
+  UpstreamCredentials out;
+  if (!c.server.upstream_credential.empty()) out.pool = "Bearer " + c.server.upstream_credential;
+  for (const auto& e : c.endpoints)
+    if (!e.credential.empty()) out.by_address[e.address] = "Bearer " + e.credential;
+  return out;
+}
+
 std::vector<EndpointConfig> load_endpoints_file(const std::string& path) {
   const std::string text = read_bounded(path, false);
   YAML::Node root;
@@ -1188,7 +1263,7 @@ std::vector<EndpointConfig> load_endpoints_file(const std::string& path) {
   Reader r{path};
   Fields f(path, root, "");
   if (auto n = f.take("endpoints")) {
-    read_endpoints(r, n, out);
+    read_endpoints(r, n, out, false);
     for (std::size_t i = 0; i < out.size(); ++i)
       if (!out[i].dns.empty())
         fail(path, n[i], "endpoints[" + std::to_string(i) + "].dns",

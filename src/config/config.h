@@ -48,6 +48,21 @@ struct TlsOptions {
   bool operator==(const TlsOptions&) const = default;
 };
 
+// TLS towards a model server (server.upstreamTls, endpoints[].tls): the
+// server's certificate verified against caFile (or the system's default
+// paths) and its name (serverName, default the endpoint's host: SNI and
+// hostname or IP check), unless insecureSkipVerify; an optional client
+// certificate. The files are read at startup and on every reload.
+struct UpstreamTlsOptions {
+  bool enabled = false;
+  std::string ca_file;
+  std::string server_name;
+  std::string certificate_file;
+  std::string key_file;
+  bool insecure_skip_verify = false;
+  bool operator==(const UpstreamTlsOptions&) const = default;
+};
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:8080";  // "": none (only with tls)
   TlsOptions tls;
@@ -86,6 +101,12 @@ struct ServerOptions {
   nanoseconds upstream_idle_timeout = 120s;
   // Idle keep-alive connections kept per endpoint per I/O thread; more are closed.
   std::uint32_t upstream_max_idle_per_endpoint = 128;
+  // The model servers' bearer token (server.upstreamCredentialFile), read
+  // at load (startup and every reload); "" without one. Never logged nor
+  // shown: only the file's name appears in messages.
+  std::string upstream_credential_file;
+  std::string upstream_credential;
+  UpstreamTlsOptions upstream_tls;  // the pool's; an endpoint's tls: overrides
   // A pooled connection idle this long is closed (checked every second),
   // and so is every idle one of an endpoint that left the pool.
   nanoseconds upstream_pool_idle_timeout = 60s;
@@ -149,12 +170,19 @@ struct EndpointConfig {
   // into each request's "priority" field (replacing the client's).
   bool priority_scheduling = false;
   std::map<std::string, std::string> labels;
+  // Its own bearer token (credentialFile), over server.upstreamCredentialFile;
+  // read at load. Only in the config, not the endpoints file. Not part of
+  // what the endpoint is (operator==): the request policy carries it.
+  std::string credential_file;
+  std::string credential;
+  std::optional<UpstreamTlsOptions> tls;  // over server.upstreamTls
   // The line of its entry in the file it came from (for messages); not part
   // of what the endpoint is, so moving the entry changes nothing on reload.
   int line = 0;
   bool operator==(const EndpointConfig& o) const {
     return address == o.address && dns == o.dns && host == o.host && port == o.port &&
-           engine == o.engine && priority_scheduling == o.priority_scheduling && labels == o.labels;
+           engine == o.engine && priority_scheduling == o.priority_scheduling &&
+           labels == o.labels && tls == o.tls;
   }
 };
 
@@ -406,6 +434,19 @@ struct TenantSpec {
   }
 };
 
+// The model servers' credentials as requests use them: the Authorization
+// value ("Bearer <token>") for each endpoint address with its own, and the
+// pool's for the rest ("" : none).
+struct UpstreamCredentials {
+  std::string pool;
+  std::map<std::string, std::string> by_address;
+  const std::string& for_address(const std::string& address) const {
+    auto it = by_address.find(address);
+    return it == by_address.end() ? pool : it->second;
+  }
+  bool any() const { return !pool.empty() || !by_address.empty(); }
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string api_version;
@@ -463,5 +504,11 @@ std::vector<EndpointConfig> load_endpoints_file(const std::string& path);
 // ConfigError naming the file.
 std::string read_regular_file(const std::string& path);
 Config load_config_string(const std::string& text, const std::string& source = "<config>");
+// What c's credential files held, as requests send it.
+UpstreamCredentials upstream_credentials(const Config& c);
+// A credential file's token: its text less trailing whitespace, 1..4096
+// printable ASCII bytes without spaces; throws ConfigError naming the file
+// (never quoting it).
+std::string read_credential_file(const std::string& path);
 
 }  // namespace sluice::config

@@ -209,6 +209,8 @@ void Fetch::start() {
   request_.set(http::field::user_agent, "sluice");
   request_.set(http::field::accept, "application/json");
   request_.set(http::field::connection, "close");
+  if (!options_.authorization.empty())
+    request_.set(http::field::authorization, options_.authorization);
   resolve();
 }
 

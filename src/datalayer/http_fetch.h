@@ -24,6 +24,9 @@ struct FetchOptions {
   std::size_t max_body_bytes = 1u << 20;  // larger: error "too large", read no further
   std::size_t max_header_bytes = 16u << 10;
   std::string ca_file;  // https: verify against this PEM bundle; "": the system's default paths
+  // Sent as the Authorization field when set ("Bearer <token>"); never
+  // appears in a result's error.
+  std::string authorization;
 };
 
 struct FetchResult {

@@ -51,6 +51,7 @@ void ModelCatalogPoller::poll() {
     o.timeout = std::chrono::seconds(2);
     for (const auto& a : addresses_) {
       ++pending_;
+      o.authorization = credentials_ ? credentials_->for_address(a) : std::string();
       http_get(ioc_, "http://" + a + "/v1/models", o, [this, a](FetchResult r) {
         std::vector<CatalogModel> models;
         if (r.ok && parse_models_answer(r.body, models)) {

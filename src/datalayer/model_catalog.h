@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
+
 namespace sluice::datalayer {
 
 inline constexpr std::size_t kMaxModels = 1000;
@@ -43,6 +45,10 @@ class ModelCatalogPoller {
                      Publish publish);
   // The endpoints to ask (addresses "host:port"), on the data layer's thread.
   void set_endpoints(std::vector<std::string> addresses);
+  // Their credentials (the request policy's), on the data layer's thread.
+  void set_credentials(std::shared_ptr<const config::UpstreamCredentials> c) {
+    credentials_ = std::move(c);
+  }
   void start();
   void stop();
 
@@ -55,6 +61,7 @@ class ModelCatalogPoller {
   std::chrono::nanoseconds interval_;
   Publish publish_;
   std::vector<std::string> addresses_;
+  std::shared_ptr<const config::UpstreamCredentials> credentials_;
   std::map<std::string, std::vector<CatalogModel>> answers_;  // by endpoint
   std::size_t pending_ = 0;
   bool stopped_ = false;

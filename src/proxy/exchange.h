@@ -225,6 +225,9 @@ class Exchange {
   void try_next_endpoint();
   void connect_upstream();
   void on_connect(error_code ec);
+  void on_tls_handshake(error_code ec);
+  void connect_failed(error_code ec, const char* what);
+  bool wants_tls(int endpoint) const;  // per the request policy
   void write_upstream();
   void on_upstream_written(error_code ec, std::size_t n);
   void start_response_parser();

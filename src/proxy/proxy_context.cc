@@ -4,6 +4,7 @@
 
 #include "flowcontrol/from_config.h"
 #include "proxy/tls_context.h"
+#include "proxy/upstream_tls.h"
 
 namespace sluice::proxy {
 
@@ -18,6 +19,8 @@ RequestPolicy::RequestPolicy(const config::Config& c) {
   for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
   if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
   if (c.flow_control.enabled) room_detector = flowcontrol::make_detector(c.saturation_detector);
+  credentials =
+      std::make_shared<const config::UpstreamCredentials>(config::upstream_credentials(c));
 }
 
 ProxyContext::ProxyContext(const config::Config& c)
@@ -30,7 +33,13 @@ ProxyContext::ProxyContext(const config::Config& c)
                       : default_body_budget(c.server.max_body_bytes)) {
   auto controller = flowcontrol::make_controller(c);
   controller->set_metrics_max_flows(c.server.metrics_max_flows);
-  policy = make_request_policy(c, controller->scheduler()->preparation());
+  {
+    auto p = make_request_policy(c, controller->scheduler()->preparation());
+    std::string error;
+    p->upstream_tls = build_upstream_tls(c, error);
+    if (!p->upstream_tls) throw config::ConfigError(error);
+    policy = std::move(p);
+  }
   authenticator = std::make_shared<auth::Authenticator>(c, nullptr);
   gated = c.flow_control.enabled;
   flow_control = std::make_unique<flowcontrol::ControllerShell>(std::move(controller));

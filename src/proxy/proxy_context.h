@@ -26,6 +26,7 @@
 namespace sluice::proxy {
 
 class TlsCredentials;
+struct UpstreamTlsSet;
 
 struct ObjectiveInfo {
   int priority = 0;
@@ -49,6 +50,13 @@ struct RequestPolicy {
   // nothing is sent to an endpoint without room by sluice's own in-flight
   // count.
   std::unique_ptr<flowcontrol::SaturationDetector> room_detector;
+  // The model servers' credentials (server.upstreamCredentialFile,
+  // endpoints[].credentialFile), as this config's load read them.
+  std::shared_ptr<const config::UpstreamCredentials> credentials;
+  // TLS towards the model servers (proxy/upstream_tls.h): built from the
+  // same config by whoever makes the policy (its files read off the I/O
+  // threads); null or empty: plain HTTP everywhere.
+  std::shared_ptr<const UpstreamTlsSet> upstream_tls;
 };
 
 // Read-mostly state shared by all I/O threads.

@@ -91,7 +91,9 @@ void Exchange::parse_response(error_code& ec, std::size_t n) {
 // client, and bytes that came meanwhile have had their event.)
 void Exchange::hint_next_read(std::size_t n) {
   auto& p = *relay_.parser;
-  if (n == 0 || n >= wire::kRelayReadSize || !p.keep_alive()) return;
+  // Not under TLS: the socket's readiness is not the session's (a record
+  // may be buffered in OpenSSL), so TLS reads are plain reads.
+  if (n == 0 || n >= wire::kRelayReadSize || !p.keep_alive() || up_.conn->stream.tls()) return;
   if (p.is_done() && up_.conn->buffer.size() == 0) {
     skip_next_speculative_read(up_.conn->stream.socket());
   } else if (!p.is_done() && p.is_header_done() && (p.chunked() || p.content_length())) {

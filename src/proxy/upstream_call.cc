@@ -8,6 +8,7 @@
 #include "protocol/engine_priority.h"
 #include "proxy/client_connection.h"
 #include "proxy/exchange.h"
+#include "proxy/upstream_tls.h"
 #include "proxy/wire.h"
 #include "scheduling/least_in_flight.h"
 
@@ -105,11 +106,22 @@ bool Exchange::reserve(int endpoint, std::chrono::steady_clock::time_point now) 
   return false;
 }
 
+bool Exchange::wants_tls(int endpoint) const {
+  const auto& tls_set = thread_.policy().upstream_tls;
+  return tls_set && tls_set->for_address(ctx_.endpoints.at(endpoint).config.address) != nullptr;
+}
+
 void Exchange::send_to(int endpoint) {
   phase_ = Phase::kCalling;
   up_.endpoint = endpoint;
   build_upstream_head(endpoint);
   up_.conn = thread_.pool().take(endpoint);
+  // A pooled connection made before a reload turned TLS on or off for this
+  // endpoint is not used: no request goes in clear once TLS is asked for.
+  if (up_.conn && up_.conn->stream.tls() != wants_tls(endpoint)) {
+    up_.conn->stream.close();
+    up_.conn.reset();
+  }
   if (up_.conn) {
     thread_.stats().endpoint(static_cast<std::size_t>(endpoint)).connections_reused += 1;
     up_.reused = true;
@@ -132,10 +144,17 @@ void Exchange::build_upstream_head(int endpoint) {
   h += address;
   h += "\r\n";
   h += request_.forward_headers;
-  // The client's Authorization goes on only where sluice did not check it
-  // (auth off, a trusted proxy's request): a tenant's sluice key or token
-  // is never the engine's business.
-  if (!authenticated()) h += request_.authorization_lines;
+  // The engine's own credential when one is configured, and then never the
+  // client's. Else the client's Authorization goes on only where sluice
+  // did not check it (auth off, a trusted proxy's request): a tenant's
+  // sluice key or token is never the engine's business.
+  if (const auto& cred = thread_.policy().credentials->for_address(address); !cred.empty()) {
+    h += "Authorization: ";
+    h += cred;
+    h += "\r\n";
+  } else if (!authenticated()) {
+    h += request_.authorization_lines;
+  }
   h += up_.request_headers;
   h += "x-request-id: ";
   h += request_id_;
@@ -169,25 +188,46 @@ void Exchange::connect_upstream() {
 void Exchange::on_connect(error_code ec) {
   if (closed()) return;  // the client left meanwhile
   if (phase_ == Phase::kEvicted) return finish_evicted();
-  auto& ep = ctx_.endpoints.at(up_.endpoint);
-  if (ec) {
-    thread_.stats()
-        .endpoint(static_cast<std::size_t>(up_.endpoint))
-        .errors[static_cast<std::size_t>(observe::UpstreamError::kConnect)] += 1;
-    if (ec != net::error::operation_aborted) {  // not our own cancel (shutdown)
-      SLUICE_LOG_LIMITED(
-          kWarn, "upstream",
-          "endpoint " << ep.config.address << " unreachable (" << ec.message() << "); marked down");
-      record_endpoint_failure("connecting");
-      ep.mark_down(datalayer::Clock::now(), ctx_.config.server.endpoint_down_backoff);
-    }
-    up_.conn.reset();
-    up_.permit.release();
-    return try_next_endpoint();
-  }
+  if (ec) return connect_failed(ec, "unreachable");
   error_code ignored;
   up_.conn->stream.socket().set_option(net::ip::tcp::no_delay(true), ignored);
+  const auto& ep = ctx_.endpoints.at(up_.endpoint).config;
+  const auto& tls_set = thread_.policy().upstream_tls;
+  auto tls = tls_set ? tls_set->for_address(ep.address) : nullptr;
+  if (!tls) return write_upstream();
+  // TLS towards this endpoint: the handshake (the server verified) is part
+  // of connecting, under the same timeout; its failure is a connect failure.
+  if (!up_.conn->stream.start_tls(tls, tls->server_name.empty() ? ep.host : tls->server_name))
+    return connect_failed(net::error::invalid_argument, "TLS: the server name is refused;");
+  up_.conn->stream.expires_after(ctx_.config.server.upstream_connect_timeout);
+  up_.conn->stream.async_handshake(
+      [self = guard()](error_code ec) { self->exchange_.on_tls_handshake(ec); });
+}
+
+void Exchange::on_tls_handshake(error_code ec) {
+  if (closed()) return;
+  if (phase_ == Phase::kEvicted) return finish_evicted();
+  if (ec) return connect_failed(ec, "TLS handshake failed");
   write_upstream();
+}
+
+// Connecting failed (TCP or TLS): counted, the endpoint marked down and
+// passive health told, the next endpoint tried.
+void Exchange::connect_failed(error_code ec, const char* what) {
+  auto& ep = ctx_.endpoints.at(up_.endpoint);
+  thread_.stats()
+      .endpoint(static_cast<std::size_t>(up_.endpoint))
+      .errors[static_cast<std::size_t>(observe::UpstreamError::kConnect)] += 1;
+  if (ec != net::error::operation_aborted) {  // not our own cancel (shutdown)
+    SLUICE_LOG_LIMITED(kWarn, "upstream",
+                       "endpoint " << ep.config.address << " " << what << " (" << ec.message()
+                                   << "); marked down");
+    record_endpoint_failure("connecting");
+    ep.mark_down(datalayer::Clock::now(), ctx_.config.server.endpoint_down_backoff);
+  }
+  up_.conn.reset();
+  up_.permit.release();
+  return try_next_endpoint();
 }
 
 void Exchange::write_upstream() {
@@ -201,7 +241,9 @@ void Exchange::write_upstream() {
     net::const_buffer out = up_.body->empty() ? buffers[0] : net::buffer(relay_.coalesced);
     // Tried at once, as a relayed write is (write_to_client).
     error_code ec;
-    const std::size_t sent = wire::try_send(up_.conn->stream.socket(), out, ec);
+    // (Plain TCP only: under TLS the bytes go through the session.)
+    const std::size_t sent =
+        up_.conn->stream.tls() ? 0 : wire::try_send(up_.conn->stream.socket(), out, ec);
     if (ec || sent == out.size()) return on_upstream_written(ec, sent);
     out += sent;
     net::async_write(up_.conn->stream, out, bind<&Exchange::on_upstream_written>());

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "proxy/hinted_reads.h"
-#include "proxy/timed_stream.h"
+#include "proxy/upstream_stream.h"
 
 namespace sluice::proxy {
 
-using Stream = TimedStream;
+using Stream = UpstreamStream;
 
 // A HintedReads::Hook: watched for the endpoint's close once a read of it
 // was hinted mid-stream (proxy/hinted_reads.h).

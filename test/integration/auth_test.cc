@@ -366,6 +366,29 @@ TEST(AuthModels, ARestrictedTenantSeesOnlyItsModels) {
   EXPECT_EQ(c.request("GET", "/v1/models").status, 401);
 }
 
+// The catalogue's GET /v1/models polls authenticate to the engine as the
+// requests do (server.upstreamCredentialFile).
+TEST(AuthModels, TheCataloguePollsCarryTheEnginesCredential) {
+  FakeUpstream up([](const UpstreamRequest&) {
+    return FakeUpstream::Reply{
+        FakeUpstream::response(200, R"({"object":"list","data":[{"id":"m"}]})")};
+  });
+  Key k = make_key("t", "key_t");
+  TempFile keys(key_file({k.record}), "keys.yaml");
+  TempFile token("engine-token\n", "engine.token");
+  TempFile cfg(make_config({up.address()}, "  upstreamCredentialFile: " + token.path() + "\n") +
+               "auth:\n  apiKeys: {file: " + keys.path() + "}\n");
+  auto sluice = start_sluice(cfg);
+  auto polls = [&] {
+    std::vector<UpstreamRequest> out;
+    for (auto& r : up.requests())
+      if (r.head.rfind("GET /v1/models ", 0) == 0) out.push_back(r);
+    return out;
+  };
+  ASSERT_TRUE(eventually([&] { return !polls().empty(); }));
+  for (const auto& r : polls()) EXPECT_EQ(r.header("authorization"), "Bearer engine-token");
+}
+
 TEST(AuthFleet, AKeyMadeOnOneReplicaWorksOnAllAndItsRevocationReachesThemInOneSync) {
   if (!redis_server_bin())
     GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";

@@ -440,6 +440,65 @@ TEST(EndpointsFile, EntriesKnowTheirLineAndDuplicateKeysAreErrors) {
             path + ":3: endpoints[0].address: duplicate key (first at line 2)");
 }
 
+// The model servers' credential files: read at load, the token checked,
+// an error naming the file and never quoting it.
+TEST(UpstreamCredential, FilesAreReadCheckedAndNamed) {
+  TempDir dir;
+  const auto pool = dir.write("pool.token", "pool-secret \n");
+  const auto own = dir.write("own.token", "own-secret");
+  auto c = load_config_string("server:\n  upstreamCredentialFile: " + pool +
+                              "\nendpoints:\n  - address: h:1\n  - address: h:2\n"
+                              "    credentialFile: " +
+                              own + "\n");
+  EXPECT_EQ(c.server.upstream_credential, "pool-secret");
+  const auto creds = upstream_credentials(c);
+  EXPECT_EQ(creds.for_address("h:1"), "Bearer pool-secret");
+  EXPECT_EQ(creds.for_address("h:2"), "Bearer own-secret");
+  EXPECT_EQ(creds.for_address("h:3"), "Bearer pool-secret");
+  EXPECT_TRUE(upstream_credentials(load_config_string("")).for_address("h:1").empty());
+
+  for (const std::string& bad : std::vector<std::string>{"", "\n  \n", "two words", "tab\there",
+                                                         "caf\xc3\xa9", std::string(4097, 'x')}) {
+    const auto path = dir.write("bad.token", bad);
+    const auto e = error_of("server:\n  upstreamCredentialFile: " + path + "\n");
+    EXPECT_NE(e.find("test.yaml:2: server.upstreamCredentialFile: " + path), std::string::npos)
+        << e;
+    if (bad.size() > 3) {
+      EXPECT_EQ(e.find(bad.substr(0, 4)), std::string::npos) << e;
+    }
+  }
+  EXPECT_EQ(read_credential_file(dir.write("max.token", std::string(4096, 'x'))).size(), 4096u);
+  const auto missing =
+      error_of("endpoints:\n  - address: h:1\n    credentialFile: " + dir.path("none") + "\n");
+  EXPECT_NE(missing.find(dir.path("none") + ": cannot open file"), std::string::npos) << missing;
+  // Not in the endpoints file: its entries are read on the data layer's
+  // thread, outside any reload.
+  const auto eps = dir.write("endpoints.yaml",
+                             "endpoints:\n  - address: h:1\n    credentialFile: " + own + "\n");
+  EXPECT_NE(endpoints_file_error(eps).find("belongs in the config"), std::string::npos);
+}
+
+TEST(UpstreamTls, SettingsLoadAndBadOnesNameTheField) {
+  auto c = load_config_string(
+      "server:\n  upstreamTls: {caFile: /ca.pem}\nendpoints:\n  - address: h:1\n"
+      "  - address: h:2\n    tls: {enabled: false}\n  - address: h:3\n"
+      "    tls: {serverName: engine.internal, certificateFile: c.pem, keyFile: k.pem}\n");
+  EXPECT_TRUE(c.server.upstream_tls.enabled);
+  EXPECT_EQ(c.server.upstream_tls.ca_file, "/ca.pem");
+  EXPECT_FALSE(c.server.upstream_tls.insecure_skip_verify);
+  EXPECT_FALSE(c.endpoints[0].tls);
+  ASSERT_TRUE(c.endpoints[1].tls);
+  EXPECT_FALSE(c.endpoints[1].tls->enabled);
+  EXPECT_EQ(c.endpoints[2].tls->server_name, "engine.internal");
+  EXPECT_FALSE(load_config_string("").server.upstream_tls.enabled);
+  EXPECT_EQ(error_of("server:\n  upstreamTls: {certificateFile: c.pem}\n"),
+            "test.yaml:2: server.upstreamTls.keyFile: is required with certificateFile");
+  EXPECT_NE(error_of("server:\n  upstreamTls: {verify: false}\n").find("upstreamTls.verify"),
+            std::string::npos);
+  EXPECT_NE(error_of("endpoints:\n  - dns: h:1\n    tls: {}\n").find("endpoints[0].tls"),
+            std::string::npos);
+}
+
 // At most kMaxFileBytes is read: a bigger file, or one that never ends, is
 // an error naming it, never a read without bound.
 TEST(ConfigFile, SizeIsBounded) {
