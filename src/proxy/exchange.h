@@ -250,7 +250,6 @@ class Exchange {
   void build_client_head();
   Framing choose_framing(bool bodyless);
   void write_to_client();
-  void write_to_tls_client(std::span<const boost::asio::const_buffer> pieces);
   void on_relay_written(error_code ec, std::size_t n);
   void upstream_failed_mid_response(error_code ec);
   // Ends a relayed chunked SSE stream with an error event (`code`), then

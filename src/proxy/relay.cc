@@ -220,7 +220,6 @@ void Exchange::write_to_client() {
   }
   if (done && relay_.framing == Framing::kChunked) buffers[count++] = net::buffer("0\r\n\r\n", 5);
   const std::span<const net::const_buffer> pieces(buffers.data(), count);
-  if (conn_.client_.tls()) return write_to_tls_client(pieces);
   // Several small pieces are framed in one buffer: mid-body the thread's
   // (the exchange's own is not touched per event), else the exchange's.
   std::string& frame = done ? relay_.coalesced : thread_.relay_out();
@@ -228,10 +227,11 @@ void Exchange::write_to_client() {
     net::const_buffer out = count == 1 ? buffers[0] : net::buffer(frame);
     // The send is tried here, in the completion that produced the bytes:
     // it almost always goes whole (a client keeps up), and saves a write
-    // operation and its completion, a trip through the event loop.
+    // operation and its completion, a trip through the event loop. To a
+    // TLS client too: the bytes are encrypted here and the ciphertext sent.
     error_code ec;
-    const std::size_t sent = wire::try_send(conn_.client_.socket(), out, ec);
-    if (ec || sent == out.size()) {
+    const std::size_t sent = conn_.client_.try_send(out, ec);
+    if (ec || (sent == out.size() && conn_.client_.flushed())) {
       // Mid-body the relay goes on at once. After the answer's last write
       // comes the read of the client's next request: started at once, its
       // receive would find nothing (+0.6 us per small request); after the
@@ -244,6 +244,11 @@ void Exchange::write_to_client() {
                 [self = guard(), ec, sent] { self->exchange_.on_relay_written(ec, sent); });
       return;
     }
+    conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
+    relay_.write_pending = true;
+    // TLS: all of it encrypted, part of the ciphertext waits for the
+    // socket (the plaintext is no longer needed).
+    if (sent == out.size()) return conn_.client_.async_flush(bind<&Exchange::on_relay_written>());
     // The rest is written by the operation, with the deadline. Framed in
     // the thread's buffer, it is copied to the exchange's (at most
     // kCoalesceBytes): the thread's serves its other connections meanwhile.
@@ -254,29 +259,11 @@ void Exchange::write_to_client() {
       relay_.coalesced.assign(static_cast<const char*>(out.data()), out.size());
       out = net::buffer(relay_.coalesced);
     }
-    conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
-    relay_.write_pending = true;
     net::async_write(conn_.client_, out, bind<&Exchange::on_relay_written>());
     return;
   }
   conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
   relay_.write_pending = true;
-  net::async_write(conn_.client_, pieces, bind<&Exchange::on_relay_written>());
-}
-
-// A TLS client: no send on the raw socket (that would put plaintext on the
-// wire), so no write that completes at once either: each relayed read costs
-// an operation and its completion, a trip through the event loop (beside
-// the encryption). Small pieces are coalesced into one buffer of the
-// exchange's (one record; the thread's buffer serves its other connections
-// while the write is pending); larger ones are flattened by the TLS stream
-// up to 16 KiB a record.
-void Exchange::write_to_tls_client(std::span<const net::const_buffer> pieces) {
-  conn_.client_.expires_after(ctx_.config.server.client_write_timeout);
-  relay_.write_pending = true;
-  if (wire::coalesce(pieces, relay_.coalesced))
-    return net::async_write(conn_.client_, net::buffer(relay_.coalesced),
-                            bind<&Exchange::on_relay_written>());
   net::async_write(conn_.client_, pieces, bind<&Exchange::on_relay_written>());
 }
 

@@ -92,6 +92,14 @@ class TimedStream {
     s_->socket.async_write_some(buffers,
                                 Op<std::decay_t<Handler>>(s_, std::forward<Handler>(handler)));
   }
+  // Readiness of the socket (a TLS session's reads and writes wait for it),
+  // under the deadline like a read or write.
+  template <class Handler>
+  void async_wait(boost::asio::socket_base::wait_type what, Handler&& handler) {
+    begin();
+    s_->socket.async_wait(what,
+                          ConnectOp<std::decay_t<Handler>>(s_, std::forward<Handler>(handler)));
+  }
   template <class Handler>
   void async_connect(const boost::asio::ip::tcp::endpoint& to, Handler&& handler) {
     begin();
@@ -235,6 +243,7 @@ class TimedStream {
       std::move(this->h_)(ec, n);
     }
   };
+  // A connect's or a readiness wait's: the handler takes the error only.
   template <class Handler>
   struct ConnectOp : OpBase<Handler> {
     using OpBase<Handler>::OpBase;

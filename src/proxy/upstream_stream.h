@@ -17,10 +17,35 @@
 #include <string>
 #include <utility>
 
-#include "proxy/client_stream.h"
+#include "proxy/timed_stream.h"
 #include "proxy/upstream_tls.h"
 
 namespace sluice::proxy {
+
+// The TLS layer's transport: the connection's TimedStream, so its deadline
+// applies to the handshake and to every record.
+class TlsTransport {
+ public:
+  using executor_type = Executor;
+  using lowest_layer_type = Socket;
+
+  explicit TlsTransport(TimedStream& s) : s_(&s) {}
+  executor_type get_executor() noexcept { return s_->get_executor(); }
+  lowest_layer_type& lowest_layer() noexcept { return s_->socket(); }
+  const lowest_layer_type& lowest_layer() const noexcept { return s_->socket(); }
+
+  template <class MutableBuffers, class Handler>
+  void async_read_some(const MutableBuffers& buffers, Handler&& handler) {
+    s_->async_read_some(buffers, std::forward<Handler>(handler));
+  }
+  template <class ConstBuffers, class Handler>
+  void async_write_some(const ConstBuffers& buffers, Handler&& handler) {
+    s_->async_write_some(buffers, std::forward<Handler>(handler));
+  }
+
+ private:
+  TimedStream* s_;
+};
 
 class UpstreamStream {
  public:

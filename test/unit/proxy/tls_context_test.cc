@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "proxy/client_stream.h"
 #include "support/process.h"
@@ -266,6 +267,125 @@ TEST(ClientStream, TheHandshakeGivesTheVerifiedNameAndHttp11AndCloseNotifyEndsIt
     error_code client_ec;
     p.client->read_some(net::buffer(in), client_ec);
     EXPECT_EQ(client_ec, net::error::eof) << client_ec.message();
+  }
+}
+
+// Records read ahead into the session are not stranded: 50 records sent at
+// once, read 7 bytes at a time, all come through without the socket having
+// anything more to say (a stranded byte would end in the deadline).
+TEST(ClientStream, RecordsReadAheadAreNotStrandedBehindASmallReadBuffer) {
+  Fixture f;
+  ASSERT_TRUE(f.pki.ok()) << f.pki.error();
+  std::string error;
+  auto context = build_tls_context(f.options(), error);
+  ASSERT_TRUE(context) << error;
+  TlsPair p(context);
+  ASSERT_FALSE(p.handshake());
+  std::string sent;
+  for (int i = 0; i < 50; ++i) {
+    const std::string record = "record-" + std::to_string(i) + ";";
+    net::write(*p.client, net::buffer(record));  // one record each
+    sent += record;
+  }
+  std::string got;
+  error_code read_ec;
+  p.server->expires_after(5s);
+  char piece[7];
+  std::function<void()> read_more = [&] {
+    p.server->async_read_some(net::buffer(piece), [&](error_code ec, std::size_t n) {
+      read_ec = ec;
+      got.append(piece, n);
+      if (!ec && got.size() < sent.size()) read_more();
+    });
+  };
+  read_more();
+  p.run_until([&] { return read_ec || got.size() == sent.size(); });
+  EXPECT_FALSE(read_ec) << read_ec.message();
+  EXPECT_EQ(got, sent);
+}
+
+// A client that does not read: the write that does not wait takes what it
+// can (encrypted; the ciphertext beyond the socket's buffer waits), says so
+// with flushed(), and takes nothing more until async_flush has sent it;
+// everything arrives whole and in order once the client reads.
+TEST(ClientStream, AStalledClientGetsEveryByteOnceItReadsAndNothingIsTakenMeanwhile) {
+  Fixture f;
+  ASSERT_TRUE(f.pki.ok()) << f.pki.error();
+  std::string error;
+  auto context = build_tls_context(f.options(), error);
+  ASSERT_TRUE(context) << error;
+  TlsPair p(context);
+  ASSERT_FALSE(p.handshake());
+
+  std::string chunk(TlsChannel::kMaxWriteBytes, '\0');
+  std::string sent;
+  error_code ec;
+  for (int i = 0; i < 4096 && p.server->flushed(); ++i) {
+    for (std::size_t j = 0; j < chunk.size(); ++j)
+      chunk[j] = static_cast<char>('a' + (sent.size() + j) % 23);
+    const std::size_t n = p.server->try_send(net::buffer(chunk), ec);
+    ASSERT_FALSE(ec) << ec.message();
+    ASSERT_EQ(n, chunk.size());  // consumed whole, sent or waiting
+    sent += chunk;
+  }
+  ASSERT_FALSE(p.server->flushed()) << "the socket never filled";
+  EXPECT_EQ(p.server->try_send(net::buffer(chunk), ec), 0u);
+  EXPECT_FALSE(ec);
+
+  std::string got;
+  error_code client_ec;
+  std::thread reader([&] {
+    char in[16384];
+    while (got.size() < sent.size()) {
+      const std::size_t n = p.client->read_some(net::buffer(in), client_ec);
+      if (client_ec) return;
+      got.append(in, n);
+    }
+  });
+  bool flushed = false;
+  error_code flush_ec;
+  p.server->expires_after(20s);
+  p.server->async_flush([&](error_code e, std::size_t) {
+    flush_ec = e;
+    flushed = true;
+  });
+  p.run_until([&] { return flushed; });
+  reader.join();
+  EXPECT_FALSE(flush_ec) << flush_ec.message();
+  EXPECT_TRUE(p.server->flushed());
+  EXPECT_FALSE(client_ec) << client_ec.message();
+  EXPECT_TRUE(got == sent) << "got " << got.size() << " of " << sent.size() << " bytes";
+}
+
+// The client's close_notify reads as EOF; a client gone without one as a
+// truncated stream (Asio's errors, which the connection treats alike).
+TEST(ClientStream, ACloseNotifyReadsAsEofAndAnAbruptCloseAsTruncated) {
+  Fixture f;
+  ASSERT_TRUE(f.pki.ok()) << f.pki.error();
+  std::string error;
+  auto context = build_tls_context(f.options(), error);
+  ASSERT_TRUE(context) << error;
+  for (const bool notify : {true, false}) {
+    SCOPED_TRACE(notify ? "close_notify" : "abrupt");
+    TlsPair p(context);
+    ASSERT_FALSE(p.handshake());
+    if (notify)
+      p.client->async_shutdown([](error_code) {});  // close_notify out, then waits for ours
+    else  // a FIN (a close would be a reset: the session tickets are unread)
+      p.client->lowest_layer().shutdown(tcp::socket::shutdown_send);
+    char in[16];
+    bool done = false;
+    error_code read_ec;
+    p.server->expires_after(5s);
+    p.server->async_read_some(net::buffer(in), [&](error_code ec, std::size_t) {
+      read_ec = ec;
+      done = true;
+    });
+    p.run_until([&] { return done; });
+    if (notify)
+      EXPECT_EQ(read_ec, net::error::eof) << read_ec.message();
+    else
+      EXPECT_EQ(read_ec, ssl::error::stream_truncated) << read_ec.message();
   }
 }
 
