@@ -19,6 +19,9 @@ json key_json(const KeyEntry& k) {
          {"disabled", k.record.disabled},
          {"source", k.from_file ? "file" : "admin"}};
   j["expires"] = k.record.expires_at ? json(auth::format_expiry(*k.record.expires_at)) : json();
+  if (!k.record.models.empty()) j["models"] = k.record.models;
+  if (!k.record.max_objective.empty()) j["maxObjective"] = k.record.max_objective;
+  if (k.record.max_tokens > 0) j["maxTokens"] = k.record.max_tokens;
   return j;
 }
 
@@ -26,6 +29,35 @@ const KeyEntry* find_key(const std::vector<KeyEntry>& keys, std::string_view id)
   for (const auto& k : keys)
     if (k.record.id == id) return &k;
   return nullptr;
+}
+
+// A key's scope in its body: "models" (a list; [] or null: the tenant's),
+// "maxObjective" and "maxTokens" (null, "" or 0: the tenant's).
+std::optional<AdminReply> read_key_scope(const json& j, auth::KeyRecord& r) {
+  if (auto it = j.find("models"); it != j.end()) {
+    if (!it->is_null() && !it->is_array())
+      return error_reply(400, "invalid-scope", "models must be a list of model names");
+    r.models.clear();
+    if (it->is_array())
+      for (const auto& m : *it) {
+        if (!m.is_string())
+          return error_reply(400, "invalid-scope", "models must be a list of model names");
+        r.models.push_back(m.get<std::string>());
+      }
+  }
+  if (auto it = j.find("maxObjective"); it != j.end()) {
+    if (!it->is_null() && !it->is_string())
+      return error_reply(400, "invalid-scope", "maxObjective must be a string or null");
+    r.max_objective = it->is_string() ? it->get<std::string>() : "";
+  }
+  if (auto it = j.find("maxTokens"); it != j.end()) {
+    if (!it->is_null() && !it->is_number_unsigned())
+      return error_reply(400, "invalid-scope", "maxTokens must be a whole number or null");
+    r.max_tokens = it->is_null() ? 0 : it->get<std::uint64_t>();
+  }
+  if (auto bad = auth::check_key_scope(r); !bad.empty())
+    return error_reply(400, "invalid-scope", bad);
+  return std::nullopt;
 }
 
 // The optional fields of a key's body (tenant, expires, disabled, prefix)
@@ -54,7 +86,7 @@ std::optional<AdminReply> read_key_fields(const json& j, auth::KeyRecord& r) {
       return error_reply(400, "invalid-disabled", "disabled must be a boolean");
     r.disabled = it->get<bool>();
   }
-  return std::nullopt;
+  return read_key_scope(j, r);
 }
 
 std::optional<json> parse_object(const std::string& body, AdminReply& error) {
@@ -82,7 +114,7 @@ void get_key(HandlerContext& hc, const Request& req, Respond respond) {
   respond(AdminReply{200, key_json(*k).dump(-1, ' ', false, kReplace)});
 }
 
-// A new key for a tenant: {"tenant", "id"?, "expires"?}. The answer holds
+// A new key for a tenant: {"tenant", "id"?, "expires"?, and its scope?}. The answer holds
 // the key, once; the record (its hash) goes to the other replicas as a PUT.
 void create_key(HandlerContext& hc, const Request& req, Respond respond) {
   AdminReply error;
@@ -103,6 +135,9 @@ void create_key(HandlerContext& hc, const Request& req, Respond respond) {
   if (!made) return respond(error_reply(500, "no-randomness", "the CSPRNG failed"));
   made->record.expires_at = fields.expires_at;
   made->record.disabled = fields.disabled;
+  made->record.models = fields.models;
+  made->record.max_objective = fields.max_objective;
+  made->record.max_tokens = fields.max_tokens;
   hc.backend.put_key(made->record, [&hc, made = *made, respond](std::string e) {
     hc.post([&hc, made, respond, e] {
       if (!e.empty()) return respond(error_reply(409, "key-store-unavailable", e));

@@ -77,6 +77,27 @@ bool is_valid_key_id(std::string_view id) {
   });
 }
 
+bool is_valid_key_model(std::string_view m) {
+  if (m.empty() || m.size() > 256 || m == "*") return false;
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    const char c = m[i];
+    if (c <= ' ' || c > '~' || c == '"' || c == '\\') return false;
+    if (c == '*' && i + 1 != m.size()) return false;
+  }
+  return true;
+}
+
+std::string check_key_scope(const KeyRecord& r) {
+  if (r.models.size() > kMaxKeyModels) return "models: at most 64";
+  for (const auto& m : r.models)
+    if (!is_valid_key_model(m))
+      return "models: each 1 to 256 visible characters, no quote or backslash, '*' only last";
+  if (!r.max_objective.empty() && !protocol::is_valid_steering_value(r.max_objective, 128))
+    return "maxObjective: 1 to 128 token characters";
+  if (r.max_tokens > kMaxKeyMaxTokens) return "maxTokens: at most 1000000000";
+  return "";
+}
+
 namespace {
 
 bool digits_at(std::string_view s, std::size_t pos, std::size_t n, int& out) {
@@ -140,6 +161,15 @@ bool read_record(const YAML::Node& item, KeyRecord& r, std::string& error) {
   if (!item.IsMap()) return error = at_line(item) + ": a key entry must be a mapping", false;
   for (const auto& kv : item) {
     const std::string k = kv.first.Scalar();
+    if (k == "models") {
+      if (!kv.second.IsSequence() || kv.second.size() > kMaxKeyModels)
+        return error = at_line(kv.second) + ": models: a list of at most 64 names", false;
+      for (const auto& m : kv.second) {
+        if (!m.IsScalar()) return error = at_line(m) + ": models: names only", false;
+        r.models.push_back(m.Scalar());
+      }
+      continue;
+    }
     if (!kv.second.IsScalar())
       return error = at_line(kv.second) + ": " + k + " must be a plain value", false;
     const std::string v = kv.second.Scalar();
@@ -156,6 +186,13 @@ bool read_record(const YAML::Node& item, KeyRecord& r, std::string& error) {
       r.expires_at = parse_expiry(v);
       if (!r.expires_at)
         return error = at_line(kv.second) + ": expires: RFC 3339 UTC or unix seconds", false;
+    } else if (k == "maxObjective") {
+      r.max_objective = v;
+    } else if (k == "maxTokens") {
+      if (v.empty() || v.size() > 10 ||
+          !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return error = at_line(kv.second) + ": maxTokens: a whole number", false;
+      r.max_tokens = std::stoull(v);
     } else if (k == "disabled") {
       if (v != "true" && v != "false")
         return error = at_line(kv.second) + ": disabled: true or false", false;
@@ -169,6 +206,7 @@ bool read_record(const YAML::Node& item, KeyRecord& r, std::string& error) {
   if (!protocol::is_valid_steering_value(r.tenant, 128) || r.tenant.find('/') != std::string::npos)
     return error = at_line(item) + ": tenant: 1 to 128 token characters without '/'", false;
   if (r.hash == Digest{}) return error = at_line(item) + ": sha256 is required", false;
+  if (auto bad = check_key_scope(r); !bad.empty()) return error = at_line(item) + ": " + bad, false;
   if (r.prefix.size() > kPrefixChars || !protocol::is_valid_steering_value(r.prefix, kPrefixChars))
     r.prefix.clear();
   return true;
@@ -221,6 +259,14 @@ std::string render_key_file(const std::vector<KeyRecord>& records) {
     if (!r.prefix.empty()) s += "    prefix: \"" + r.prefix + "\"\n";
     if (r.expires_at) s += "    expires: " + format_expiry(*r.expires_at) + "\n";
     if (r.disabled) s += "    disabled: true\n";
+    if (!r.models.empty()) {
+      s += "    models: [";
+      for (std::size_t i = 0; i < r.models.size(); ++i)
+        s += (i ? ", \"" : "\"") + r.models[i] + "\"";
+      s += "]\n";
+    }
+    if (!r.max_objective.empty()) s += "    maxObjective: \"" + r.max_objective + "\"\n";
+    if (r.max_tokens > 0) s += "    maxTokens: " + std::to_string(r.max_tokens) + "\n";
   }
   return s;
 }

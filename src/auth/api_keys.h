@@ -38,6 +38,13 @@ struct KeyRecord {
   std::string prefix;
   std::optional<std::int64_t> expires_at;  // unix seconds
   bool disabled = false;
+  // The key's own scope, within its tenant's policy and never beyond it:
+  // the models it may use (exact names or `prefix*`; empty: the tenant's),
+  // the highest objective (""), a max_tokens ceiling (0: the tenant's).
+  std::vector<std::string> models;
+  std::string max_objective;
+  std::uint64_t max_tokens = 0;
+  bool scoped() const { return !models.empty() || !max_objective.empty() || max_tokens > 0; }
   bool operator==(const KeyRecord&) const = default;
 };
 
@@ -62,6 +69,10 @@ class KeyStore {
   std::size_t size() const { return by_hash_.size(); }
   std::vector<KeyRecord> records() const;  // sorted by id
   const KeyRecord* find_id(std::string_view id) const;
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [hash, record] : by_hash_) f(record);
+  }
 
  private:
   std::unordered_map<Digest, KeyRecord, DigestHash> by_hash_;
@@ -70,6 +81,13 @@ class KeyStore {
 
 // A key id: 1 to 64 of [A-Za-z0-9_.-].
 bool is_valid_key_id(std::string_view id);
+// A key's scope: at most kMaxKeyModels model names of 1 to 256 visible
+// characters, `*` only last; a max objective of steering bytes.
+inline constexpr std::size_t kMaxKeyModels = 64;
+inline constexpr std::uint64_t kMaxKeyMaxTokens = 1000000000;
+bool is_valid_key_model(std::string_view model);
+// The scope's fields, checked; "" if fine, else what is wrong.
+std::string check_key_scope(const KeyRecord& r);
 // The key file's text into `out`; false with `error` ("line N: what") on
 // anything malformed, a repeated id or hash, or more than kMaxKeys keys.
 // Never throws.

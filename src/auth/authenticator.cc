@@ -80,6 +80,12 @@ Authenticator::Authenticator(const config::Config& c, std::shared_ptr<const KeyS
   // The config reader checked each block.
   for (const auto& t : c.auth.trusted_proxies)
     if (auto cidr = config::parse_cidr(t)) trusted_.push_back(*cidr);
+  if (keys_)
+    keys_->for_each([this](const KeyRecord& r) {
+      if (r.scoped())
+        scoped_.emplace(&r, tenants_.scoped(tenants_.find(r.tenant), r.tenant, r.models,
+                                            r.max_objective, r.max_tokens));
+    });
 }
 
 bool Authenticator::trusted(const std::array<unsigned char, 16>& address) const {
@@ -100,6 +106,7 @@ AuthOutcome Authenticator::check_key(std::string_view key, std::int64_t now_unix
       out.source = Source::kApiKey;
       out.tenant = record->tenant;
       settle(out);
+      if (record->scoped()) out.policy = &scoped_.find(record)->second;
       return {};
     case KeyCheck::kExpired:
       return {AuthFailure::kExpiredKey, to_string(k)};

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "auth/api_keys.h"
@@ -115,6 +116,9 @@ class Authenticator {
   JwtOptions jwt_;
   std::shared_ptr<const Jwks> jwks_;
   Tenants tenants_;
+  // Scoped keys' policies (their tenant's, narrowed), built with the
+  // authenticator: a request with such a key costs one more lookup.
+  std::unordered_map<const KeyRecord*, TenantPolicy> scoped_;
   std::string realm_;
 };
 

@@ -101,11 +101,42 @@ ObjectiveDecision Tenants::decide_objective(const TenantPolicy& p,
   return d;
 }
 
-bool Tenants::model_allowed(const TenantPolicy& p, std::string_view model) {
-  if (p.any_model) return true;
-  if (p.models.count(std::string(model))) return true;
-  return std::any_of(p.model_prefixes.begin(), p.model_prefixes.end(),
+namespace {
+bool in(const std::unordered_set<std::string>& exact, const std::vector<std::string>& prefixes,
+        std::string_view model) {
+  if (exact.count(std::string(model))) return true;
+  return std::any_of(prefixes.begin(), prefixes.end(),
                      [&](const std::string& pre) { return model.substr(0, pre.size()) == pre; });
+}
+}  // namespace
+
+bool Tenants::model_allowed(const TenantPolicy& p, std::string_view model) {
+  if (!p.any_model && !in(p.models, p.model_prefixes, model)) return false;
+  return p.key_any_model || in(p.key_models, p.key_model_prefixes, model);
+}
+
+TenantPolicy Tenants::scoped(const TenantPolicy* base, std::string_view tenant,
+                             const std::vector<std::string>& models, std::string_view max_objective,
+                             std::uint64_t max_tokens) const {
+  TenantPolicy p = base ? *base : TenantPolicy{};
+  p.id = std::string(tenant);
+  for (const auto& m : models) {
+    if (!m.empty() && m.back() == '*')
+      p.key_model_prefixes.push_back(m.substr(0, m.size() - 1));
+    else
+      p.key_models.insert(m);
+  }
+  p.key_any_model = models.empty();
+  if (!max_objective.empty()) {
+    const bool known = priorities_.count(max_objective) > 0;
+    const int pri = priority_of(max_objective);
+    if (!p.max_priority || pri < *p.max_priority) {
+      p.max_priority = pri;
+      p.max_objective = known ? std::string(max_objective) : std::string();
+    }
+  }
+  if (max_tokens > 0 && (p.max_tokens == 0 || max_tokens < p.max_tokens)) p.max_tokens = max_tokens;
+  return p;
 }
 
 std::string Tenants::flow_for(const TenantPolicy* p, std::string_view tenant,

@@ -29,11 +29,17 @@ struct TenantPolicy {
   std::unordered_set<std::string> models;  // exact
   std::vector<std::string> model_prefixes;
   bool any_model = true;
+  // A scoped API key's own models, beside the tenant's: a model must be in
+  // both (auth/api_keys.h KeyRecord).
+  std::unordered_set<std::string> key_models;
+  std::vector<std::string> key_model_prefixes;
+  bool key_any_model = true;
   std::uint64_t max_tokens = 0;
   bool refuse_above_max_tokens = false;
   std::uint32_t max_concurrency = 0;
   std::unordered_set<std::string> subflows;
   bool any_subflow = false;
+  bool restricts_models() const { return !any_model || !key_any_model; }
 };
 
 // The objective a request of this tenant runs under.
@@ -56,6 +62,13 @@ class Tenants {
   // `requested` (the header's, or the token's; "" none) under `p`.
   ObjectiveDecision decide_objective(const TenantPolicy& p, std::string_view requested) const;
   static bool model_allowed(const TenantPolicy& p, std::string_view model);
+  // `base` (null: no limits) narrowed by a scoped key's models, highest
+  // objective and max_tokens: never beyond the tenant's own policy. An
+  // objective that is not configured narrows to priority 0 (GIE's rule for
+  // an unknown one).
+  TenantPolicy scoped(const TenantPolicy* base, std::string_view tenant,
+                      const std::vector<std::string>& models, std::string_view max_objective,
+                      std::uint64_t max_tokens) const;
   // The flow of a request of `tenant` that names `subflow` (its
   // fairness-id header, "" none): "<tenant>/<subflow>" if the policy lets
   // it choose that one, else the tenant's own flow.

@@ -180,7 +180,7 @@ bool Exchange::take_tenant_permit(const auth::TenantPolicy& p) {
 }
 
 bool Exchange::restricted_to_models() const {
-  return authenticated() && identity_.policy && !identity_.policy->any_model;
+  return authenticated() && identity_.policy && identity_.policy->restricts_models();
 }
 
 void Exchange::answer_models() {

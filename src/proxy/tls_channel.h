@@ -88,7 +88,7 @@ class TlsChannel {
   int fd_;
   std::string backlog_;  // ciphertext not yet taken by the kernel
   std::size_t backlog_sent_ = 0;
-  int socket_errno_ = 0;   // what the BIO's last recv or send failed with
+  int socket_errno_ = 0;      // what the BIO's last recv or send failed with
   bool peer_closed_ = false;  // recv saw the TCP FIN
 };
 

@@ -366,6 +366,70 @@ TEST(AuthModels, ARestrictedTenantSeesOnlyItsModels) {
   EXPECT_EQ(c.request("GET", "/v1/models").status, 401);
 }
 
+// A key made through the admin API with a scope: it sees and may use only
+// its own models, within its tenant's; the scope is listed (never the key)
+// and survives in the key file; a bad scope is a typed 400.
+TEST(AuthModels, AScopedKeySeesAndUsesOnlyItsOwnModels) {
+  auto a = start_mock({"--model", "llama-3-8b"});
+  auto b = start_mock({"--model", "qwen/2.5-7b"});
+  TempFile keys("", "keys.yaml");
+  TempFile cfg(make_config({a->address(), b->address()}) +
+               "auth:\n  apiKeys: {file: " + keys.path() + "}\n");
+  auto sluice = start_sluice(cfg);
+  HttpClient admin(kHost, sluice->admin_port());
+  const Headers json_type{{"Content-Type", "application/json"}};
+  auto made = admin.request(
+      "POST", "/admin/v1/keys",
+      R"({"tenant": "acme", "id": "key_scoped", "models": ["qwen/*"], "maxTokens": 8})", json_type);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string key = json::parse(made.body)["key"];
+  auto plain = admin.request("POST", "/admin/v1/keys", R"({"tenant": "acme"})", json_type);
+  ASSERT_EQ(plain.status, 201) << plain.body;
+  const std::string unscoped = json::parse(plain.body)["key"];
+  HttpClient c(kHost, sluice->port());
+  auto ids = [&](const std::string& k) {
+    auto r = c.request("GET", "/v1/models", "", bearer(k));
+    std::vector<std::string> out;
+    auto j = json::parse(r.body, nullptr, false);
+    if (r.status == 200 && j.is_object() && j["data"].is_array())
+      for (const auto& m : j["data"]) out.push_back(m.value("id", ""));
+    return out;
+  };
+  EXPECT_TRUE(eventually([&] { return ids(key) == std::vector<std::string>{"qwen/2.5-7b"}; }))
+      << testing::PrintToString(ids(key));
+  auto chat = [&](const std::string& k, const std::string& model) {
+    return c.post_json("/v1/completions",
+                       R"({"model":")" + model + R"(","prompt":"x","max_tokens":2})", bearer(k));
+  };
+  auto refused = chat(key, "llama-3-8b");
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_EQ(refused.header("x-gateway-inference-dropped-reason"), "model-not-allowed");
+  EXPECT_EQ(chat(key, "qwen/2.5-7b").status, 200);
+  // The same tenant's other key is not narrowed.
+  EXPECT_EQ(chat(unscoped, "llama-3-8b").status, 200);
+  // Listed with its scope; written to the key file with it.
+  auto listed = json::parse(admin.request("GET", "/admin/v1/keys/key_scoped").body);
+  EXPECT_EQ(listed["models"], json::array({"qwen/*"}));
+  EXPECT_EQ(listed["maxTokens"], 8);
+  EXPECT_EQ(listed.find("key"), listed.end());
+  std::vector<auth::KeyRecord> back;
+  std::string error;
+  ASSERT_TRUE(auth::parse_key_file(read_file(keys.path()), back, error)) << error;
+  bool found = false;
+  for (const auto& r : back)
+    if (r.id == "key_scoped") found = r.models == std::vector<std::string>{"qwen/*"};
+  EXPECT_TRUE(found);
+  for (const char* bad :
+       {R"({"tenant": "t", "models": "qwen"})", R"({"tenant": "t", "models": ["a*b"]})",
+        R"({"tenant": "t", "maxTokens": -1})", R"({"tenant": "t", "maxObjective": 3})"}) {
+    auto r = admin.request("POST", "/admin/v1/keys", bad, json_type);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_NE(r.body.find("invalid-scope"), std::string::npos) << r.body;
+  }
+  // Nothing else lost: the scoped key still works.
+  EXPECT_EQ(chat(key, "qwen/2.5-7b").status, 200);
+}
+
 // The catalogue's GET /v1/models polls authenticate to the engine as the
 // requests do (server.upstreamCredentialFile).
 TEST(AuthModels, TheCataloguePollsCarryTheEnginesCredential) {

@@ -200,6 +200,20 @@ TEST(Cli, SluiceCtlManagesApiKeys) {
   ASSERT_TRUE(made.is_object()) << r.out;
   EXPECT_EQ(made["expires"], "2100-01-01T00:00:00Z");
   EXPECT_EQ(complete(made["key"].get<std::string>()).status, 200);
+  // A scoped key: the scope reaches the record.
+  r = ctl(admin +
+          "--json key create --tenant beta --id ops-3 --models m1,fam/* --max-objective batch "
+          "--max-tokens 64");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto scoped = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(scoped.is_object()) << r.out;
+  EXPECT_EQ(scoped["models"], nlohmann::json::array({"m1", "fam/*"}));
+  EXPECT_EQ(scoped["maxObjective"], "batch");
+  EXPECT_EQ(scoped["maxTokens"], 64);
+  EXPECT_EQ(ctl(admin + "key create --tenant beta --max-tokens lots").rc, 2);
+  r = ctl(admin + "key create --tenant beta --models 'a*b'");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("400 invalid-scope"), std::string::npos) << r.err;
   r = ctl(admin + "keys");
   EXPECT_NE(r.out.find("\nops-1  beta    sk-sluice-"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  2099-01-01T00:00:00Z  enabled"), std::string::npos) << r.out;

@@ -51,7 +51,9 @@ commands:
   keys                                  every API key: id, tenant, prefix, expiry, state
   key ID                                one key's record (never the key itself)
   key create --tenant T [--id ID] [--expires RFC3339|UNIX]
-                                        a new key, printed once, alone on stdout
+             [--models M,P*] [--max-objective O] [--max-tokens N]
+                                        a new key, printed once, alone on stdout;
+                                        its scope narrows its tenant's policy
   key disable ID | key enable ID        refuse the key; accept it again
   key revoke ID                         delete the key
   metrics                               the Prometheus exposition
@@ -396,20 +398,37 @@ const std::string& key_id(const Invocation& inv, std::size_t i) {
   return id;
 }
 
-// key ID | key create --tenant T [--id ID] [--expires RFC3339|UNIX] |
+// key ID | key create --tenant T [--id ID] [--expires RFC3339|UNIX] [scope] |
 // key disable ID | key enable ID | key revoke ID
 int run_key(const Invocation& inv) {
   const auto& args = inv.args;
   const Client& client = inv.client;
   const std::string& sub = inv.arg(1, "an ID, or create, disable, enable or revoke");
   if (sub == "create") {
-    auto o = parse_options(args, 2, {"--tenant", "--id", "--expires"});
+    auto o = parse_options(
+        args, 2, {"--tenant", "--id", "--expires", "--models", "--max-objective", "--max-tokens"});
     json body = json::object();
     if (auto v = o.get("--tenant")) body["tenant"] = *v;
     if (!body.contains("tenant")) usage_error("key create needs --tenant");
     if (auto v = o.get("--id")) body["id"] = *v;
     // The server reads RFC 3339 UTC and unix seconds alike from a string.
     if (auto v = o.get("--expires")) body["expires"] = *v;
+    if (auto v = o.get("--models")) {
+      json models = json::array();
+      for (std::size_t at = 0; at <= v->size();) {
+        const std::size_t comma = std::min(v->find(',', at), v->size());
+        if (comma > at) models.push_back(v->substr(at, comma - at));
+        at = comma + 1;
+      }
+      body["models"] = models;
+    }
+    if (auto v = o.get("--max-objective")) body["maxObjective"] = *v;
+    if (auto v = o.get("--max-tokens")) {
+      const bool digits =
+          !v->empty() && v->size() <= 10 && v->find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) usage_error("--max-tokens takes a whole number");
+      body["maxTokens"] = std::stoull(*v);
+    }
     return inv.answer(ctl::Command::kKeyCreate, "",
                       client.call("POST", "/admin/v1/keys",
                                   body.dump(-1, ' ', false, json::error_handler_t::replace)));

@@ -54,6 +54,9 @@ TEST(ApiKeys, KeyFileRoundTrips) {
   ASSERT_TRUE(a && b);
   a->record.expires_at = parse_expiry("2027-01-01T00:00:00Z");
   b->record.disabled = true;
+  b->record.models = {"llama-3-8b", "qwen/*"};
+  b->record.max_objective = "batch";
+  b->record.max_tokens = 512;
   std::vector<KeyRecord> back;
   std::string error;
   ASSERT_TRUE(parse_key_file(render_key_file({a->record, b->record}), back, error)) << error;
@@ -89,6 +92,15 @@ TEST(ApiKeys, KeyFileErrorsNameTheLine) {
       {"other: 1", "unknown field"},
       {"keys: [ [1, 2] ]", "mapping"},
       {"keys: [{id: [k], tenant: t}]", "plain value"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", models: llama}]", "models: a list"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", models: ['a*b']}]", "'*' only last"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", models: ['*']}]", "models:"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", models: ['a\"b']}]", "no quote"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", models: [[a]]}]", "names only"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", maxTokens: -1}]", "maxTokens"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", maxTokens: 99999999999}]", "maxTokens"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", maxTokens: 2000000000}]", "at most"},
+      {"keys: [{id: k, tenant: t, sha256: " + h + ", maxObjective: 'a b'}]", "maxObjective"},
       {"{{{", ""},
   };
   for (const auto& c : cases) {

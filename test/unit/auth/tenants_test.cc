@@ -165,6 +165,71 @@ tenants: [{id: acme, maxConcurrency: 2}]
   EXPECT_FALSE(a.trusted(peer("127.0.0.1")));
 }
 
+// A scoped key narrows its tenant's policy and never widens it: models in
+// both lists, the lower objective ceiling, the lower max_tokens.
+TEST(Authenticator, AScopedKeyNarrowsItsTenantsPolicyAndNeverWidensIt) {
+  auto c = config_of(R"(
+auth: {apiKeys: {file: /nonexistent}}
+tenants:
+  - {id: acme, models: ['llama-*', qwen], maxObjective: interactive, maxTokens: 1000,
+     maxConcurrency: 4}
+)");
+  auto plain = generate_key("acme", "key_plain");
+  auto narrow = generate_key("acme", "key_narrow");
+  narrow->record.models = {"llama-3-*", "mistral"};
+  narrow->record.max_objective = "batch";
+  narrow->record.max_tokens = 200;
+  auto wide = generate_key("acme", "key_wide");
+  wide->record.max_objective = "critical";  // above the tenant's: no effect
+  wide->record.max_tokens = 5000;
+  auto odd = generate_key("nobody", "key_odd");  // a tenant without a policy
+  odd->record.max_objective = "no-such-objective";
+  auto store = std::make_shared<KeyStore>(
+      std::vector<KeyRecord>{plain->record, narrow->record, wide->record, odd->record});
+  Authenticator a(c, store);
+  auto policy_of = [&](const NewKey& k) {
+    Identity id;
+    EXPECT_TRUE(a.authenticate({"Bearer " + k.key, 1, {}}, 200, id).ok());
+    EXPECT_EQ(id.tenant, k.record.tenant);
+    return id.policy;
+  };
+  const TenantPolicy* p = policy_of(*plain);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p, a.tenants().find("acme"));  // unscoped: the tenant's own
+
+  p = policy_of(*narrow);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->restricts_models());
+  EXPECT_TRUE(Tenants::model_allowed(*p, "llama-3-8b"));
+  EXPECT_FALSE(Tenants::model_allowed(*p, "llama-2-7b"));  // the key's list
+  EXPECT_FALSE(Tenants::model_allowed(*p, "mistral"));     // the tenant's list
+  EXPECT_FALSE(Tenants::model_allowed(*p, "qwen"));        // the key's list
+  EXPECT_EQ(p->max_tokens, 200u);
+  EXPECT_EQ(p->max_concurrency, 4u);
+  EXPECT_EQ(p->id, "acme");  // concurrency is still counted per tenant
+  auto d = a.tenants().decide_objective(*p, "interactive");
+  EXPECT_TRUE(d.clamped);
+  EXPECT_EQ(d.objective, "batch");
+
+  p = policy_of(*wide);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->max_tokens, 1000u);
+  EXPECT_EQ(p->max_objective, "interactive");
+  EXPECT_TRUE(Tenants::model_allowed(*p, "qwen"));
+  EXPECT_FALSE(Tenants::model_allowed(*p, "mistral"));
+  d = a.tenants().decide_objective(*p, "critical");
+  EXPECT_EQ(d.objective, "interactive");
+
+  // No tenant policy: the key's scope alone; an objective that is not
+  // configured narrows to priority 0.
+  p = policy_of(*odd);
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->restricts_models());
+  d = a.tenants().decide_objective(*p, "critical");
+  EXPECT_TRUE(d.clamped);
+  EXPECT_EQ(d.objective, "standard");
+}
+
 TEST(Authenticator, ClientCertificateTenants) {
   auto c = config_of("auth: {clientCertificateTenants: true}");
   Authenticator a(c, nullptr);
