@@ -49,6 +49,8 @@ JwtOptions jwt_options(const config::JwtSpec& j) {
   o.leeway_seconds = std::chrono::duration_cast<std::chrono::seconds>(j.leeway).count();
   o.tenant_claim = j.tenant_claim;
   o.objective_claim = j.objective_claim;
+  o.models_claim = j.models_claim;
+  o.max_tokens_claim = j.max_tokens_claim;
   o.max_token_bytes = j.max_token_bytes;
   return o;
 }
@@ -83,8 +85,9 @@ Authenticator::Authenticator(const config::Config& c, std::shared_ptr<const KeyS
   if (keys_)
     keys_->for_each([this](const KeyRecord& r) {
       if (r.scoped())
-        scoped_.emplace(&r, tenants_.scoped(tenants_.find(r.tenant), r.tenant, r.models,
-                                            r.max_objective, r.max_tokens));
+        scoped_.emplace(&r, tenants_.scoped(tenants_.find(r.tenant), r.tenant,
+                                            r.models.empty() ? nullptr : &r.models, r.max_objective,
+                                            r.max_tokens));
     });
 }
 
@@ -134,6 +137,10 @@ AuthOutcome Authenticator::check_jwt(std::string_view token, std::int64_t now_un
     // not name "acme/x" to reach tenant acme's sub-flow x.
     if (fresh.tenant.find('/') != std::string::npos)
       return {AuthFailure::kInvalidToken, to_string(JwtError::kBadTenant)};
+    if (fresh.scoped())
+      fresh.policy = std::make_shared<const TenantPolicy>(
+          tenants_.scoped(tenants_.find(fresh.tenant), fresh.tenant,
+                          fresh.has_models ? &fresh.models : nullptr, "", fresh.max_tokens));
     if (cache) cache->insert(key, fresh, now_unix);
     v = &fresh;
   }
@@ -142,6 +149,10 @@ AuthOutcome Authenticator::check_jwt(std::string_view token, std::int64_t now_un
   out.objective = v->objective;
   out.key_id = "jwt:" + v->kid;
   settle(out);
+  if (v->policy) {
+    out.scoped_policy = v->policy;  // held for the request: the cache may drop it
+    out.policy = v->policy.get();
+  }
   return {};
 }
 

@@ -41,12 +41,15 @@ struct Identity {
   std::string key_id;
   std::string objective;  // the token's objective claim, if configured
   const TenantPolicy* policy = nullptr;
+  // A scoped token's policy, which `policy` points to (kept alive here).
+  std::shared_ptr<const TenantPolicy> scoped_policy;
   void clear() {
     source = Source::kNone;
     tenant.clear();
     key_id.clear();
     objective.clear();
     policy = nullptr;
+    scoped_policy.reset();
   }
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <optional>
 
+#include "auth/api_keys.h"
 #include "auth/crypto.h"
 #include "auth/json_members.h"
 
@@ -48,6 +49,8 @@ std::string_view to_string(JwtError e) {
       return "token-no-tenant";
     case JwtError::kBadTenant:
       return "token-bad-tenant";
+    case JwtError::kBadScope:
+      return "token-bad-scope";
     case JwtError::kBadObjective:
       return "token-bad-objective";
     case JwtError::kInternal:
@@ -255,7 +258,7 @@ JwtError check_signature(const Jwk& key, JwtAlg alg, std::string_view input, Scr
 struct Claims {
   std::optional<double> exp, nbf, iat;
   std::optional<std::string_view> iss;
-  std::optional<simdjson::dom::element> aud, tenant, objective;
+  std::optional<simdjson::dom::element> aud, tenant, objective, models, max_tokens;
 };
 
 bool numeric_date(simdjson::dom::element v, std::optional<double>& out) {
@@ -290,6 +293,8 @@ JwtError read_claims(const JwtOptions& o, Scratch& s, Claims& c) {
     if (!read_claim(name, field.value, c)) return JwtError::kMalformed;
     if (!o.tenant_claim.empty() && name == o.tenant_claim) c.tenant = field.value;
     if (!o.objective_claim.empty() && name == o.objective_claim) c.objective = field.value;
+    if (!o.models_claim.empty() && name == o.models_claim) c.models = field.value;
+    if (!o.max_tokens_claim.empty() && name == o.max_tokens_claim) c.max_tokens = field.value;
   }
   return JwtError::kNone;
 }
@@ -348,13 +353,52 @@ JwtError check_identity(const Claims& c, VerifiedToken& out) {
   return JwtError::kNone;
 }
 
+// The token's scope: models as an array of names or a space-separated
+// string (each as a key's: auth/api_keys.h), max_tokens a whole number.
+JwtError check_scope(const Claims& c, VerifiedToken& out) {
+  out.has_models = false;
+  out.models.clear();
+  out.max_tokens = 0;
+  if (c.models) {
+    out.has_models = true;
+    std::string_view one;
+    simdjson::dom::array many;
+    if (c.models->get_string().get(one) == simdjson::SUCCESS) {
+      for (std::size_t at = 0; at < one.size();) {
+        const std::size_t space = std::min(one.find(' ', at), one.size());
+        if (space > at) out.models.emplace_back(one.substr(at, space - at));
+        at = space + 1;
+        if (out.models.size() > kMaxKeyModels) return JwtError::kBadScope;
+      }
+    } else if (c.models->get_array().get(many) == simdjson::SUCCESS) {
+      for (auto v : many) {
+        if (v.get_string().get(one) != simdjson::SUCCESS || out.models.size() == kMaxKeyModels)
+          return JwtError::kBadScope;
+        out.models.emplace_back(one);
+      }
+    } else {
+      return JwtError::kBadScope;
+    }
+    for (const auto& m : out.models)
+      if (!is_valid_key_model(m)) return JwtError::kBadScope;
+  }
+  if (c.max_tokens) {
+    std::uint64_t n = 0;
+    if (c.max_tokens->get_uint64().get(n) != simdjson::SUCCESS || n == 0 || n > kMaxKeyMaxTokens)
+      return JwtError::kBadScope;
+    out.max_tokens = n;
+  }
+  return JwtError::kNone;
+}
+
 JwtError check_claims(const JwtOptions& o, std::int64_t now, Scratch& s, VerifiedToken& out) {
   Claims c;
   if (const auto e = read_claims(o, s, c); e != JwtError::kNone) return e;
   if (const auto e = check_times(o, c, now, out); e != JwtError::kNone) return e;
   if (!o.issuer.empty() && c.iss != o.issuer) return JwtError::kWrongIssuer;
   if (const auto e = check_audience(o, c); e != JwtError::kNone) return e;
-  return check_identity(c, out);
+  if (const auto e = check_identity(c, out); e != JwtError::kNone) return e;
+  return check_scope(c, out);
 }
 
 JwtError verify(std::string_view token, const Jwks& keys, const JwtOptions& o, std::int64_t now,

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "auth/jwks.h"
 
 namespace sluice::auth {
+
+struct TenantPolicy;
 
 struct JwtOptions {
   // When non-empty the token's "iss" must be exactly this.
@@ -35,6 +38,11 @@ struct JwtOptions {
   std::string tenant_claim = "sub";
   // Optional top-level string claim naming the objective; empty: none read.
   std::string objective_claim;
+  // Optional claims that narrow the tenant's policy for this token: its
+  // models (an array of names, or one space-separated string; exact or
+  // `prefix*`, at most 64) and its max_tokens ceiling (a whole number).
+  std::string models_claim;
+  std::string max_tokens_claim;
   // Longer tokens are refused before any decoding.
   std::size_t max_token_bytes = 8192;
   // A token without "exp" is refused (kNoExpiry).
@@ -67,6 +75,7 @@ enum class JwtError : std::uint8_t {
   kBadTenant,            // the tenant claim is not a string, too long, or has a
                          // byte outside the steering set
   kBadObjective,         // the same for the objective claim (when present)
+  kBadScope,             // the models or max_tokens claim is not what it must be
   kInternal,             // out of memory or OpenSSL failing: not the token's fault
 };
 
@@ -83,6 +92,14 @@ struct VerifiedToken {
                                 // the token has none (require_exp off)
   std::string kid;              // the kid of the key that verified it
   JwtAlg alg = JwtAlg::kRS256;
+  // The token's scope (models_claim, max_tokens_claim), when present.
+  bool has_models = false;
+  std::vector<std::string> models;  // with has_models: may be empty (no model)
+  std::uint64_t max_tokens = 0;
+  bool scoped() const { return has_models || max_tokens > 0; }
+  // A scoped token's policy (its tenant's, narrowed), built once when it is
+  // first verified and cached with it (auth/authenticator.cc).
+  std::shared_ptr<const TenantPolicy> policy;
 };
 
 // Verifies `token` against `keys` and `o` at `now_unix` (seconds). On kNone

@@ -116,17 +116,19 @@ bool Tenants::model_allowed(const TenantPolicy& p, std::string_view model) {
 }
 
 TenantPolicy Tenants::scoped(const TenantPolicy* base, std::string_view tenant,
-                             const std::vector<std::string>& models, std::string_view max_objective,
+                             const std::vector<std::string>* models, std::string_view max_objective,
                              std::uint64_t max_tokens) const {
   TenantPolicy p = base ? *base : TenantPolicy{};
   p.id = std::string(tenant);
-  for (const auto& m : models) {
-    if (!m.empty() && m.back() == '*')
-      p.key_model_prefixes.push_back(m.substr(0, m.size() - 1));
-    else
-      p.key_models.insert(m);
+  if (models) {
+    for (const auto& m : *models) {
+      if (!m.empty() && m.back() == '*')
+        p.key_model_prefixes.push_back(m.substr(0, m.size() - 1));
+      else
+        p.key_models.insert(m);
+    }
   }
-  p.key_any_model = models.empty();
+  p.key_any_model = models == nullptr;
   if (!max_objective.empty()) {
     const bool known = priorities_.count(max_objective) > 0;
     const int pri = priority_of(max_objective);

@@ -66,8 +66,9 @@ class Tenants {
   // objective and max_tokens: never beyond the tenant's own policy. An
   // objective that is not configured narrows to priority 0 (GIE's rule for
   // an unknown one).
+  // `models` null: the tenant's (empty: none).
   TenantPolicy scoped(const TenantPolicy* base, std::string_view tenant,
-                      const std::vector<std::string>& models, std::string_view max_objective,
+                      const std::vector<std::string>* models, std::string_view max_objective,
                       std::uint64_t max_tokens) const;
   // The flow of a request of `tenant` that names `subflow` (its
   // fairness-id header, "" none): "<tenant>/<subflow>" if the policy lets

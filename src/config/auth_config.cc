@@ -72,6 +72,9 @@ void read_jwt(const Reader& r, const YAML::Node& node, JwtSpec& j) {
   if (auto n = f.take("leeway")) j.leeway = r.duration(n, "auth.jwt.leeway");
   if (auto n = f.take("tenantClaim")) j.tenant_claim = r.string(n, "auth.jwt.tenantClaim");
   if (auto n = f.take("objectiveClaim")) j.objective_claim = r.string(n, "auth.jwt.objectiveClaim");
+  if (auto n = f.take("modelsClaim")) j.models_claim = r.string(n, "auth.jwt.modelsClaim");
+  if (auto n = f.take("maxTokensClaim"))
+    j.max_tokens_claim = r.string(n, "auth.jwt.maxTokensClaim");
   if (auto n = f.take("maxTokenBytes")) {
     auto v = r.quantity(n, "auth.jwt.maxTokenBytes");
     if (v < 256 || v > 65536)

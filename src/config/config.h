@@ -380,6 +380,11 @@ struct JwtSpec {
   nanoseconds leeway = std::chrono::seconds(60);
   std::string tenant_claim = "sub";
   std::string objective_claim;  // "" = the token names no objective
+  // A token's own scope within its tenant's policy (as a key's): claims
+  // naming its models (an array, or a space-separated string) and its
+  // max_tokens ceiling. "" = not read.
+  std::string models_claim;
+  std::string max_tokens_claim;
   std::uint32_t max_token_bytes = 8192;
   std::uint32_t cache_entries = 4096;  // verified tokens kept, per I/O thread
   nanoseconds jwks_refresh_interval = std::chrono::minutes(5);

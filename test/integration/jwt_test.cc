@@ -100,6 +100,28 @@ TEST_F(JwtTest, ValidTokensAreTheirSubjectsFlowAndObjective) {
   EXPECT_NE(log.find(R"("key_id":"jwt:ec-1")"), std::string::npos);
 }
 
+// A token's scope claims narrow its tenant's policy, on the first sight of
+// the token and from the cache alike; a malformed one refuses the token.
+TEST_F(JwtTest, ATokensModelsClaimNarrowsWhatItMayUse) {
+  start("", "    modelsClaim: models\n    maxTokensClaim: max_tokens\n");
+  const std::string other = make_token(rsa_, claims("acme", 600, R"(,"models":["other-*"])"));
+  for (int i = 0; i < 2; ++i) {  // verified, then from the cache
+    auto r = post_token(other);
+    EXPECT_EQ(r.status, 403) << r.body;
+    EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), "model-not-allowed");
+  }
+  const std::string mine =
+      make_token(ec_, claims("acme", 600, R"(,"models":"mock-* x","max_tokens":4)"));
+  EXPECT_EQ(post_token(mine).status, 200);
+  EXPECT_EQ(post_token(mine).status, 200);
+  // The same tenant without the claim is not narrowed.
+  EXPECT_EQ(post_token(make_token(rsa_, claims("acme"))).status, 200);
+  expect_token_refused(make_token(rsa_, claims("acme", 600, R"(,"models":5)")), "token-bad-scope");
+  expect_token_refused(make_token(rsa_, claims("acme", 600, R"(,"max_tokens":0)")),
+                       "token-bad-scope");
+  EXPECT_EQ(post_token(mine).status, 200);  // nothing else lost
+}
+
 TEST_F(JwtTest, EveryHostileTokenIsRefusedWithItsReason) {
   start();
   const std::string good = claims("acme");

@@ -424,6 +424,39 @@ TEST_F(Jwt, ObjectiveClaimIsOptionalButBoundedWhenPresent) {
   EXPECT_EQ(verify_claims(good_claims().set("objective", "3"), *ed_), JwtError::kBadObjective);
 }
 
+TEST_F(Jwt, ScopeClaimsAreReadWhenNamedAndBounded) {
+  // Not named in the options: not read, whatever the token holds.
+  ASSERT_EQ(verify_claims(good_claims().set("models", "7"), *ed_), JwtError::kNone);
+  EXPECT_FALSE(out_.scoped());
+  opts_.models_claim = "models";
+  opts_.max_tokens_claim = "max_tokens";
+  ASSERT_EQ(verify_claims(good_claims(), *ed_), JwtError::kNone);
+  EXPECT_FALSE(out_.scoped());
+  ASSERT_EQ(
+      verify_claims(
+          good_claims().set("models", R"(["llama-3-8b","qwen/*"])").set("max_tokens", "256"), *ed_),
+      JwtError::kNone);
+  EXPECT_TRUE(out_.has_models);
+  EXPECT_EQ(out_.models, (std::vector<std::string>{"llama-3-8b", "qwen/*"}));
+  EXPECT_EQ(out_.max_tokens, 256u);
+  // An OAuth-style space-separated string; an empty list allows no model.
+  ASSERT_EQ(verify_claims(good_claims().set("models", quoted(" a  b* ")), *ed_), JwtError::kNone);
+  EXPECT_EQ(out_.models, (std::vector<std::string>{"a", "b*"}));
+  ASSERT_EQ(verify_claims(good_claims().set("models", "[]"), *ed_), JwtError::kNone);
+  EXPECT_TRUE(out_.has_models);
+  EXPECT_TRUE(out_.models.empty());
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += (i ? ",\"m" : "\"m") + std::to_string(i) + "\"";
+  many += "]";
+  for (const std::string& bad : {std::string("7"), std::string("[1]"), std::string(R"(["a*b"])"),
+                                 std::string(R"(["*"])"), std::string(R"({"a":1})"), many})
+    EXPECT_EQ(verify_claims(good_claims().set("models", bad), *ed_), JwtError::kBadScope) << bad;
+  for (const std::string bad : {"0", "-1", "1.5", "\"9\"", "1000000001"})
+    EXPECT_EQ(verify_claims(good_claims().set("max_tokens", bad), *ed_), JwtError::kBadScope)
+        << bad;
+  EXPECT_EQ(to_string(JwtError::kBadScope), "token-bad-scope");
+}
+
 TEST(JwtSteering, ClaimBytesAreTheProtocolsSteeringBytes) {
   // verify_jwt's own copy of the set (auth may not import protocol) against
   // the original, byte by byte, through one-byte tenants.

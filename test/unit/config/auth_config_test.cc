@@ -41,6 +41,8 @@ auth:
     leeway: 30s
     tenantClaim: org
     objectiveClaim: tier
+    modelsClaim: models
+    maxTokensClaim: max_tokens
   trustedProxies: [10.0.0.0/8, "::1", 127.0.0.1]
 tenants:
   - id: acme
@@ -62,6 +64,8 @@ tenants:
   EXPECT_EQ(c.auth.api_keys.poll_interval, std::chrono::seconds(2));
   EXPECT_TRUE(c.auth.jwt.enabled);
   EXPECT_EQ(c.auth.jwt.tenant_claim, "org");
+  EXPECT_EQ(c.auth.jwt.models_claim, "models");
+  EXPECT_EQ(c.auth.jwt.max_tokens_claim, "max_tokens");
   EXPECT_EQ(c.auth.jwt.algorithms, std::vector<std::string>{"ES256"});
   EXPECT_EQ(c.auth.trusted_proxies.size(), 3u);
   ASSERT_EQ(c.tenants.size(), 2u);
