@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "auth/api_keys.h"
 #include "auth/crypto.h"
 #include "auth/jwks.h"
 #include "auth/jwt.h"
@@ -155,6 +156,10 @@ sluice::auth::JwtOptions options_of(std::uint8_t b) {
   if (b & 0x10) o.require_exp = false;
   if (b & 0x20) o.tenant_claim = "tid";
   if (b & 0x40) o.leeway_seconds = 0;
+  if (b & 0x80) {
+    o.models_claim = "models";
+    o.max_tokens_claim = "max_tokens";
+  }
   return o;
 }
 
@@ -170,6 +175,11 @@ bool steering(std::string_view v, bool may_be_empty) {
 void check_accepted(std::string_view token, const sluice::auth::VerifiedToken& out) {
   if (!steering(out.tenant, false)) violation("an accepted tenant is not a steering value", token);
   if (!steering(out.objective, true)) violation("an accepted objective is not one", token);
+  if (out.models.size() > sluice::auth::kMaxKeyModels) violation("more than 64 models", token);
+  for (const auto& m : out.models)
+    if (!sluice::auth::is_valid_key_model(m)) violation("an accepted model is not one", token);
+  if (out.max_tokens > sluice::auth::kMaxKeyMaxTokens)
+    violation("max_tokens past the bound", token);
   const sluice::auth::Jwk* key = nullptr;
   if (keys().find(out.kid, out.alg, key) != sluice::auth::Jwks::Lookup::kFound)
     violation("accepted with a kid that is not a key for its alg", token);
