@@ -17,8 +17,9 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: sluice-load --scenario FILE [--target http://HOST:PORT] [--json FILE] [--html FILE]\n"
-    "                   [--requests FILE] [--duration D] [--max-requests N] [--quiet]\n"
+    "usage: sluice-load --scenario FILE [--target http(s)://HOST:PORT] [--ca-file FILE]\n"
+    "                   [--json FILE] [--html FILE] [--requests FILE] [--duration D]\n"
+    "                   [--max-requests N] [--quiet]\n"
     "Exit codes: 0 the run completed; 1 it could not run; 2 usage or an invalid scenario.\n";
 
 [[noreturn]] void usage_error(const std::string& what) {
@@ -28,7 +29,8 @@ constexpr const char* kUsage =
 
 // The command line.
 struct Arguments {
-  std::string scenario_path, target, json_path, html_path, requests_path, duration, max_requests;
+  std::string scenario_path, target, ca_file, json_path, html_path, requests_path, duration,
+      max_requests;
   bool quiet = false;
 };
 
@@ -44,6 +46,8 @@ bool parse_arguments(int argc, char** argv, Arguments& args) {
       args.scenario_path = value();
     else if (a == "--target")
       args.target = value();
+    else if (a == "--ca-file")
+      args.ca_file = value();
     else if (a == "--json")
       args.json_path = value();
     else if (a == "--html")
@@ -82,26 +86,30 @@ void apply_overrides(const Arguments& args, sluice::load::Scenario& s) {
   }
 }
 
-// The target: --target, else the scenario's (http://HOST:PORT).
+// The target: --target, else the scenario's (http://HOST:PORT or https://).
 std::string target_of(const Arguments& args, const sluice::load::Scenario& s) {
   std::string target = args.target;
   if (target.empty()) target = s.target;
   if (target.empty())
     usage_error("no target: give --target http://HOST:PORT or target: in the scenario");
-  if (target.rfind("http://", 0) != 0) usage_error("--target must start with http://");
+  if (target.rfind("http://", 0) != 0 && target.rfind("https://", 0) != 0)
+    usage_error("--target must start with http:// or https://");
   return target;
 }
 
-// Where the driver connects (the target's host and port, 80 by default),
-// and whether it shows its progress.
-sluice::load::DriverOptions driver_options(const std::string& target, bool quiet) {
-  std::string hostport = target.substr(7);
+// Where the driver connects (the target's host and port, 80 or 443 by
+// default), over TLS or not, and whether it shows its progress.
+sluice::load::DriverOptions driver_options(const std::string& target, const Arguments& args) {
+  const bool tls = target.rfind("https://", 0) == 0;
+  std::string hostport = target.substr(tls ? 8 : 7);
   if (auto slash = hostport.find('/'); slash != std::string::npos) hostport.resize(slash);
   auto colon = hostport.rfind(':');
   sluice::load::DriverOptions o;
   o.host = colon == std::string::npos ? hostport : hostport.substr(0, colon);
-  o.port = colon == std::string::npos ? "80" : hostport.substr(colon + 1);
-  o.progress = !quiet && isatty(STDERR_FILENO);
+  o.port = colon == std::string::npos ? (tls ? "443" : "80") : hostport.substr(colon + 1);
+  o.tls = tls;
+  o.ca_file = args.ca_file;
+  o.progress = !args.quiet && isatty(STDERR_FILENO);
   return o;
 }
 
@@ -184,7 +192,7 @@ int main(int argc, char** argv) {
   }
   apply_overrides(args, s);
   const std::string target = target_of(args, s);
-  const sluice::load::DriverOptions o = driver_options(target, args.quiet);
+  const sluice::load::DriverOptions o = driver_options(target, args);
 
   sluice::load::RunResult run;
   try {

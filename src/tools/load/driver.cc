@@ -2,8 +2,10 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <variant>
+
+#include "tools/load/tls_client.h"
 
 namespace sluice::load {
 
@@ -49,9 +54,21 @@ std::string make_prompt(Rng& rng, std::uint64_t tokens, int prefix, std::uint64_
 
 namespace {
 
+// A connection to the target: plain TCP, or TLS over it (https://, its
+// handshake done once after the connect).
 struct Connection {
-  explicit Connection(net::io_context& ioc) : stream(ioc) {}
-  beast::tcp_stream stream;
+  using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+  using Stream = std::variant<beast::tcp_stream, TlsStream>;
+  Connection(net::io_context& ioc, net::ssl::context* tls) : stream(open(ioc, tls)) {}
+  static Stream open(net::io_context& ioc, net::ssl::context* tls) {
+    if (tls) return Stream(std::in_place_index<1>, ioc, *tls);
+    return Stream(std::in_place_index<0>, ioc);
+  }
+  beast::tcp_stream& tcp() {
+    return std::visit([](auto& s) -> beast::tcp_stream& { return beast::get_lowest_layer(s); },
+                      stream);
+  }
+  Stream stream;
   beast::flat_buffer buffer;
 };
 
@@ -93,6 +110,7 @@ class Runner {
         t.join();
       }
     } join{finished, watchdog};
+    if (o_.tls) tls_ = make_tls_client_context(o_.ca_file);
     tcp::resolver resolver(ioc_);
     target_ = *resolver.resolve(o_.host, o_.port).begin();
     start_ = Clock::now();
@@ -253,7 +271,7 @@ class Runner {
       return;
     } else {
       ++open_;
-      conn = std::make_unique<Connection>(ioc_);
+      conn = std::make_unique<Connection>(ioc_, tls_.get());
     }
     ++sent_;
     ++outstanding_;
@@ -299,15 +317,27 @@ class Runner {
     for (const auto& [k, v] : spec.headers) req.set(k, v);
     req.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     req.prepare_payload();
-    call->conn->stream.expires_after(s_.timeout);
-    if (call->conn->stream.socket().is_open()) return send(call);
+    call->conn->tcp().expires_after(s_.timeout);
+    if (call->conn->tcp().socket().is_open()) return send(call);
     connect(call);
   }
 
   void connect(const std::shared_ptr<Call>& call) {
-    call->conn->stream.async_connect(target_, [this, call](beast::error_code ec) {
+    call->conn->tcp().async_connect(target_, [this, call](beast::error_code ec) {
       if (ec) return finish(call, ec, "connect");
-      call->conn->stream.socket().set_option(tcp::no_delay(true));
+      call->conn->tcp().socket().set_option(tcp::no_delay(true));
+      if (tls_) return handshake(call);
+      send(call);
+    });
+  }
+
+  // https: a full handshake on the new connection, the server verified.
+  void handshake(const std::shared_ptr<Call>& call) {
+    auto& s = std::get<Connection::TlsStream>(call->conn->stream);
+    if (!prepare_tls_session(s.native_handle(), o_.host))
+      return finish(call, beast::errc::make_error_code(beast::errc::invalid_argument), "TLS name");
+    s.async_handshake(net::ssl::stream_base::client, [this, call](beast::error_code ec) {
+      if (ec) return finish(call, ec, "TLS handshake");
       send(call);
     });
   }
@@ -326,23 +356,28 @@ class Runner {
   };
 
   void send(const std::shared_ptr<Call>& call) {
-    http::async_write(call->conn->stream, call->req,
-                      [this, call](beast::error_code ec, std::size_t) {
-                        if (ec) return finish(call, ec, "write");
-                        call->parser.emplace();
-                        call->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
-                        read(call);
-                      });
+    auto done = [this, call](beast::error_code ec, std::size_t) {
+      if (ec) return finish(call, ec, "write");
+      call->parser.emplace();
+      call->parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+      read(call);
+    };
+    std::visit([&](auto& s) { http::async_write(s, call->req, std::move(done)); },
+               call->conn->stream);
   }
 
   void read(const std::shared_ptr<Call>& call) {
-    http::async_read_some(call->conn->stream, call->conn->buffer, *call->parser,
-                          [this, call](beast::error_code ec, std::size_t) {
-                            if (ec) return finish(call, ec, "read");
-                            on_bytes(*call);
-                            if (call->parser->is_done()) return finish(call, {}, nullptr);
-                            read(call);
-                          });
+    auto done = [this, call](beast::error_code ec, std::size_t) {
+      if (ec) return finish(call, ec, "read");
+      on_bytes(*call);
+      if (call->parser->is_done()) return finish(call, {}, nullptr);
+      read(call);
+    };
+    std::visit(
+        [&](auto& s) {
+          http::async_read_some(s, call->conn->buffer, *call->parser, std::move(done));
+        },
+        call->conn->stream);
   }
 
   void on_bytes(Call& call) {
@@ -403,9 +438,9 @@ class Runner {
         !ending_) {
       call->retried = true;
       beast::error_code ignored;
-      call->conn->stream.socket().close(ignored);
-      call->conn = std::make_unique<Connection>(ioc_);
-      call->conn->stream.expires_after(s_.timeout);
+      call->conn->tcp().socket().close(ignored);
+      call->conn = std::make_unique<Connection>(ioc_, tls_.get());
+      call->conn->tcp().expires_after(s_.timeout);
       call->parser.reset();
       call->scanned = 0;
       return connect(call);
@@ -433,7 +468,7 @@ class Runner {
       idle_.push_back(std::move(call->conn));
     } else {
       beast::error_code ignored;
-      call->conn->stream.socket().close(ignored);
+      call->conn->tcp().socket().close(ignored);
       --open_;
     }
     FlowState& f = *call->flow;
@@ -490,6 +525,7 @@ class Runner {
   const Scenario& s_;
   DriverOptions o_;
   net::io_context ioc_{1};
+  std::shared_ptr<net::ssl::context> tls_;  // https; null: plain HTTP
   tcp::endpoint target_;
   Clock::time_point start_;
   net::steady_timer end_timer_;

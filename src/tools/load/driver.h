@@ -1,5 +1,5 @@
 // Runs a scenario against an OpenAI-compatible endpoint: one thread, one
-// io_context, Beast HTTP/1.1 with keep-alive connections; open-loop
+// io_context, Beast HTTP/1.1 (over TLS for https) with keep-alive connections; open-loop
 // (Poisson, constant) and closed-loop arrivals, phases, a request cap and
 // a duration, then a bounded drain. Records every request it sent.
 #pragma once
@@ -25,6 +25,8 @@ struct RunResult {
 struct DriverOptions {
   std::string host = "127.0.0.1";
   std::string port = "8080";
+  bool tls = false;       // https: TLS to the target, verified against ca_file
+  std::string ca_file;    // PEM CA bundle; "": the system's
   bool progress = false;  // a live line on stderr, once a second
 };
 

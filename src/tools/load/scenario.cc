@@ -299,7 +299,8 @@ Scenario parse_scenario(const std::string& text, const std::string& source) {
   if (auto v = f.take("description")) s.description = scalar(f, v, "description");
   if (auto v = f.take("target")) {
     s.target = scalar(f, v, "target");
-    if (s.target.rfind("http://", 0) != 0) fail(source, v, "target", "must start with http://");
+    if (s.target.rfind("http://", 0) != 0 && s.target.rfind("https://", 0) != 0)
+      fail(source, v, "target", "must start with http:// or https://");
   }
   if (auto v = f.take("path")) {
     s.path = scalar(f, v, "path");

@@ -1,5 +1,5 @@
 // sluice-load's pieces: distributions, statistics against hand-computed
-// values, and the scenario parser's errors.
+// values, the scenario parser's errors and the TLS client's setup.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "tools/load/report.h"
 #include "tools/load/scenario.h"
 #include "tools/load/stats.h"
+#include "tools/load/tls_client.h"
 
 namespace sluice::load {
 namespace {
@@ -308,6 +309,33 @@ TEST(Scenario, TheShippedScenariosLoad) {
         "priority-flood-tiny-batch-prompts", "soak", "soak-aborts"}) {
     const std::string path = std::string(SLUICE_SCENARIOS_DIR) + "/" + name + ".yaml";
     EXPECT_NO_THROW(load_scenario_file(path)) << path;
+  }
+}
+
+// An https target's CA bundle that cannot be read fails the run, named.
+TEST(TlsClient, AMissingCaFileIsNamed) {
+  try {
+    make_tls_client_context("/nonexistent/ca.pem");
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/ca.pem"), std::string::npos) << e.what();
+  }
+}
+
+// An address is checked against the certificate's IP addresses (no SNI),
+// a name against its names and sent as SNI.
+TEST(TlsClient, SessionsCheckTheAddressOrTheName) {
+  auto ctx = make_tls_client_context("");
+  for (const std::string host : {"127.0.0.1", "::1", "localhost"}) {
+    SSL* ssl = SSL_new(ctx->native_handle());
+    ASSERT_NE(ssl, nullptr);
+    EXPECT_TRUE(prepare_tls_session(ssl, host)) << host;
+    const char* sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (host == "localhost")
+      EXPECT_STREQ(sni, "localhost");
+    else
+      EXPECT_EQ(sni, nullptr) << host;
+    SSL_free(ssl);
   }
 }
 
