@@ -70,6 +70,34 @@ sluice_config() {
       -e "s/127.0.0.1:18003/127.0.0.1:${M[2]}/" "$1" >"$2"
 }
 
+# make_pki DIR: a private CA made for the run (DIR/ca.pem) and an ECDSA
+# P-256 server certificate it signed for 127.0.0.1 and localhost
+# (DIR/server.pem, DIR/server.key; both in DIR/combined.pem, as HAProxy
+# reads them), valid 2 days. Fails, with openssl's output, if openssl does.
+make_pki() {
+  mkdir -p "$1"
+  (
+    cd "$1"
+    openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+      -keyout ca.key -out ca.pem -subj '/CN=sluice bench CA' -days 2 \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign
+    openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+      -keyout server.key -out server.csr -subj '/CN=localhost'
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 1 -days 2 \
+      -extfile server.ext -out server.pem
+    cat server.pem server.key >combined.pem
+  ) >"$1/openssl.log" 2>&1 || { log "openssl failed"; cat "$1/openssl.log" >&2; return 1; }
+}
+
+# tls_group HOST:PORT CA_FILE: the key exchange group a TLS server chose
+# for an OpenSSL client with the default groups (X25519 when the server
+# takes the client's first key share; another name, with a retry, when not).
+tls_group() {
+  openssl s_client -connect "$1" -CAfile "$2" </dev/null 2>/dev/null |
+    sed -n 's/^Server Temp Key: \([^,]*\).*/\1/p'
+}
+
 # admin_port FILE: the admin port a sluice printed ("admin listening on").
 admin_port() { wait_printed_port "$1" 'admin listening on'; }
 

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # TLS overhead benchmark: sluice vs HAProxy vs nginx terminating TLS for the
 # client (the same ECDSA P-256 certificate, TLS 1.3 with one suite for all)
-# in front of one static nginx backend over plain HTTP; wrk over https with
-# keep-alive, so what is measured is the records, not the handshakes.
+# in front of one static nginx backend over plain HTTP. Two modes:
+#   keepalive (default)  wrk over https with keep-alive: what is measured is
+#                        the records, not the handshakes
+#   newconn              every request on a new connection (wrk with
+#                        Connection: close), each a full TLS handshake: wrk
+#                        would resume its last session on every reconnect,
+#                        so tls_overhead/wrk_sessions.c (LD_PRELOAD) drops
+#                        it before each handshake and counts the full and
+#                        resumed ones, which the script checks and reports
 # Modeled on bench/proxy_overhead.sh: its backend and wrk script, its CPU
 # pinning, interleaved rounds and CPU per request; each peer also plain,
 # so each one's own TLS cost is in the same run.
 #
 # Usage:   bench/tls_overhead.sh
-# Env:     SLUICE_BIN   sluice binary (default: <repo>/build/release/sluice)
+# Env:     MODE         keepalive | newconn (default keepalive)
+#          RESUME       newconn only: 1 lets wrk resume its sessions (TLS 1.3
+#                       tickets), to measure resumption instead (default 0)
+#          SLUICE_BIN   sluice binary (default: <repo>/build/release/sluice)
 #          DURATION     seconds measured per target and round (default 10)
 #          ROUNDS       interleaved rounds; the median is reported (default 3)
 #          CONNECTIONS  wrk connections (default 64)
@@ -16,7 +26,8 @@
 #                       second (default auto), as in proxy_overhead.sh
 #          SUITE        the TLS 1.3 suite every server offers (default
 #                       TLS_AES_128_GCM_SHA256)
-#          RESULTS_FILE where the report goes (default bench/results/tls_overhead.md)
+#          RESULTS_FILE where the report goes (default
+#                       bench/results/tls_overhead.md, tls_newconn.md for newconn)
 #
 # Targets, in this order in every round:
 #   direct       wrk -> backend (http)
@@ -39,7 +50,13 @@ CONNECTIONS=${CONNECTIONS:-64}
 PIN=${PIN:-auto}
 SUITE=${SUITE:-TLS_AES_128_GCM_SHA256}
 SLUICE_BIN=${SLUICE_BIN:-$REPO_ROOT/build/release/sluice}
-RESULTS_FILE=${RESULTS_FILE:-$REPO_ROOT/bench/results/tls_overhead.md}
+MODE=${MODE:-keepalive}
+RESUME=${RESUME:-0}
+case $MODE in
+  keepalive) RESULTS_FILE=${RESULTS_FILE:-$REPO_ROOT/bench/results/tls_overhead.md} ;;
+  newconn) RESULTS_FILE=${RESULTS_FILE:-$REPO_ROOT/bench/results/tls_newconn.md} ;;
+  *) log "MODE must be keepalive or newconn (got '$MODE')"; exit 2 ;;
+esac
 WARMUP=2
 READY_TIMEOUT=10
 LUA_SCRIPT=$SCRIPT_DIR/proxy_overhead/post_chat.lua
@@ -56,6 +73,7 @@ check_int() {
 check_int DURATION 1 600
 check_int ROUNDS 1 21
 check_int CONNECTIONS 1 1024
+check_int RESUME 0 1
 [[ $SUITE =~ ^[A-Z0-9_:]+$ ]] || { log "SUITE: TLS 1.3 suite names only"; exit 2; }
 for tool in nginx haproxy wrk curl openssl python3 timeout; do
   command -v "$tool" >/dev/null || { log "required tool not found: $tool"; exit 2; }
@@ -63,7 +81,16 @@ done
 [[ -x $SLUICE_BIN ]] || { log "no sluice at $SLUICE_BIN (make release, or set SLUICE_BIN)"; exit 2; }
 
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
-mkdir -p "$WORK"/{backend,nginx,pki,sluice,wrk}
+mkdir -p "$WORK"/{backend,nginx,sluice,wrk}
+
+# newconn: the handshake counter preloaded into wrk (see its header).
+WRK_ARGS=()
+if [[ $MODE == newconn ]]; then
+  command -v cc >/dev/null || { log "MODE=newconn needs a C compiler (cc)"; exit 2; }
+  cc -O2 -shared -fPIC -o "$WORK/wrk_sessions.so" "$SCRIPT_DIR/tls_overhead/wrk_sessions.c" -ldl ||
+    { log "cannot build tls_overhead/wrk_sessions.c"; exit 1; }
+  WRK_ARGS=(-H 'Connection: close')
+fi
 
 # --- CPU pinning, as bench/proxy_overhead.sh ---------------------------------------
 SERVER_PIN=()
@@ -81,18 +108,7 @@ if [[ $PIN == auto ]]; then
 fi
 
 # --- the certificate: a private CA and an ECDSA P-256 server certificate ----------
-(
-  cd "$WORK/pki"
-  openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
-    -keyout ca.key -out ca.pem -subj '/CN=sluice bench CA' -days 2 \
-    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign
-  openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
-    -keyout server.key -out server.csr -subj '/CN=localhost'
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext
-  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 1 -days 2 \
-    -extfile server.ext -out server.pem
-  cat server.pem server.key >combined.pem
-) >"$WORK/pki/openssl.log" 2>&1 || { log "openssl failed"; cat "$WORK/pki/openssl.log" >&2; exit 1; }
+make_pki "$WORK/pki"
 
 # --- helpers --------------------------------------------------------------------------
 free_ports() {
@@ -138,6 +154,10 @@ ready() {
         return 1
       fi
       NEGOTIATED[$name]=$(sed -n 's/^\* SSL connection using //p' "$WORK/$name.curl")
+      if [[ $url == https://* ]]; then
+        local hostport=${url#https://}
+        NEGOTIATED[$name]+=" / $(tls_group "${hostport%%/*}" "$WORK/pki/ca.pem")"
+      fi
       return 0
     fi
     sleep 0.1
@@ -202,13 +222,20 @@ median() {
     END { if (NR == 0) exit
           if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+# wrk_run SECONDS URL OUT: wrk's output in OUT; in newconn mode its
+# handshake counts in OUT.sessions ("full=N resumed=M").
 wrk_run() {
-  timeout -k 2 $(($1 + 15)) "${WRK_PIN[@]}" wrk -t1 -c"$CONNECTIONS" -d"$1s" --timeout 5s \
-    --latency -s "$LUA_SCRIPT" "$2" >"$3" 2>&1 </dev/null
+  local preload=()
+  [[ $MODE == newconn ]] && preload=(env "LD_PRELOAD=$WORK/wrk_sessions.so"
+    "WRK_SESSIONS_OUT=$3.sessions" "WRK_SESSIONS_RESUME=$RESUME")
+  timeout -k 2 $(($1 + 15)) "${WRK_PIN[@]}" "${preload[@]}" wrk -t1 -c"$CONNECTIONS" -d"$1s" \
+    --timeout 5s --latency "${WRK_ARGS[@]}" -s "$LUA_SCRIPT" "$2" >"$3" 2>&1 </dev/null
 }
 
-declare -A RPS=() CPU=() P50=() P99=() ERRS=()
-for t in "${TARGETS[@]}"; do RPS[$t]=""; CPU[$t]=""; P50[$t]=""; P99[$t]=""; ERRS[$t]=0; done
+declare -A RPS=() CPU=() P50=() P99=() ERRS=() FULL=() RESUMED=()
+for t in "${TARGETS[@]}"; do
+  RPS[$t]=""; CPU[$t]=""; P50[$t]=""; P99[$t]=""; ERRS[$t]=0; FULL[$t]=0; RESUMED[$t]=0
+done
 log "measuring ${#TARGETS[@]} targets x $ROUNDS round(s) x (${WARMUP}s + ${DURATION}s)"
 for ((round = 1; round <= ROUNDS; round++)); do
   for t in "${TARGETS[@]}"; do
@@ -227,6 +254,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
     P50[$t]+=" $(field "$line" p50_us)"
     P99[$t]+=" $(field "$line" p99_us)"
     ERRS[$t]=$((ERRS[$t] + $(field "$line" errors)))
+    if [[ $MODE == newconn ]]; then
+      sessions=$(cat "$out.out.sessions" 2>/dev/null) || { log "round $round $t: no handshake counts"; exit 1; }
+      FULL[$t]=$((FULL[$t] + $(field "$sessions" full)))
+      RESUMED[$t]=$((RESUMED[$t] + $(field "$sessions" resumed)))
+      line+=" $sessions"
+    fi
     log "round $round $t: $line"
   done
 done
@@ -243,24 +276,45 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 
 table() {
   local t
-  echo "| target | TLS | requests/s | p50 (ms) | p99 (ms) | CPU µs per request | errors |"
-  echo "|---|---|---:|---:|---:|---:|---:|"
+  if [[ $MODE == newconn ]]; then
+    echo "| target | TLS | requests/s | connection time (ms) | p50 (ms) | p99 (ms) | CPU µs per request | handshakes full / resumed | errors |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  else
+    echo "| target | TLS | requests/s | p50 (ms) | p99 (ms) | CPU µs per request | errors |"
+    echo "|---|---|---:|---:|---:|---:|---:|"
+  fi
   for t in "${TARGETS[@]}"; do
-    printf '| %s | %s | %.0f | %.2f | %.2f | %.1f | %s |\n' "$t" "${NEGOTIATED[$t]:-–}" \
-      "${M_RPS[$t]}" "$(awk -v v="${M_P50[$t]}" 'BEGIN { print v / 1000 }')" \
-      "$(awk -v v="${M_P99[$t]}" 'BEGIN { print v / 1000 }')" "${M_CPU[$t]}" "${ERRS[$t]}"
+    printf '| %s | %s | %.0f' "$t" "${NEGOTIATED[$t]:-–}" "${M_RPS[$t]}"
+    # The mean time a connection takes, connect and handshake included
+    # (Little's law: CONNECTIONS connections, each busy all the time).
+    [[ $MODE == newconn ]] && printf ' | %.2f' \
+      "$(awk -v c="$CONNECTIONS" -v r="${M_RPS[$t]}" 'BEGIN { print (r > 0) ? c / r * 1000 : 0 }')"
+    printf ' | %.2f | %.2f | %.1f' "$(awk -v v="${M_P50[$t]}" 'BEGIN { print v / 1000 }')" \
+      "$(awk -v v="${M_P99[$t]}" 'BEGIN { print v / 1000 }')" "${M_CPU[$t]}"
+    [[ $MODE == newconn ]] && printf ' | %s / %s' "${FULL[$t]}" "${RESUMED[$t]}"
+    printf ' | %s |\n' "${ERRS[$t]}"
   done
+}
+
+load_line() {
+  if [[ $MODE == keepalive ]]; then
+    echo "wrk -t1 -c$CONNECTIONS over keep-alive connections (the handshakes are not measured)"
+  elif (( RESUME )); then
+    echo "wrk -t1 -c$CONNECTIONS, Connection: close (a new connection per request), wrk resuming its TLS 1.3 session on each (RESUME=1)"
+  else
+    echo "wrk -t1 -c$CONNECTIONS, Connection: close (a new connection per request), a full TLS handshake on each (wrk's session dropped before it; counts below); wrk's p50/p99 run from the request's first byte to the answer's last (connect and handshake not included); the connection time (CONNECTIONS ÷ requests/s) includes them"
+  fi
 }
 
 report() {
   cat <<EOF
-# TLS overhead: sluice vs nginx vs HAProxy terminating TLS
+# TLS overhead ($MODE): sluice vs nginx vs HAProxy terminating TLS
 
 - date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')
 - host: nproc=$(nproc), load average before run: $LOADAVG
 - $(nginx -v 2>&1 | sed 's|.*/|nginx |'), $(haproxy -v | awk 'NR==1 {print "HAProxy " $3}'), $(openssl version | awk '{print $1, $2}'), wrk $({ wrk -v 2>&1 || true; } | awk 'NR==1 {print $2}')
 - sluice: $SLUICE_BIN; repo commit: $(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo none)
-- load: wrk -t1 -c$CONNECTIONS over keep-alive connections (the handshakes are not measured), POST /v1/chat/completions, ~1 KB body; ${WARMUP}s warm-up + ${DURATION}s per target, $ROUNDS interleaved round(s), median reported
+- load: $(load_line), POST /v1/chat/completions, ~1 KB body; ${WARMUP}s warm-up + ${DURATION}s per target, $ROUNDS interleaved round(s), median reported
 - TLS: ECDSA P-256 certificate, TLS 1.3, suite $SUITE on every server; the backend is plain HTTP
 - pinning: $PIN_DESC; every proxy has 1 I/O thread / worker
 
@@ -276,3 +330,13 @@ mkdir -p "$(dirname "$RESULTS_FILE")"
 report | tee "$RESULTS_FILE"
 log "report written to $RESULTS_FILE"
 for t in "${TARGETS[@]}"; do (( ERRS[$t] == 0 )) || exit 1; done
+# newconn: every TLS request had its own handshake, full unless RESUME=1.
+if [[ $MODE == newconn ]]; then
+  for t in "${TARGETS[@]}"; do
+    [[ $t == *_tls ]] || continue
+    if (( FULL[$t] + RESUMED[$t] == 0 )) || { (( ! RESUME )) && (( RESUMED[$t] > 0 )); }; then
+      log "$t: handshakes full=${FULL[$t]} resumed=${RESUMED[$t]} (RESUME=$RESUME)"
+      exit 1
+    fi
+  done
+fi
