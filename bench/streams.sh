@@ -8,6 +8,11 @@
 #   sluice   sluice, 1 I/O thread, flow control and the scheduler on
 #   nginx    1 worker, proxy_buffering off (as for any SSE), upstream keepalive
 #   haproxy  nbthread 1, http-reuse always
+#   sluice_tls, nginx_tls, haproxy_tls
+#            the same proxy terminating TLS from the drivers (sluice-load
+#            over https, the server verified against the run's private CA;
+#            an ECDSA P-256 certificate, TLS 1.3 with one suite, as in
+#            bench/tls_overhead.sh), plain HTTP to the mocks
 # Each round, for each target: three sluice-load drivers (STREAMS/3 clients
 # each) for DURATION seconds after WARMUP; the proxy's CPU (utime+stime of
 # its processes) over the measured window divided by the token events the
@@ -17,7 +22,9 @@
 #   bash bench/streams.sh [BUILD_DIR]
 #   env: STREAMS (2000) MS_PER_TOKEN (50) MAX_TOKENS (64) DURATION (20)
 #        WARMUP (5) ROUNDS (3) ST_TARGETS ("direct sluice nginx haproxy")
-#        RESULTS_FILE (bench/results/streams.md)
+#        SUITE (TLS_AES_128_GCM_SHA256, for the _tls targets)
+#        RESULTS_FILE (bench/results/streams.md; streams_tls.md when a
+#        target is a _tls one)
 #        SLUICE_B: another sluice binary, run as target "sluice-b" (an A/B
 #        of two builds in the same interleaved rounds)
 set -euo pipefail
@@ -30,10 +37,16 @@ DURATION=${DURATION:-20}
 WARMUP=${WARMUP:-5}
 ROUNDS=${ROUNDS:-3}
 read -r -a TARGETS <<<"${ST_TARGETS:-direct sluice nginx haproxy}"
-RESULTS_FILE=${RESULTS_FILE:-$ROOT/bench/results/streams.md}
+SUITE=${SUITE:-TLS_AES_128_GCM_SHA256}
+[[ $SUITE =~ ^[A-Z0-9_:]+$ ]] || { echo "SUITE: TLS 1.3 suite names only" >&2; exit 1; }
+if [[ " ${TARGETS[*]}" == *_tls* ]]; then
+  RESULTS_FILE=${RESULTS_FILE:-$ROOT/bench/results/streams_tls.md}
+else
+  RESULTS_FILE=${RESULTS_FILE:-$ROOT/bench/results/streams.md}
+fi
 NGINX=${NGINX:-/usr/sbin/nginx}
 HAPROXY=${HAPROXY:-/usr/sbin/haproxy}
-for tool in "$BUILD/sluice" "$BUILD/sluice-mock" "$BUILD/sluice-load" "$NGINX" "$HAPROXY" python3; do
+for tool in "$BUILD/sluice" "$BUILD/sluice-mock" "$BUILD/sluice-load" "$NGINX" "$HAPROXY" python3 openssl; do
   command -v "$tool" >/dev/null || { echo "missing $tool" >&2; exit 1; }
 done
 # shellcheck source=bench/lib.sh
@@ -43,6 +56,9 @@ ulimit -n "$(ulimit -Hn)"
 (( $(ulimit -n) >= 2 * STREAMS + 256 )) || { log "open files limit $(ulimit -n) is below 2 x STREAMS"; exit 1; }
 OUT=$WORK/out
 mkdir -p "$OUT" "$(dirname "$RESULTS_FILE")"
+# The certificate the _tls targets serve (made for every run: the peers'
+# configs name it either way, and a plain listener does not read it).
+make_pki "$WORK/pki"
 
 start_mocks "$BUILD" --max-running 100000 --decode-ms-per-token "$MS_PER_TOKEN" \
   --kv-capacity-tokens 1000000000 --prefill-us-per-token 1
@@ -69,12 +85,23 @@ flows:
     stream: true
 EOF
 
-cat >"$WORK/sluice.yaml" <<EOF
+# sluice_yaml [tls]: sluice's config, with a TLS listener if asked.
+sluice_yaml() {
+  cat <<EOF
 server:
   listen: 127.0.0.1:0
   threads: 1
   # As many idle upstream connections as nginx's keepalive 1024 below.
   upstreamMaxIdlePerEndpoint: 342
+EOF
+  [[ ${1:-} == tls ]] && cat <<EOF
+  tls:
+    listen: 127.0.0.1:0
+    certificateFile: $WORK/pki/server.pem
+    keyFile: $WORK/pki/server.key
+    cipherSuites: $SUITE
+EOF
+  cat <<EOF
 endpoints:
   - address: 127.0.0.1:${M[0]}
   - address: 127.0.0.1:${M[1]}
@@ -86,6 +113,9 @@ plugins:
 saturationDetector: {pluginRef: concurrency-detector}
 flowControl: {}
 EOF
+}
+sluice_yaml >"$WORK/sluice.yaml"
+sluice_yaml tls >"$WORK/sluice_tls.yaml"
 
 mkdir -p "$WORK/nginx"
 cat >"$WORK/nginx/nginx.conf" <<EOF
@@ -114,7 +144,11 @@ http {
         keepalive_requests 1000000;
     }
     server {
-        listen 127.0.0.1:@PORT@ backlog=4096;
+        listen 127.0.0.1:@PORT@@SSL@ backlog=4096;
+        ssl_certificate     $WORK/pki/server.pem;
+        ssl_certificate_key $WORK/pki/server.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_conf_command Ciphersuites $SUITE;
         location / {
             proxy_pass http://pool;
             proxy_http_version 1.1;
@@ -130,6 +164,8 @@ cat >"$WORK/haproxy.cfg" <<EOF
 global
     nbthread 1
     maxconn $(( ($(ulimit -n) - 200) / 2 ))
+    ssl-default-bind-options ssl-min-ver TLSv1.2
+    ssl-default-bind-ciphersuites $SUITE
 defaults
     mode http
     option http-keep-alive
@@ -144,7 +180,7 @@ defaults
     timeout http-request 10s
     timeout http-keep-alive 75s
 frontend fe
-    bind 127.0.0.1:@PORT@
+    bind 127.0.0.1:@PORT@@SSL@
     default_backend pool
 backend pool
     balance leastconn
@@ -153,14 +189,20 @@ backend pool
     server m3 127.0.0.1:${M[2]}
 EOF
 
-# wait_up PID PORT: until PORT answers HTTP, or fail if PID exits or 10 s pass.
+# wait_up PID PORT [TARGET]: until PORT answers HTTP, or fail if PID exits
+# or 10 s pass. For a _tls TARGET: over https, the certificate verified
+# against the run's CA; what was negotiated goes to $OUT/TARGET.tls.
 wait_up() {
-  local deadline=$((SECONDS + 10))
-  until curl -s -o /dev/null "http://127.0.0.1:$2/metrics"; do
+  local deadline=$((SECONDS + 10)) t=${3:-} scheme=http
+  [[ $t == *_tls ]] && scheme=https
+  until curl -sv -o /dev/null --cacert "$WORK/pki/ca.pem" "$scheme://127.0.0.1:$2/metrics" \
+    2>"$WORK/wait_up.curl"; do
     kill -0 "$1" 2>/dev/null || { log "process $1 exited before listening on $2"; exit 1; }
     (( SECONDS < deadline )) || { log "nothing listening on $2 after 10 s"; exit 1; }
     sleep 0.05
   done
+  [[ $scheme == http ]] ||
+    echo "$(sed -n 's/^\* SSL connection using //p' "$WORK/wait_up.curl") / $(tls_group "127.0.0.1:$2" "$WORK/pki/ca.pem")" >"$OUT/$t.tls"
 }
 
 free_port() {
@@ -176,44 +218,58 @@ cpu_of() {
 }
 
 run_target() {  # round target
-  local round=$1 t=$2 port proxy_pids=() targets=()
-  case $t in
+  local round=$1 t=$2 port proxy_pids=() targets=() scheme=http nginx_ssl="" haproxy_ssl=""
+  if [[ $t == *_tls ]]; then
+    scheme=https
+    nginx_ssl=" ssl"
+    haproxy_ssl=" ssl crt $WORK/pki/combined.pem alpn http/1.1"
+  fi
+  case ${t%_tls} in
     direct) targets=("${M[@]}") ;;
     sluice | sluice-b)
-      local bin=$BUILD/sluice
-      [[ $t == sluice-b ]] && bin=${SLUICE_B:?sluice-b needs SLUICE_B, the binary to compare}
+      local bin=$BUILD/sluice config=$WORK/sluice.yaml
+      [[ $t == sluice-b* ]] && bin=${SLUICE_B:?sluice-b needs SLUICE_B, the binary to compare}
+      [[ $scheme == https ]] && config=$WORK/sluice_tls.yaml
       : >"$WORK/sluice.out"  # emptied here: see wait_listening (bench/lib.sh)
-      "$bin" --config "$WORK/sluice.yaml" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
+      "$bin" --config "$config" >"$WORK/sluice.out" 2>"$WORK/sluice.err" &
       PIDS+=($!)
       proxy_pids=($!)
-      port=$(wait_listening "$WORK/sluice.out")
+      if [[ $scheme == https ]]; then
+        port=$(wait_printed_port "$WORK/sluice.out" 'tls listening on')
+        wait_up "${proxy_pids[0]}" "$port" "$t"
+      else
+        port=$(wait_printed_port "$WORK/sluice.out" '^listening on')
+      fi
       targets=("$port" "$port" "$port")
       ;;
     nginx)
       port=$(free_port)
-      sed "s/@PORT@/$port/" "$WORK/nginx/nginx.conf" >"$WORK/nginx/run.conf"
+      sed -e "s/@PORT@/$port/" -e "s/@SSL@/$nginx_ssl/" "$WORK/nginx/nginx.conf" >"$WORK/nginx/run.conf"
       "$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/run.conf" -e "$WORK/nginx/error.log" &
       PIDS+=($!)
       proxy_pids=($!)
-      wait_up "${proxy_pids[0]}" "$port"
+      wait_up "${proxy_pids[0]}" "$port" "$t"
       proxy_pids+=($(pgrep -P "${proxy_pids[0]}"))
       targets=("$port" "$port" "$port")
       ;;
     haproxy)
       port=$(free_port)
-      sed "s/@PORT@/$port/" "$WORK/haproxy.cfg" >"$WORK/haproxy.run.cfg"
+      sed -e "s/@PORT@/$port/" -e "s|@SSL@|$haproxy_ssl|" "$WORK/haproxy.cfg" >"$WORK/haproxy.run.cfg"
       "$HAPROXY" -db -f "$WORK/haproxy.run.cfg" >"$WORK/haproxy.out" 2>&1 &
       PIDS+=($!)
       proxy_pids=($!)
-      wait_up "${proxy_pids[0]}" "$port"
+      wait_up "${proxy_pids[0]}" "$port" "$t"
       targets=("$port" "$port" "$port")
       ;;
   esac
   log "round $round: $t"
   local drivers=() i
+  # The mocks (direct) speak plain HTTP only.
+  [[ $t == direct ]] && scheme=http
   for i in 0 1 2; do
-    "$BUILD/sluice-load" --scenario "$WORK/scenario.yaml" --target "http://127.0.0.1:${targets[$i]}" \
-      --quiet --json "$OUT/$round-$t-$i.json" >/dev/null 2>"$OUT/$round-$t-$i.err" &
+    "$BUILD/sluice-load" --scenario "$WORK/scenario.yaml" --target "$scheme://127.0.0.1:${targets[$i]}" \
+      --ca-file "$WORK/pki/ca.pem" --quiet --json "$OUT/$round-$t-$i.json" >/dev/null \
+      2>"$OUT/$round-$t-$i.err" &
     drivers+=($!)
   done
   # The measured window, as the drivers count it (their clocks start within
@@ -274,6 +330,13 @@ for t in targets:
           file=sys.stderr)
 print(f"streams at {commit}: {streams} concurrent SSE streams, 3 sluice-mock endpoints at {ms} ms per token, "
       f"{rounds} interleaved rounds of {window:.0f} s measured (medians)\n")
+tls = [t for t in targets if t.endswith("_tls")]
+for t in tls:
+    # What curl negotiated with the target before the round (the drivers
+    # verified the same certificate against the run's CA).
+    print(f"- {t}: clients over TLS, {open(f'{out}/{t}.tls').read().strip() or 'not recorded'}")
+if tls:
+    print()
 print("| target | token events/s | proxy CPU µs per event | proxy cores | inter-token p50 / p99 / max ms | added p99 vs direct, ms | mocks cores | drivers cores | answers | lost or failed |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 base = rows.get("direct")
