@@ -55,6 +55,7 @@ source "$ROOT/bench/lib.sh"
 ulimit -n "$(ulimit -Hn)"
 (( $(ulimit -n) >= 2 * STREAMS + 256 )) || { log "open files limit $(ulimit -n) is below 2 x STREAMS"; exit 1; }
 OUT=$WORK/out
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
 mkdir -p "$OUT" "$(dirname "$RESULTS_FILE")"
 # The certificate the _tls targets serve (made for every run: the peers'
 # configs name it either way, and a plain listener does not read it).
@@ -297,10 +298,11 @@ MOCK_PIDS=()
 stop_all
 
 python3 - "$OUT" "$ROUNDS" "$((DURATION - WARMUP))" "$STREAMS" "$MS_PER_TOKEN" \
-  "$(git -C "$ROOT" rev-parse --short HEAD)" "${TARGETS[@]}" <<'PY' | tee "$RESULTS_FILE"
+  "$(git -C "$ROOT" rev-parse --short HEAD)" "$LOADAVG" "${TARGETS[@]}" <<'PY' | tee "$RESULTS_FILE"
 import json, statistics, sys
 out, rounds, window, streams, ms, commit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
-targets = sys.argv[7:]
+loadavg = sys.argv[7]
+targets = sys.argv[8:]
 rows = {}
 for t in targets:
     per = []
@@ -329,7 +331,7 @@ for t in targets:
     print(f"{t}: CPU us per event by round: " + " ".join("%.2f" % p["cpu_us"] for p in per),
           file=sys.stderr)
 print(f"streams at {commit}: {streams} concurrent SSE streams, 3 sluice-mock endpoints at {ms} ms per token, "
-      f"{rounds} interleaved rounds of {window:.0f} s measured (medians)\n")
+      f"{rounds} interleaved rounds of {window:.0f} s measured (medians); load average before the run {loadavg}\n")
 tls = [t for t in targets if t.endswith("_tls")]
 for t in tls:
     # What curl negotiated with the target before the round (the drivers

@@ -260,7 +260,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
       RESUMED[$t]=$((RESUMED[$t] + $(field "$sessions" resumed)))
       line+=" $sessions"
     fi
-    log "round $round $t: $line"
+    log "round $round $t: $line cpu_us_per_request=${CPU[$t]##* }"
   done
 done
 
