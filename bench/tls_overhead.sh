@@ -21,6 +21,7 @@
 #          SLUICE_BIN   sluice binary (default: <repo>/build/release/sluice)
 #          DURATION     seconds measured per target and round (default 10)
 #          ROUNDS       interleaved rounds; the median is reported (default 3)
+#          WARMUP       seconds of wrk before each measured run (default 2)
 #          CONNECTIONS  wrk connections (default 64)
 #          PIN          auto|0: servers on the first usable CPU, wrk on the
 #                       second (default auto), as in proxy_overhead.sh
@@ -57,7 +58,7 @@ case $MODE in
   newconn) RESULTS_FILE=${RESULTS_FILE:-$REPO_ROOT/bench/results/tls_newconn.md} ;;
   *) log "MODE must be keepalive or newconn (got '$MODE')"; exit 2 ;;
 esac
-WARMUP=2
+WARMUP=${WARMUP:-2}
 READY_TIMEOUT=10
 LUA_SCRIPT=$SCRIPT_DIR/proxy_overhead/post_chat.lua
 TARGETS=(direct sluice sluice_tls nginx nginx_tls haproxy haproxy_tls)
@@ -72,6 +73,7 @@ check_int() {
 }
 check_int DURATION 1 600
 check_int ROUNDS 1 21
+check_int WARMUP 1 60
 check_int CONNECTIONS 1 1024
 check_int RESUME 0 1
 [[ $SUITE =~ ^[A-Z0-9_:]+$ ]] || { log "SUITE: TLS 1.3 suite names only"; exit 2; }
