@@ -518,5 +518,60 @@ TEST(Tls, TenThousandHandshakesAgainstTheConnectionLimitLeaveItServing) {
   EXPECT_EQ(mock->stop(), 0);
 }
 
+// sluice-load over https (the TLS benchmarks' driver): streams through the
+// TLS listener with the server verified against --ca-file; without it the
+// private CA is not trusted and every request is lost in the handshake.
+TEST(Tls, SluiceLoadStreamsOverHttpsVerifyingTheCa) {
+  auto mock = start_mock({"--decode-ms-per-token", "1"});
+  TempFile work("", "openssl.log");
+  TestPki pki(dir_of(work));
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  TempFile cfg(make_config({mock->address()}, tls_lines(pki)));
+  auto sluice = start_sluice(cfg);
+  TempFile scenario(R"(name: tls
+duration: 1s
+maxRequests: 20
+drain: 10s
+flows:
+  - name: stream
+    arrival: {type: closed, clients: 2}
+    maxTokens: 4
+    stream: true
+)",
+                    "scenario.yaml");
+  const std::string target = " --target https://127.0.0.1:" + std::to_string(sluice->tls_port());
+  auto run = [&](const std::string& extra) {
+    TempFile out("", "report.json");
+    EXPECT_EQ(run_shell(std::string(SLUICE_LOAD_BIN) + " --scenario " + scenario.path() + target +
+                        extra + " --quiet --json " + out.path() + " >/dev/null 2>&1"),
+              0);
+    return json::parse(slurp(out.path()), nullptr, false);
+  };
+
+  json verified_run = run(" --ca-file " + pki.ca());
+  ASSERT_FALSE(verified_run.is_discarded());
+  const auto& totals = verified_run["totals"];
+  EXPECT_EQ(totals["ok"], totals["sent"]) << totals;
+  EXPECT_GT(totals["ok"].get<int>(), 0) << totals;
+  EXPECT_EQ(totals["errors"], 0) << totals;
+  EXPECT_EQ(totals["lost"], 0) << totals;
+  EXPECT_GT(verified_run["flows"][0]["tokenEventsPerSecond"].get<double>(), 0)
+      << verified_run["flows"][0];
+  // Two clients kept their connections: two handshakes.
+  EXPECT_TRUE(eventually([&] { return tls_metric(*sluice, "ok") == 2; }))
+      << tls_metric(*sluice, "ok");
+
+  json untrusted = run("");
+  ASSERT_FALSE(untrusted.is_discarded());
+  EXPECT_EQ(untrusted["totals"]["ok"], 0) << untrusted["totals"];
+  EXPECT_EQ(untrusted["totals"]["lost"], untrusted["totals"]["sent"]) << untrusted["totals"];
+  bool handshake_failed = false;
+  for (const auto& [outcome, n] : untrusted["flows"][0]["outcomes"].items())
+    handshake_failed |= outcome.rfind("lost: TLS handshake", 0) == 0;
+  EXPECT_TRUE(handshake_failed) << untrusted["flows"][0]["outcomes"];
+  EXPECT_EQ(sluice->stop(), 0);
+  EXPECT_EQ(mock->stop(), 0);
+}
+
 }  // namespace
 }  // namespace sluice::test
