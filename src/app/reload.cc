@@ -5,12 +5,12 @@
 #include <boost/asio/post.hpp>
 
 #include "app/gateway.h"
+#include "datalayer/upstream_tls.h"
 #include "flowcontrol/from_config.h"
 #include "flowcontrol/saturation_detectors.h"
 #include "flowcontrol/usage_limit_policies.h"
 #include "observe/log.h"
 #include "proxy/tls_context.h"
-#include "proxy/upstream_tls.h"
 #include "scheduling/from_config.h"
 
 namespace sluice::app {
@@ -26,7 +26,7 @@ struct Gateway::ReloadPlan {
   // server.tls's files read again (with a TLS listener running).
   std::shared_ptr<proxy::TlsServerContext> tls;
   // TLS towards the model servers, its files read again.
-  std::shared_ptr<const proxy::UpstreamTlsSet> upstream_tls;
+  std::shared_ptr<const datalayer::UpstreamTlsSet> upstream_tls;
 };
 
 void Gateway::reload(std::function<void(admin::ReloadResult)> done) {
@@ -69,7 +69,7 @@ bool Gateway::read_and_build(ReloadPlan& plan) {
   }
   if (!res.error.empty()) return false;
   // The model servers' TLS settings and files, read again.
-  plan.upstream_tls = proxy::build_upstream_tls(plan.next, res.error);
+  plan.upstream_tls = datalayer::build_upstream_tls(plan.next, res.error);
   if (!plan.upstream_tls) return false;
   // A reload re-reads the certificate files too: a set that does not load
   // fails the reload, and the running certificate keeps serving.

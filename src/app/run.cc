@@ -136,7 +136,17 @@ bool admin_exposure_allowed(const config::Config& config, const std::string& tok
 // (`signals`, blocked in every thread, are waited for here).
 int serve(const config::Config& config, const std::string& token, const std::string& config_path,
           sigset_t signals) {
-  Gateway gateway(config, token);
+  // Building the data plane's context reads files the config names (the
+  // upstream TLS files): one that does not load is a config error, as the
+  // config's own.
+  std::unique_ptr<Gateway> built;
+  try {
+    built = std::make_unique<Gateway>(config, token);
+  } catch (const config::ConfigError& e) {
+    std::cerr << "sluice: invalid config: " << e.what() << "\n";
+    return 2;
+  }
+  Gateway& gateway = *built;
   {
     std::string error;
     if (!gateway.open_access_log(error)) {

@@ -70,15 +70,18 @@ constexpr std::chrono::seconds kStreamReadDeadline{5};
 
 }  // namespace
 
-// The contents of `path`, at most kMaxFileBytes: a larger file is refused
+// The contents of `path`, at most `max_bytes`: a larger file is refused
 // after reading one byte more (or at once, when its size says so), so that
 // /dev/zero or a huge file never allocates without bound. With
 // `allow_streams`, a pipe or device is read too (--config <(...)), but must
 // end within kStreamReadDeadline: a FIFO whose writer never writes nor
 // closes fails instead of hanging.
-std::string detail::read_bounded(const std::string& path, bool allow_streams) {
+std::string detail::read_bounded(const std::string& path, bool allow_streams,
+                                 std::size_t max_bytes) {
   const std::string too_large =
-      path + ": larger than " + std::to_string(kMaxFileBytes >> 20) + " MiB";
+      path + ": larger than " +
+      (max_bytes % (1u << 20) == 0 ? std::to_string(max_bytes >> 20) + " MiB"
+                                   : std::to_string(max_bytes) + " bytes");
   auto error = [&](const char* what) {
     return ConfigError(path + ": " + what + " (" + std::strerror(errno) + ")");
   };
@@ -95,12 +98,11 @@ std::string detail::read_bounded(const std::string& path, bool allow_streams) {
   const bool regular = S_ISREG(st.st_mode);
   if (!regular && !allow_streams)
     throw ConfigError(path + ": not a regular file (a pipe or a device cannot be watched)");
-  if (regular && static_cast<std::uint64_t>(st.st_size) > kMaxFileBytes)
-    throw ConfigError(too_large);
+  if (regular && static_cast<std::uint64_t>(st.st_size) > max_bytes) throw ConfigError(too_large);
   std::string text;
   // One allocation: the file's size (it may still grow), or the limit for a
   // stream (its pages are touched only as bytes arrive).
-  text.reserve(regular ? static_cast<std::size_t>(st.st_size) + 1 : kMaxFileBytes + 1);
+  text.reserve(regular ? static_cast<std::size_t>(st.st_size) + 1 : max_bytes + 1);
   const auto deadline = std::chrono::steady_clock::now() + kStreamReadDeadline;
   char chunk[16384];
   for (;;) {
@@ -118,11 +120,11 @@ std::string detail::read_bounded(const std::string& path, bool allow_streams) {
         throw ConfigError(path + ": no end of file within " +
                           std::to_string(kStreamReadDeadline.count()) + " s");
     }
-    const std::size_t want = std::min(sizeof chunk, kMaxFileBytes + 1 - text.size());
+    const std::size_t want = std::min(sizeof chunk, max_bytes + 1 - text.size());
     const ssize_t n = ::read(fd, chunk, want);
     if (n > 0) {
       text.append(chunk, static_cast<std::size_t>(n));
-      if (text.size() > kMaxFileBytes) throw ConfigError(too_large);
+      if (text.size() > max_bytes) throw ConfigError(too_large);
     } else if (n == 0) {
       return text;
     } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -350,7 +352,7 @@ void check_listeners(const Reader& r, const YAML::Node& node, const ServerOption
 }
 
 // server.upstreamTls, endpoints[].tls: TLS towards the model servers. The
-// files are read when the request policy is built (proxy/upstream_tls.h).
+// files are read when the request policy is built (datalayer/upstream_tls.h).
 UpstreamTlsOptions read_upstream_tls(const Reader& r, const YAML::Node& node,
                                      const std::string& path) {
   UpstreamTlsOptions t;
@@ -1227,7 +1229,9 @@ Config load_config_file(const std::string& path) {
   return load_config_string(read_bounded(path, true), path);
 }
 
-std::string read_regular_file(const std::string& path) { return read_bounded(path, false); }
+std::string read_regular_file(const std::string& path, std::size_t max_bytes) {
+  return read_bounded(path, false, max_bytes);
+}
 
 std::string read_credential_file(const std::string& path) {
   std::string text = read_bounded(path, false);

@@ -494,6 +494,9 @@ std::string known_plugin_types();  // for messages
 // memory before parsing; a larger file, or one that never ends (/dev/zero),
 // is refused after reading one byte more than this.
 inline constexpr std::size_t kMaxFileBytes = 4u << 20;
+// A PEM file (a CA bundle, a certificate chain, a key) at most: larger is
+// not one, and is refused like a larger config file.
+inline constexpr std::size_t kMaxPemFileBytes = 1u << 20;
 // Endpoints in a config or endpoints file at most (the data layer's slots).
 inline constexpr std::size_t kMaxEndpoints = 4096;
 
@@ -505,9 +508,9 @@ Config load_config_file(const std::string& path);
 // a regular file: it is read again on the data layer's thread at every
 // change, which must not wait on a pipe or a device.
 std::vector<EndpointConfig> load_endpoints_file(const std::string& path);
-// A regular file's text, at most kMaxFileBytes (the key file); throws
-// ConfigError naming the file.
-std::string read_regular_file(const std::string& path);
+// A regular file's text, at most `max_bytes` (the key file; the upstream
+// TLS files, kMaxPemFileBytes); throws ConfigError naming the file.
+std::string read_regular_file(const std::string& path, std::size_t max_bytes = kMaxFileBytes);
 Config load_config_string(const std::string& text, const std::string& source = "<config>");
 // What c's credential files held, as requests send it.
 UpstreamCredentials upstream_credentials(const Config& c);

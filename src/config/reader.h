@@ -20,8 +20,9 @@ namespace sluice::config::detail {
 [[noreturn]] void fail(const std::string& source, const YAML::Node& node, const std::string& path,
                        const std::string& what);
 
-// The contents of `path`, at most kMaxFileBytes (config.cc).
-std::string read_bounded(const std::string& path, bool allow_streams);
+// The contents of `path`, at most `max_bytes` (config.cc).
+std::string read_bounded(const std::string& path, bool allow_streams,
+                         std::size_t max_bytes = kMaxFileBytes);
 
 // A YAML mapping whose keys are consumed one by one; whatever is left at the
 // end is an unknown field, which is an error naming it.

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "datalayer/upstream_tls.h"
 #include "flowcontrol/from_config.h"
 #include "proxy/tls_context.h"
-#include "proxy/upstream_tls.h"
 
 namespace sluice::proxy {
 
@@ -36,7 +36,7 @@ ProxyContext::ProxyContext(const config::Config& c)
   {
     auto p = make_request_policy(c, controller->scheduler()->preparation());
     std::string error;
-    p->upstream_tls = build_upstream_tls(c, error);
+    p->upstream_tls = datalayer::build_upstream_tls(c, error);
     if (!p->upstream_tls) throw config::ConfigError(error);
     policy = std::move(p);
   }

@@ -23,10 +23,13 @@
 #include "proxy/body_budget.h"
 #include "proxy/connection_limit.h"
 
+namespace sluice::datalayer {
+struct UpstreamTlsSet;
+}
+
 namespace sluice::proxy {
 
 class TlsCredentials;
-struct UpstreamTlsSet;
 
 struct ObjectiveInfo {
   int priority = 0;
@@ -53,10 +56,10 @@ struct RequestPolicy {
   // The model servers' credentials (server.upstreamCredentialFile,
   // endpoints[].credentialFile), as this config's load read them.
   std::shared_ptr<const config::UpstreamCredentials> credentials;
-  // TLS towards the model servers (proxy/upstream_tls.h): built from the
+  // TLS towards the model servers (datalayer/upstream_tls.h): built from the
   // same config by whoever makes the policy (its files read off the I/O
   // threads); null or empty: plain HTTP everywhere.
-  std::shared_ptr<const UpstreamTlsSet> upstream_tls;
+  std::shared_ptr<const datalayer::UpstreamTlsSet> upstream_tls;
 };
 
 // Read-mostly state shared by all I/O threads.

@@ -4,11 +4,11 @@
 // on a fresh connection when a pooled one failed before any answer.
 #include <boost/asio/write.hpp>
 
+#include "datalayer/upstream_tls.h"
 #include "observe/log.h"
 #include "protocol/engine_priority.h"
 #include "proxy/client_connection.h"
 #include "proxy/exchange.h"
-#include "proxy/upstream_tls.h"
 #include "proxy/wire.h"
 #include "scheduling/least_in_flight.h"
 

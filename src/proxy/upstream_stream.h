@@ -1,6 +1,6 @@
 // An upstream connection's byte stream: the TCP stream with its deadline
 // (proxy/timed_stream.h), and towards a TLS model server a TLS session over
-// it (the client side; proxy/upstream_tls.h). The exchange reads and writes
+// it (the client side; datalayer/upstream_tls.h). The exchange reads and writes
 // through the same calls either way; the deadline bounds the handshake and
 // every record as it bounds plain reads and writes.
 //
@@ -17,8 +17,8 @@
 #include <string>
 #include <utility>
 
+#include "datalayer/upstream_tls.h"
 #include "proxy/timed_stream.h"
-#include "proxy/upstream_tls.h"
 
 namespace sluice::proxy {
 
@@ -70,9 +70,10 @@ class UpstreamStream {
   }
   // Once connected: a TLS session towards `name` (SNI and the name
   // verified). False if OpenSSL refuses the name.
-  bool start_tls(std::shared_ptr<const UpstreamTls> config, const std::string& name) {
+  bool start_tls(std::shared_ptr<const datalayer::UpstreamTls> config, const std::string& name) {
     tls_ = std::make_unique<Tls>(tcp_, std::move(config));
-    return prepare_upstream_session(tls_->stream.next_layer().native_handle(), *tls_->config, name);
+    return datalayer::prepare_upstream_session(tls_->stream.next_layer().native_handle(),
+                                               *tls_->config, name);
   }
   // TLS only: the client's half of the handshake, under the deadline.
   template <class Handler>
@@ -98,9 +99,9 @@ class UpstreamStream {
 
  private:
   struct Tls {
-    Tls(TimedStream& transport, std::shared_ptr<const UpstreamTls> c)
+    Tls(TimedStream& transport, std::shared_ptr<const datalayer::UpstreamTls> c)
         : config(std::move(c)), stream(TlsTransport(transport), *config->context) {}
-    std::shared_ptr<const UpstreamTls> config;  // before stream: outlives its SSL
+    std::shared_ptr<const datalayer::UpstreamTls> config;  // before stream: outlives its SSL
     boost::beast::flat_stream<boost::asio::ssl::stream<TlsTransport>> stream;
   };
   TimedStream tcp_;
