@@ -64,9 +64,8 @@ void Gateway::reconcile_endpoints() {
             SLUICE_LOG(kWarn, "endpoints", "pool full; " << c->address << " not added");
             continue;
           }
-          const auto& ep = ctx_.endpoints.at(static_cast<std::size_t>(slot));
           scraper_->add(static_cast<std::size_t>(slot),
-                        {ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
+                        scrape_target(static_cast<std::size_t>(slot)));
           SLUICE_LOG(kInfo, "endpoints", "added " << c->address << " (slot " << slot << ")");
         }
         for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "config/units.h"
+#include "datalayer/upstream_tls.h"
 #include "observe/log.h"
 #include "proxy/tls_context.h"
 
@@ -80,11 +81,9 @@ void Gateway::resolve_static_endpoints() {
 // Endpoint metrics: into the endpoint state (legacy admission reads them
 // there) and to the dispatcher (scheduler, saturation).
 void Gateway::start_scraper() {
+  data_policy_ = ctx_.policy;
   std::vector<datalayer::ScrapeTarget> targets;
-  for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) {
-    const auto& ep = ctx_.endpoints.at(i);
-    targets.push_back({ep.resolved, ep.config.address, ep.config.engine, ctx_.metrics_path});
-  }
+  for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i) targets.push_back(scrape_target(i));
   scraper_producer_ = ctx_.flow_control->make_producer();
   data_producer_ = ctx_.flow_control->make_producer();
   datalayer::ScraperOptions so;
@@ -108,6 +107,20 @@ void Gateway::start_scraper() {
         shell->wake();
       });
   ctx_.scraper = scraper_.get();
+}
+
+datalayer::ScrapeTarget Gateway::scrape_target(std::size_t slot) const {
+  const auto& ep = ctx_.endpoints.at(slot);
+  datalayer::ScrapeTarget t;
+  t.address = ep.resolved;
+  t.host_port = ep.config.address;
+  t.host = ep.config.host;
+  t.engine = ep.config.engine;
+  t.path = ctx_.metrics_path;
+  if (data_policy_->upstream_tls) t.tls = data_policy_->upstream_tls->for_address(t.host_port);
+  if (data_policy_->credentials)
+    t.authorization = data_policy_->credentials->for_address(t.host_port);
+  return t;
 }
 
 void Gateway::start() {

@@ -74,6 +74,9 @@ class Gateway final : public admin::Backend {
   // Startup (gateway.cc).
   void resolve_static_endpoints();
   void start_scraper();
+  // What endpoint `slot`'s scrapes use: its address, and its TLS setting
+  // and credential in data_policy_. Data-layer thread (or before it runs).
+  datalayer::ScrapeTarget scrape_target(std::size_t slot) const;
   void start_fleet();
   void wait_for_queue(std::chrono::steady_clock::time_point deadline);
   // The endpoint pool (endpoints.cc), on the data-layer thread: the
@@ -125,6 +128,9 @@ class Gateway final : public admin::Backend {
   std::vector<config::EndpointConfig> static_endpoints_;  // data-layer thread
   std::vector<config::EndpointConfig> file_endpoints_;    // data-layer thread
   std::vector<config::EndpointConfig> dns_endpoints_;     // data-layer thread
+  // The request policy the data layer reaches endpoints with (upstream TLS,
+  // credentials): the running one, installed on the data-layer thread.
+  std::shared_ptr<const proxy::RequestPolicy> data_policy_;
   // Reloads: one at a time; the config that runs now.
   std::mutex reload_mu_;
   config::Config running_;

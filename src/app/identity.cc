@@ -34,7 +34,7 @@ void Gateway::start_identity() {
       if (!ctx_.endpoints.at(i).removed.load())
         serving.push_back(ctx_.endpoints.at(i).config.address);
     catalog_->set_endpoints(std::move(serving));
-    catalog_->set_credentials(ctx_.policy->credentials);
+    catalog_->set_upstream(ctx_.policy->upstream_tls, ctx_.policy->credentials);
   }
   const auto& keys = ctx_.config.auth.api_keys;
   if (keys.file.empty()) return;

@@ -202,9 +202,15 @@ void Gateway::apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> d
   auto endpoints = next.endpoints;
   net::post(scraper_->context(), [this, endpoints = std::move(endpoints), reload, policy,
                                   res = std::move(res), done = std::move(done)]() mutable {
+    // Scrapes and catalogue polls reach the endpoints with the new TLS
+    // settings and credentials from here (a scrape whose setting changed
+    // connects again).
+    data_policy_ = policy;
+    for (std::size_t i = 0; i < ctx_.endpoints.size(); ++i)
+      if (!ctx_.endpoints.at(i).removed.load()) scraper_->update(i, scrape_target(i));
+    if (catalog_) catalog_->set_upstream(policy->upstream_tls, policy->credentials);
     static_endpoints_ = std::move(endpoints);
     reconcile_endpoints();
-    if (catalog_) catalog_->set_credentials(policy->credentials);
     ctx_.flow_control->reconfigure(
         *data_producer_,
         [reload](flowcontrol::Controller& c) {

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "datalayer/upstream_tls.h"
+
 namespace sluice::datalayer {
 
 namespace {
@@ -167,6 +169,7 @@ class Fetch : public std::enable_shared_from_this<Fetch> {
   tcp::socket& socket() { return tls_ ? tls_->next_layer() : socket_; }
   std::string host_port() const;
   bool setup_tls(std::string& error);
+  bool setup_upstream_tls(std::string& error);
   void resolve();
   void connect();
   void handshake();
@@ -255,6 +258,7 @@ bool check_peer_name(SSL* ssl, const std::string& host) {
 }
 
 bool Fetch::setup_tls(std::string& error) {
+  if (options_.tls) return setup_upstream_tls(error);
   auto ctx = client_context(options_.ca_file, error);
   if (!ctx) return false;
   SSL* ssl = SSL_new(ctx.get());  // holds its own reference to the context
@@ -265,6 +269,23 @@ bool Fetch::setup_tls(std::string& error) {
   tls_.emplace(ioc_, ssl);  // owns `ssl` from here
   if (!check_peer_name(ssl, url_.host)) {
     error = "TLS: cannot check the peer's name " + url_.host + ": " + openssl_error();
+    return false;
+  }
+  return true;
+}
+
+// A model server's setting: its context (options_ keeps it alive longer
+// than the session), checked as the proxied requests check it.
+bool Fetch::setup_upstream_tls(std::string& error) {
+  SSL* ssl = SSL_new(options_.tls->context->native_handle());
+  if (!ssl) {
+    error = "TLS: " + openssl_error();
+    return false;
+  }
+  tls_.emplace(ioc_, ssl);  // owns `ssl` from here
+  if (!prepare_upstream_session(ssl, *options_.tls, options_.tls->name_for(url_.host))) {
+    error = "TLS: cannot check the peer's name " + options_.tls->name_for(url_.host) + ": " +
+            openssl_error();
     return false;
   }
   return true;

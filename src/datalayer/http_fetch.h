@@ -1,11 +1,13 @@
 // One asynchronous HTTP or HTTPS GET on an io_context (issue 32: a JWKS
-// fetched from a URL). Everything it does — resolving the name, connecting,
-// the TLS handshake, the request, the response — is an asynchronous
-// operation on that context's thread, bounded as a whole by one timeout, and
-// every read is bounded (the header, the body). HTTPS verifies the peer
-// against a CA bundle (or the system's) and checks the host name or IP
-// address against the certificate; TLS 1.2 at least. Redirects are not
-// followed. The small client of an occasional fetch, not the data plane.
+// fetched from a URL; the model catalogue's polls). Everything it does —
+// resolving the name, connecting, the TLS handshake, the request, the
+// response — is an asynchronous operation on that context's thread, bounded
+// as a whole by one timeout, and every read is bounded (the header, the
+// body). HTTPS verifies the peer against a CA bundle (or the system's) and
+// checks the host name or IP address against the certificate, or does what
+// a model server's upstream TLS setting says (the model catalogue's polls);
+// TLS 1.2 at least. Redirects are not followed. The small client of an
+// occasional fetch, not the data plane.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -13,10 +15,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace sluice::datalayer {
+
+struct UpstreamTls;
 
 struct FetchOptions {
   // The whole fetch: resolve, connect, handshake, request, response.
@@ -24,6 +29,10 @@ struct FetchOptions {
   std::size_t max_body_bytes = 1u << 20;  // larger: error "too large", read no further
   std::size_t max_header_bytes = 16u << 10;
   std::string ca_file;  // https: verify against this PEM bundle; "": the system's default paths
+  // https to a model server: this client context and its settings
+  // (datalayer/upstream_tls.h: verification, serverName, a client
+  // certificate) instead of ca_file's.
+  std::shared_ptr<const UpstreamTls> tls;
   // Sent as the Authorization field when set ("Bearer <token>"); never
   // appears in a result's error.
   std::string authorization;

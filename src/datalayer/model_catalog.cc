@@ -52,7 +52,9 @@ void ModelCatalogPoller::poll() {
     for (const auto& a : addresses_) {
       ++pending_;
       o.authorization = credentials_ ? credentials_->for_address(a) : std::string();
-      http_get(ioc_, "http://" + a + "/v1/models", o, [this, a](FetchResult r) {
+      o.tls = tls_ ? tls_->for_address(a) : nullptr;
+      const std::string url = (o.tls ? "https://" : "http://") + a + "/v1/models";
+      http_get(ioc_, url, o, [this, a](FetchResult r) {
         std::vector<CatalogModel> models;
         if (r.ok && parse_models_answer(r.body, models)) {
           answers_[a] = std::move(models);

@@ -2,8 +2,10 @@
 // the data layer's thread and merged by id, so sluice can answer a
 // tenant's GET /v1/models with only the models its policy allows (it never
 // relays an engine's full list to a tenant restricted to some of them).
-// Bounded: 1 MiB an answer, kMaxModels models; a failed poll keeps what
-// the endpoint answered last time.
+// Each endpoint is asked as the proxied requests reach it: over TLS with
+// its upstream TLS setting, with its upstream credential. Bounded: 1 MiB an
+// answer, kMaxModels models; a failed poll keeps what the endpoint
+// answered last time.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "datalayer/upstream_tls.h"
 
 namespace sluice::datalayer {
 
@@ -45,9 +48,13 @@ class ModelCatalogPoller {
                      Publish publish);
   // The endpoints to ask (addresses "host:port"), on the data layer's thread.
   void set_endpoints(std::vector<std::string> addresses);
-  // Their credentials (the request policy's), on the data layer's thread.
-  void set_credentials(std::shared_ptr<const config::UpstreamCredentials> c) {
-    credentials_ = std::move(c);
+  // How they are reached: their TLS settings and credentials (the request
+  // policy's; null: plain HTTP, no credential), on the data layer's thread.
+  // The next poll uses them.
+  void set_upstream(std::shared_ptr<const UpstreamTlsSet> tls,
+                    std::shared_ptr<const config::UpstreamCredentials> credentials) {
+    tls_ = std::move(tls);
+    credentials_ = std::move(credentials);
   }
   void start();
   void stop();
@@ -61,6 +68,7 @@ class ModelCatalogPoller {
   std::chrono::nanoseconds interval_;
   Publish publish_;
   std::vector<std::string> addresses_;
+  std::shared_ptr<const UpstreamTlsSet> tls_;
   std::shared_ptr<const config::UpstreamCredentials> credentials_;
   std::map<std::string, std::vector<CatalogModel>> answers_;  // by endpoint
   std::size_t pending_ = 0;

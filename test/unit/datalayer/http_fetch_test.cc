@@ -28,6 +28,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "datalayer/upstream_tls.h"
+
 extern char** environ;
 
 namespace sluice::datalayer {
@@ -869,6 +871,48 @@ TEST_F(HttpsFetch, UnusableCaFileIsAnErrorBeforeConnecting) {
   EXPECT_FALSE(r.ok);
   EXPECT_EQ(r.error.rfind("ca_file " + o.ca_file + ": ", 0), 0u) << r.error;
   EXPECT_EQ(s.connections, 0);
+}
+
+// A model server's TLS setting (the model catalogue's polls): its context
+// instead of ca_file, its serverName checked and sent, insecureSkipVerify
+// honoured; the Authorization field sent over it.
+TEST_F(HttpsFetch, AModelServersSettingIsUsedAsTheProxiedRequestsUseIt) {
+  auto setting = [&](const std::string& ca, const std::string& name, bool insecure) {
+    config::Config c;
+    c.server.upstream_tls.enabled = true;
+    c.server.upstream_tls.ca_file = pki_->path(ca + ".pem");
+    c.server.upstream_tls.server_name = name;
+    c.server.upstream_tls.insecure_skip_verify = insecure;
+    std::string error;
+    auto set = build_upstream_tls(c, error);
+    EXPECT_NE(set, nullptr) << error;
+    FetchOptions o;
+    o.tls = set ? set->pool : nullptr;
+    o.ca_file = pki_->path("no-such-ca.pem");  // not read with a setting
+    o.authorization = "Bearer engine-key";
+    return o;
+  };
+  auto tls = server_context("server");
+  auto& s = serve({ok_with_length(kJwks)}, tls.get());
+  auto r = fetch(https("127.0.0.1", s, "/v1/models"), setting("ca", "localhost", false));
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(s.sni, "localhost");  // serverName, though the URL names an address
+  EXPECT_TRUE(contains(s.request, "\r\nAuthorization: Bearer engine-key\r\n")) << s.request;
+
+  auto& other = serve({ok_with_length(kJwks)}, tls.get());
+  r = fetch(https("127.0.0.1", other), setting("other-ca", "", false));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(contains(r.error, "certificate verification failed")) << r.error;
+  EXPECT_TRUE(other.request.empty());  // nothing was sent, the credential neither
+
+  auto& wrong_name = serve({ok_with_length(kJwks)}, tls.get());
+  r = fetch(https("127.0.0.1", wrong_name), setting("ca", "other.example", false));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(contains(r.error, "hostname mismatch")) << r.error;
+
+  auto& skipped = serve({ok_with_length(kJwks)}, tls.get());
+  r = fetch(https("127.0.0.1", skipped), setting("other-ca", "", true));
+  EXPECT_TRUE(r.ok) << r.error;
 }
 
 TEST_F(HttpsFetch, ServerThatNeverFinishesTheHandshakeTimesOut) {
