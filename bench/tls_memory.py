@@ -50,7 +50,7 @@ def printed_port(path, pattern, proc):
         if proc.poll() is not None:
             sys.exit(f"{path}: exited")
         with open(path) as f:
-            m = re.search(pattern + r".*?:(\d+)", f.read())
+            m = re.search(pattern + r".*?:(\d+)", f.read(), re.M)
         if m:
             return int(m.group(1))
         time.sleep(0.05)
