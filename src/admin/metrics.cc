@@ -378,7 +378,8 @@ void render_losses(observe::MetricsText& m, proxy::ProxyContext& ctx) {
   m.sample("sluice_log_lines_dropped_total", {}, static_cast<double>(log::dropped()));
   if (ctx.scraper) {
     m.family("sluice_metrics_scrape_failures_total", "counter",
-             "Endpoint /metrics scrapes that failed (connect, timeout, status, nothing usable).");
+             "Endpoint /metrics scrapes that failed (connect, TLS handshake or verification, "
+             "timeout, status such as 401, nothing usable).");
     m.sample("sluice_metrics_scrape_failures_total", {},
              static_cast<double>(ctx.scraper->failures()));
     m.family("sluice_metrics_scrape_bad_lines_total", "counter",

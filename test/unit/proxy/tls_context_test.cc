@@ -40,6 +40,13 @@ struct Fixture {
     o.key_file = pki.server_key();
     return o;
   }
+  // The context of options(), or null with the error reported.
+  std::shared_ptr<TlsServerContext> context() const {
+    std::string error;
+    auto c = build_tls_context(options(), error);
+    EXPECT_TRUE(c) << error;
+    return c;
+  }
   void write(const std::string& file, const std::string& text) const {
     std::ofstream(pki.path(file)) << text;
   }
@@ -276,9 +283,8 @@ TEST(ClientStream, TheHandshakeGivesTheVerifiedNameAndHttp11AndCloseNotifyEndsIt
 TEST(ClientStream, RecordsReadAheadAreNotStrandedBehindASmallReadBuffer) {
   Fixture f;
   ASSERT_TRUE(f.pki.ok()) << f.pki.error();
-  std::string error;
-  auto context = build_tls_context(f.options(), error);
-  ASSERT_TRUE(context) << error;
+  auto context = f.context();
+  ASSERT_TRUE(context);
   TlsPair p(context);
   ASSERT_FALSE(p.handshake());
   std::string sent;
@@ -311,9 +317,8 @@ TEST(ClientStream, RecordsReadAheadAreNotStrandedBehindASmallReadBuffer) {
 TEST(ClientStream, AStalledClientGetsEveryByteOnceItReadsAndNothingIsTakenMeanwhile) {
   Fixture f;
   ASSERT_TRUE(f.pki.ok()) << f.pki.error();
-  std::string error;
-  auto context = build_tls_context(f.options(), error);
-  ASSERT_TRUE(context) << error;
+  auto context = f.context();
+  ASSERT_TRUE(context);
   TlsPair p(context);
   ASSERT_FALSE(p.handshake());
 
@@ -362,9 +367,8 @@ TEST(ClientStream, AStalledClientGetsEveryByteOnceItReadsAndNothingIsTakenMeanwh
 TEST(ClientStream, ACloseNotifyReadsAsEofAndAnAbruptCloseAsTruncated) {
   Fixture f;
   ASSERT_TRUE(f.pki.ok()) << f.pki.error();
-  std::string error;
-  auto context = build_tls_context(f.options(), error);
-  ASSERT_TRUE(context) << error;
+  auto context = f.context();
+  ASSERT_TRUE(context);
   for (const bool notify : {true, false}) {
     SCOPED_TRACE(notify ? "close_notify" : "abrupt");
     TlsPair p(context);
@@ -392,9 +396,8 @@ TEST(ClientStream, ACloseNotifyReadsAsEofAndAnAbruptCloseAsTruncated) {
 TEST(ClientStream, TheDeadlineEndsAHandshakeThatStalls) {
   Fixture f;
   ASSERT_TRUE(f.pki.ok()) << f.pki.error();
-  std::string error;
-  auto context = build_tls_context(f.options(), error);
-  ASSERT_TRUE(context) << error;
+  auto context = f.context();
+  ASSERT_TRUE(context);
   TlsPair p(context);
   // The client connected and says nothing.
   error_code server_ec;
