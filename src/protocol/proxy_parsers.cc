@@ -184,10 +184,20 @@ bool ProxyRequestParser::take_steering(string_view name_string, string_view valu
 }
 
 void ProxyRequestParser::on_field_impl(http::field name, string_view name_string, string_view value,
-                                       error_code&) {
+                                       error_code& ec) {
   // A chunked body's trailer: dropped. Its fields would otherwise be
   // forwarded (or steer the request) outside the header limit.
   if (is_header_done()) return;
+  // One Content-Length, one number: a list ("26, 26") or a second field,
+  // even of the same value, is a length another parser may read otherwise
+  // (RFC 9112 §6.3 lets a recipient refuse both).
+  if (name == http::field::content_length) {
+    if (content_length_seen_ || value.find(',') != string_view::npos) {
+      ec = http::error::bad_content_length;
+      return;
+    }
+    content_length_seen_ = true;
+  }
   if (name == http::field::connection) note_connection_options(head_.connection_options, value);
   if (name == http::field::transfer_encoding && !is_plain_chunked(value))
     head_.unsupported_transfer_coding = true;

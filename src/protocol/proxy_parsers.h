@@ -86,6 +86,7 @@ class ProxyRequestParser final : public boost::beast::http::basic_parser<true> {
   void on_finish_impl(error_code&) override {}
 
   RequestHead& head_;
+  bool content_length_seen_ = false;
 };
 
 // What the proxy keeps of an upstream response. Body bytes parsed by each

@@ -64,6 +64,11 @@ TEST(HostileWire, SmugglingShapesAreRefusedAndWhatHidesBehindThemNeverRuns) {
                                std::to_string(body.size() + hidden.size()) + "\r\n")},
       {"CL list", post(body + hidden, "Content-Length: " + n + ", " +
                                           std::to_string(body.size() + hidden.size()) + "\r\n")},
+      // Listed or repeated, even equal: docs/security.md says refused (issue 39, item 5).
+      {"CL list of equal lengths", post(body + hidden, "Content-Length: " + n + ", " + n + "\r\n")},
+      {"CL list without a space", post(body + hidden, "Content-Length: " + n + "," + n + "\r\n")},
+      {"two equal CLs",
+       post(body + hidden, "Content-Length: " + n + "\r\nContent-Length: " + n + "\r\n")},
       {"signed CL", post(body + hidden, "Content-Length: +" + n + "\r\n")},
       {"TE obs-fold",
        post("0\r\n\r\n" + hidden, "Transfer-Encoding:\r\n chunked\r\nContent-Length: " +
