@@ -99,7 +99,7 @@ void render_requests(observe::MetricsText& m, proxy::ProxyContext& ctx,
 
 // Time in the queue by flow, and the queues per flow: the largest
 // `max_flows` by queued bytes labelled, the rest summed per priority as
-// fairness_id "other".
+// fairness_id "(other)", which no flow id can be.
 void render_queues(observe::MetricsText& m, const DispatcherCopy& c, const FlowsSnapshot& flows,
                    std::size_t max_flows) {
   m.family("inference_extension_flow_control_request_queue_duration_seconds", "histogram",
@@ -143,7 +143,8 @@ void render_queues(observe::MetricsText& m, const DispatcherCopy& c, const Flows
     }
     for (const auto& [p, v] : other) {
       const std::string pr = std::to_string(p);
-      m.sample(name, {{"fairness_id", "other"}, {"priority", pr}}, pass == 0 ? v.first : v.second);
+      m.sample(name, {{"fairness_id", std::string(observe::kOverflowLabel)}, {"priority", pr}},
+               pass == 0 ? v.first : v.second);
     }
   }
 }

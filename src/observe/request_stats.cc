@@ -11,7 +11,8 @@ ModelStats& ThreadStats::model(std::string_view name) {
   if (name.empty()) name = "unknown";
   auto it = models.find(name);
   if (it != models.end()) return it->second;
-  if (named_models() >= max_models) return models["other"];
+  if (name == kOverflowLabel) return models[std::string(kOverflowLabel)];
+  if (named_models() >= max_models) return models[std::string(kOverflowLabel)];
   return models[std::string(name)];
 }
 
@@ -26,7 +27,7 @@ void count(StringMap<std::uint64_t>& m, std::string_view what, std::uint64_t n =
   m.emplace(std::string(what), n);
 }
 
-std::size_t named(const StringMap<TenantStats>& m) { return m.size() - m.count("other"); }
+std::size_t named(const StringMap<TenantStats>& m) { return m.size() - m.count(kOverflowLabel); }
 
 }  // namespace
 
@@ -37,14 +38,14 @@ void ThreadStats::auth_result(std::string_view what) { count(auth_results, what)
 TenantStats& ThreadStats::tenant(std::string_view name) {
   auto it = tenants.find(name);
   if (it != tenants.end()) return it->second;
-  if (named(tenants) >= max_models) return tenants["other"];
+  if (named(tenants) >= max_models) return tenants[std::string(kOverflowLabel)];
   return tenants[std::string(name)];
 }
 
 void ThreadStats::merge(const ThreadStats& o) {
   for (const auto& [name, s] : o.models) {
-    auto& d = name != "other" && !models.count(name) && named_models() >= max_models
-                  ? models["other"]
+    auto& d = name != kOverflowLabel && !models.count(name) && named_models() >= max_models
+                  ? models[std::string(kOverflowLabel)]
                   : models[name];
     d.requests += s.requests;
     for (const auto& [code, n] : s.errors) d.errors[code] += n;
@@ -56,8 +57,8 @@ void ThreadStats::merge(const ThreadStats& o) {
   for (const auto& [k, n] : o.outcomes) outcomes[k] += n;
   for (const auto& [k, n] : o.auth_results) auth_results[k] += n;
   for (const auto& [name, t] : o.tenants) {
-    auto& d = name != "other" && !tenants.count(name) && named(tenants) >= max_models
-                  ? tenants["other"]
+    auto& d = name != kOverflowLabel && !tenants.count(name) && named(tenants) >= max_models
+                  ? tenants[std::string(kOverflowLabel)]
                   : tenants[name];
     for (const auto& [k, n] : t.outcomes) count(d.outcomes, k, n);
     d.input_tokens += t.input_tokens;

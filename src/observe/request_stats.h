@@ -60,10 +60,16 @@ struct TenantStats {
   std::uint64_t output_tokens = 0;
 };
 
+// The series past a cap (models, tenants, flows) are summed under this
+// label value. No tenant id or fairness id can take it ('(' is not a token
+// character), so no tenant merges with the overflow; a model sent as
+// "(other)" is counted there.
+inline constexpr std::string_view kOverflowLabel = "(other)";
+
 struct ThreadStats {
   explicit ThreadStats(std::size_t max_models = 100) : max_models(max_models) {}
 
-  // The stats of `model`; beyond `max_models` distinct names, "other".
+  // The stats of `model`; beyond `max_models` distinct names, the overflow.
   ModelStats& model(std::string_view name);
   EndpointStats& endpoint(std::size_t index) {
     if (index >= endpoints.size()) endpoints.resize(index + 1);
@@ -73,10 +79,10 @@ struct ThreadStats {
   // An authentication's result ("ok" or a failure's reason: a fixed set).
   void auth_result(std::string_view what);
   // The stats of `tenant`; beyond `max_models` distinct tenants (the same
-  // cap as models and flows), "other".
+  // cap as models and flows), the overflow.
   TenantStats& tenant(std::string_view name);
-  // Models with their own series ("other" does not count against the cap).
-  std::size_t named_models() const { return models.size() - models.count("other"); }
+  // Models with their own series (the overflow does not count against the cap).
+  std::size_t named_models() const { return models.size() - models.count(kOverflowLabel); }
 
   // Adds another I/O thread's copy (for the merged exposition).
   void merge(const ThreadStats& o);

@@ -8,7 +8,7 @@
 namespace sluice::observe {
 namespace {
 
-// Model names come from clients: beyond the cap they fold into "other",
+// Model names come from clients: beyond the cap they fold into "(other)",
 // in each thread's stats and again when merged.
 TEST(RequestStats, ModelsBeyondTheCapFoldIntoOther) {
   ThreadStats a(2), b(2);
@@ -17,16 +17,33 @@ TEST(RequestStats, ModelsBeyondTheCapFoldIntoOther) {
   a.model("m3").requests += 1;
   a.model("m4").requests += 1;
   EXPECT_EQ(a.models.size(), 3u);
-  EXPECT_EQ(a.models["other"].requests, 2u);
+  EXPECT_EQ(a.models["(other)"].requests, 2u);
   b.model("m5").requests = 5;
   b.model("m1").requests = 4;
   ThreadStats merged(2);
   merged.merge(a);
   merged.merge(b);
   EXPECT_EQ(merged.models["m1"].requests, 5u);
-  EXPECT_EQ(merged.models["other"].requests, 7u);  // m3, m4 and m5
+  EXPECT_EQ(merged.models["(other)"].requests, 7u);  // m3, m4 and m5
   EXPECT_EQ(merged.models.count("m5"), 0u);
-  EXPECT_EQ(a.model("").requests, a.models["other"].requests);  // no name: folded too
+  EXPECT_EQ(a.model("").requests, a.models["(other)"].requests);  // no name: folded too
+}
+
+// Issue 39, item 7: a tenant named "other" is a tenant like any other, never
+// the overflow series.
+TEST(RequestStats, ATenantNamedOtherIsNotTheOverflow) {
+  ThreadStats a(2);
+  a.tenant("other").input_tokens = 5;
+  a.tenant("t1").input_tokens = 1;
+  a.tenant("t2").input_tokens += 7;  // past the cap of 2
+  a.tenant("t3").input_tokens += 1;
+  EXPECT_EQ(a.tenants["other"].input_tokens, 5u);
+  EXPECT_EQ(a.tenants[std::string(kOverflowLabel)].input_tokens, 8u);
+  ThreadStats merged(2);
+  merged.merge(a);
+  EXPECT_EQ(merged.tenants["other"].input_tokens, 5u);
+  EXPECT_EQ(merged.tenants[std::string(kOverflowLabel)].input_tokens, 8u);
+  EXPECT_EQ(kOverflowLabel.find_first_of("()"), 0u);  // not a token character
 }
 
 TEST(RequestStats, RendersCountsAndHistograms) {
