@@ -1,7 +1,5 @@
 #include "auth/authenticator.h"
 
-#include "protocol/steering.h"
-
 namespace sluice::auth {
 
 std::string_view to_string(Source s) {
@@ -57,11 +55,6 @@ JwtOptions jwt_options(const config::JwtSpec& j) {
 
 }  // namespace
 
-std::string_view certificate_tenant(std::string_view name) {
-  if (name.find("://") == std::string_view::npos) return name;
-  return name.substr(name.rfind('/') + 1);
-}
-
 bool looks_like_jwt(std::string_view t) {
   const auto first = t.find('.');
   if (first == std::string_view::npos) return false;
@@ -82,6 +75,13 @@ Authenticator::Authenticator(const config::Config& c, std::shared_ptr<const KeyS
   // The config reader checked each block.
   for (const auto& t : c.auth.trusted_proxies)
     if (auto cidr = config::parse_cidr(t)) trusted_.push_back(*cidr);
+  for (const auto& t : c.tenants)
+    for (const auto& name : t.certificate_names) {
+      if (name.ends_with("/*"))
+        certificate_prefixes_.emplace_back(name.substr(0, name.size() - 1), t.id);
+      else
+        certificate_names_.emplace(name, t.id);
+    }
   if (keys_)
     keys_->for_each([this](const KeyRecord& r) {
       if (r.scoped())
@@ -95,6 +95,29 @@ bool Authenticator::trusted(const std::array<unsigned char, 16>& address) const 
   for (const auto& c : trusted_)
     if (config::cidr_contains(c, address)) return true;
   return false;
+}
+
+namespace {
+
+// One SPIFFE path segment: letters, digits, '.', '-', '_'; not "." or "..".
+bool is_path_segment(std::string_view s) {
+  if (s.empty() || s.size() > 255 || s == "." || s == "..") return false;
+  for (char ch : s) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string_view Authenticator::certificate_tenant(std::string_view name) const {
+  if (auto it = certificate_names_.find(std::string(name)); it != certificate_names_.end())
+    return it->second;
+  for (const auto& [prefix, tenant] : certificate_prefixes_)
+    if (name.starts_with(prefix) && is_path_segment(name.substr(prefix.size()))) return tenant;
+  return {};
 }
 
 void Authenticator::settle(Identity& out) const { out.policy = tenants_.find(out.tenant); }
@@ -167,13 +190,10 @@ AuthOutcome Authenticator::authenticate(const Credentials& c, std::int64_t now_u
     return check_key(token, now_unix, out);
   }
   if (client_certificate_tenants_ && !c.client_certificate_name.empty()) {
-    const std::string_view name = certificate_tenant(c.client_certificate_name);
-    // The name becomes the tenant's flow id: its bytes, and no '/' (which
-    // separates a tenant's sub-flows).
-    if (!protocol::is_valid_steering_value(name, 128) || name.find('/') != std::string_view::npos)
-      return {AuthFailure::kMalformed, "certificate-name-not-a-tenant"};
+    const std::string_view tenant = certificate_tenant(c.client_certificate_name);
+    if (tenant.empty()) return {AuthFailure::kMalformed, "certificate-name-not-a-tenant"};
     out.source = Source::kClientCertificate;
-    out.tenant = std::string(name);
+    out.tenant = std::string(tenant);
     out.key_id = "cert";
     settle(out);
     return {};

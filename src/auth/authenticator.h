@@ -100,6 +100,13 @@ class Authenticator {
   AuthOutcome authenticate(const Credentials& c, std::int64_t now_unix, Identity& out,
                            TokenCache* cache = nullptr) const;
 
+  // The tenant whose tenants[].certificateNames hold a verified client
+  // certificate's name (its first URI, DNS or email SAN, else its subject
+  // CN): an exact entry, else a "URI/*" one whose last path segment is one
+  // SPIFFE path segment; "" for any other name. A name is never cut down
+  // to a tenant id.
+  std::string_view certificate_tenant(std::string_view name) const;
+
   const Tenants& tenants() const { return tenants_; }
   const KeyStore* keys() const { return keys_.get(); }
   std::shared_ptr<const KeyStore> shared_keys() const { return keys_; }
@@ -122,13 +129,12 @@ class Authenticator {
   // Scoped keys' policies (their tenant's, narrowed), built with the
   // authenticator: a request with such a key costs one more lookup.
   std::unordered_map<const KeyRecord*, TenantPolicy> scoped_;
+  // tenants[].certificateNames: exact names, and "URI/*" entries by their
+  // prefix (the entry without its '*'), each to its tenant.
+  std::unordered_map<std::string, std::string> certificate_names_;
+  std::vector<std::pair<std::string, std::string>> certificate_prefixes_;
   std::string realm_;
 };
-
-// The tenant a verified client certificate's name (its first URI, DNS or
-// email SAN, else its subject CN) names: a URI's last path segment
-// ("spiffe://example.org/ns/prod/sa/tenant-a" is tenant-a), else the name.
-std::string_view certificate_tenant(std::string_view name);
 
 // A compact JWS: three base64url parts (what is not one is an API key).
 bool looks_like_jwt(std::string_view token);

@@ -144,7 +144,8 @@ TenantPolicy Tenants::scoped(const TenantPolicy* base, std::string_view tenant,
 std::string Tenants::flow_for(const TenantPolicy* p, std::string_view tenant,
                               std::string_view subflow) {
   std::string flow(tenant);
-  if (!p || subflow.empty()) return flow;
+  // A sub-flow is one name: "acme/ui" (or "x/y" under "*") is none.
+  if (!p || subflow.empty() || subflow.find('/') != std::string_view::npos) return flow;
   if (p->any_subflow || p->subflows.count(std::string(subflow))) {
     flow += '/';
     flow += subflow;

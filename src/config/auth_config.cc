@@ -2,6 +2,7 @@
 #include "config/auth_config.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "config/reader.h"
@@ -189,11 +190,47 @@ void read_tenant_limits(const Reader& r, Fields& f, TenantSpec& t) {
   }
 }
 
+// A certificate name: printable, at most 1024 bytes; '*' only as the whole
+// last path segment of a URI ("spiffe://td/ns/prod/sa/*").
+std::string certificate_name_error(const std::string& name) {
+  if (name.empty() || name.size() > 1024) return "a certificate name is 1 to 1024 bytes";
+  for (unsigned char ch : name)
+    if (ch < 0x20 || ch == 0x7f) return "a certificate name has no control characters";
+  const auto star = name.find('*');
+  if (star == std::string::npos) return "";
+  // A URI with an authority (a SPIFFE trust domain) before the pattern.
+  const auto scheme = name.find("://");
+  if (star != name.size() - 1 || name.size() < 2 || name[star - 1] != '/' ||
+      scheme == std::string::npos || scheme + 3 >= star - 1 || name[scheme + 3] == '/')
+    return "'*' stands only for the last path segment of a URI, as in spiffe://td/ns/prod/sa/*";
+  return "";
+}
+
+void read_certificate_names(const Reader& r, Fields& f, TenantSpec& t,
+                            std::map<std::string, std::string>& owners) {
+  auto n = f.take("certificateNames");
+  if (!n) return;
+  if (t.id == "*")
+    fail(r.source, n, f.child("certificateNames"),
+         "the default policy has no certificate names: name each tenant's");
+  t.certificate_names = string_list(r, n, f.child("certificateNames"));
+  for (std::size_t i = 0; i < t.certificate_names.size(); ++i) {
+    const std::string& name = t.certificate_names[i];
+    const std::string path = f.child("certificateNames") + "[" + std::to_string(i) + "]";
+    if (auto bad = certificate_name_error(name); !bad.empty()) fail(r.source, n[i], path, bad);
+    auto [it, fresh] = owners.emplace(name, t.id);
+    if (!fresh)
+      fail(r.source, n[i], path,
+           "'" + name + "' names tenant '" + it->second + "' already: a name is one tenant's");
+  }
+}
+
 }  // namespace
 
 void read_tenants(const Reader& r, const YAML::Node& node, const std::vector<ObjectiveConfig>& objs,
                   std::vector<TenantSpec>& out) {
   std::set<std::string> seen, objectives;
+  std::map<std::string, std::string> certificate_owners;
   for (const auto& o : objs) objectives.insert(o.name);
   read_list(r, node, "tenants", out, [&](Fields& f, const YAML::Node& item, TenantSpec& t) {
     t.line = item.Mark().line + 1;
@@ -204,6 +241,7 @@ void read_tenants(const Reader& r, const YAML::Node& node, const std::vector<Obj
            "a tenant id is 1 to 128 token characters without '/' (it is the tenant's flow id)");
     read_tenant_objectives(r, f, t, objectives);
     read_tenant_limits(r, f, t);
+    read_certificate_names(r, f, t, certificate_owners);
   });
 }
 

@@ -638,11 +638,20 @@ void read_redis(const Reader& r, RedisSpec& s, const YAML::Node& node) {
 
 // auth: and tenants: (auth_config.cc).
 void read_identity(const Reader& r, Fields& f, Config& c) {
-  if (auto n = f.take("auth")) read_auth(r, n, c.auth);
+  auto auth = f.take("auth");
+  if (auth) read_auth(r, auth, c.auth);
   if (auto n = f.take("tenants")) {
     read_tenants(r, n, c.objectives, c.tenants);
     tenant_weights_to_flows(r, n, c);
   }
+  // A certificate's name is a tenant only where the config says which: a
+  // name is never cut down to one (issue 39, item 2).
+  if (c.auth.client_certificate_tenants &&
+      std::none_of(c.tenants.begin(), c.tenants.end(),
+                   [](const TenantSpec& t) { return !t.certificate_names.empty(); }))
+    fail(r.source, auth["clientCertificateTenants"], "auth.clientCertificateTenants",
+         "no tenant lists certificateNames: say which certificate names are which tenant "
+         "(tenants[].certificateNames)");
 }
 
 Config parse(const YAML::Node& root, const std::string& source) {

@@ -429,13 +429,18 @@ struct TenantSpec {
   // Sub-flow names the tenant may choose with the fairness-id header (its
   // flow is then "<tenant>/<name>"); "*" any. Empty: none.
   std::vector<std::string> subflows;
+  // Verified client-certificate names that are this tenant
+  // (auth.clientCertificateTenants): an exact name, or a URI ending in "/*"
+  // (any one last path segment: "spiffe://td/ns/prod/sa/*").
+  std::vector<std::string> certificate_names;
   int line = 0;
   bool operator==(const TenantSpec& o) const {
     return id == o.id && objectives == o.objectives && max_objective == o.max_objective &&
            refuse_above_max_objective == o.refuse_above_max_objective &&
            default_objective == o.default_objective && models == o.models &&
            max_tokens == o.max_tokens && refuse_above_max_tokens == o.refuse_above_max_tokens &&
-           max_concurrency == o.max_concurrency && weight == o.weight && subflows == o.subflows;
+           max_concurrency == o.max_concurrency && weight == o.weight && subflows == o.subflows &&
+           certificate_names == o.certificate_names;
   }
 };
 

@@ -345,22 +345,50 @@ TEST(Tls, ClientCertificatesAreVerifiedAndTheNameReachesTheAccessLog) {
   EXPECT_EQ(client_cert_lines(log2.path()).size(), 1u);
   EXPECT_EQ(optional->stop(), 0);
 
-  // With auth.clientCertificateTenants, the certificate's name is the
-  // tenant (a URI's last segment); without one (or a key), 401.
+  // With auth.clientCertificateTenants, a certificate's name is the tenant
+  // that lists it in certificateNames; without a certificate (or a key),
+  // 401. Issue 39, item 2: a name that only ends like a listed one (another
+  // trust domain or namespace, the same last segment) is nobody: 401
+  // certificate-name-not-a-tenant, never tenant-a.
+  ASSERT_TRUE(pki.issue_client("client-dev", "spiffe://other.test/ns/dev/sa/tenant-a"))
+      << pki.error();
+  TlsClientOptions dev_cert = verified(pki);
+  dev_cert.cert_file = pki.path("client-dev.pem");
+  dev_cert.key_file = pki.path("client-dev.key");
   TempFile log3("", "access.log");
-  TempFile cfg3(make_config({mock->address()},
-                            "  accessLog: " + log3.path() + "\n" + tls_lines(pki, ca_lines)) +
-                "auth:\n  clientCertificateTenants: true\n");
+  TempFile cfg3(
+      make_config({mock->address()},
+                  "  accessLog: " + log3.path() + "\n" + tls_lines(pki, ca_lines)) +
+      "auth:\n  clientCertificateTenants: true\n"
+      "tenants:\n  - {id: tenant-a, certificateNames: [\"spiffe://sluice.test/tenant-a\"]}\n");
   auto authed = start_sluice(cfg3);
   TlsConnection as_tenant(kHost, authed->tls_port(), with_cert);
   EXPECT_EQ(as_tenant.request("POST", "/v1/completions", completion_body(2)).status, 200);
   TlsConnection nobody(kHost, authed->tls_port(), verified(pki));
   EXPECT_EQ(nobody.request("POST", "/v1/completions", completion_body(2)).status, 401);
-  ASSERT_TRUE(eventually([&] { return count_of(slurp(log3.path()), "\n") == 2; }));
-  const auto tenant_line = json::parse(client_cert_lines(log3.path()).at(0));
-  EXPECT_EQ(tenant_line["tenant"], "tenant-a");
-  EXPECT_EQ(tenant_line["flow"], "tenant-a");
-  EXPECT_EQ(tenant_line["key_id"], "cert");
+  TlsConnection lookalike(kHost, authed->tls_port(), dev_cert);
+  auto refused = lookalike.request("POST", "/v1/completions", completion_body(2));
+  EXPECT_EQ(refused.status, 401) << refused.body;
+  EXPECT_EQ(refused.header("x-gateway-inference-dropped-reason"), "certificate-name-not-a-tenant");
+  TlsConnection again(kHost, authed->tls_port(), with_cert);  // nothing else lost
+  EXPECT_EQ(again.request("POST", "/v1/completions", completion_body(2)).status, 200);
+  ASSERT_TRUE(eventually([&] { return count_of(slurp(log3.path()), "\n") == 4; }));
+  // Each I/O thread writes its own lines: found by name, not by order.
+  int as_tenant_a = 0;
+  for (const auto& text : client_cert_lines(log3.path())) {
+    const auto l = json::parse(text);
+    if (l["client_cert"] == "spiffe://sluice.test/tenant-a") {
+      EXPECT_EQ(l["tenant"], "tenant-a");
+      EXPECT_EQ(l["flow"], "tenant-a");
+      EXPECT_EQ(l["key_id"], "cert");
+      ++as_tenant_a;
+    } else {
+      EXPECT_EQ(l["client_cert"], "spiffe://other.test/ns/dev/sa/tenant-a");
+      EXPECT_NE(l.value("tenant", ""), "tenant-a") << text;
+      EXPECT_EQ(l["status"], 401) << text;
+    }
+  }
+  EXPECT_EQ(as_tenant_a, 2);
   EXPECT_EQ(authed->stop(), 0);
   EXPECT_EQ(sluice->stop(), 0);
   EXPECT_EQ(mock->stop(), 0);

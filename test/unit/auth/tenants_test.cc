@@ -100,6 +100,10 @@ tenants:
   EXPECT_EQ(Tenants::flow_for(t.find("a"), "a", ""), "a");
   // Another tenant's flow cannot be named: the result is always under "a".
   EXPECT_EQ(Tenants::flow_for(t.find("b"), "b", "a"), "b/a");
+  // A sub-flow is one name: "b/x" (a full flow id sent as the sub-flow)
+  // names none, even under '*'.
+  EXPECT_EQ(Tenants::flow_for(t.find("b"), "b", "b/x"), "b");
+  EXPECT_EQ(Tenants::flow_for(t.find("a"), "a", "a/ui"), "a");
   EXPECT_EQ(Tenants::flow_for(t.find("zed"), "zed", "ui"), "zed");
   EXPECT_EQ(Tenants::flow_for(nullptr, "q", "ui"), "q");
 }
@@ -230,18 +234,39 @@ tenants:
   EXPECT_EQ(d.objective, "standard");
 }
 
-TEST(Authenticator, ClientCertificateTenants) {
-  auto c = config_of("auth: {clientCertificateTenants: true}");
+// Issue 39, item 2: a certificate's name is a tenant only as the config
+// maps it; it is never cut down to one, so names that end alike do not
+// collide.
+TEST(Authenticator, ClientCertificateNamesMapToTenantsExplicitly) {
+  auto c = config_of(R"(auth: {clientCertificateTenants: true}
+tenants:
+  - id: team-a
+    certificateNames: [team-a, "spiffe://example.org/ns/prod/sa/team-a"]
+  - id: beta
+    certificateNames: ["spiffe://cluster/ns/beta/sa/*"]
+)");
   Authenticator a(c, nullptr);
   Identity id;
   EXPECT_TRUE(a.authenticate({{}, 0, "team-a"}, 0, id).ok());
   EXPECT_EQ(id.source, Source::kClientCertificate);
   EXPECT_EQ(id.tenant, "team-a");
-  EXPECT_TRUE(a.authenticate({{}, 0, "spiffe://example.org/ns/prod/sa/team-b"}, 0, id).ok());
-  EXPECT_EQ(id.tenant, "team-b");
-  EXPECT_EQ(a.authenticate({{}, 0, "spiffe://example.org/"}, 0, id).reason,
-            "certificate-name-not-a-tenant");
-  EXPECT_EQ(a.authenticate({{}, 0, "team a"}, 0, id).reason, "certificate-name-not-a-tenant");
+  EXPECT_TRUE(a.authenticate({{}, 0, "spiffe://example.org/ns/prod/sa/team-a"}, 0, id).ok());
+  EXPECT_EQ(id.tenant, "team-a");
+  // Any service account of namespace beta in trust domain cluster.
+  EXPECT_TRUE(a.authenticate({{}, 0, "spiffe://cluster/ns/beta/sa/default"}, 0, id).ok());
+  EXPECT_EQ(id.tenant, "beta");
+  // Names that merely end like a tenant, or reach past the pattern's one
+  // segment, are nobody.
+  for (const char* other :
+       {"spiffe://cluster/ns/dev/sa/beta", "spiffe://evil/ns/prod/sa/team-a",
+        "spiffe://example.org/ns/dev/sa/team-a", "spiffe://cluster/ns/beta/sa/x/y",
+        "spiffe://cluster/ns/beta/sa/", "spiffe://cluster/ns/beta/sa/..", "beta", "team a",
+        "spiffe://cluster/ns/beta/sa/a?b", "spiffe://example.org/"}) {
+    SCOPED_TRACE(other);
+    id.clear();
+    EXPECT_EQ(a.authenticate({{}, 0, other}, 0, id).reason, "certificate-name-not-a-tenant");
+    EXPECT_EQ(id.source, Source::kNone);
+  }
   // A key, when sent, is what counts.
   EXPECT_EQ(a.authenticate({"Bearer sk-sluice-x", 1, "team-a"}, 0, id).reason, "unknown-key");
   Authenticator off(config_of(""), nullptr);

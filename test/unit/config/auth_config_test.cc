@@ -121,6 +121,33 @@ TEST(AuthConfig, ErrorsNameTheField) {
             std::string::npos);
 }
 
+// Issue 39, item 2: certificate names are mapped, each to one tenant.
+TEST(AuthConfig, CertificateNamesAreExplicitAndEachIsOneTenants) {
+  auto c = load_config_string(R"(
+auth: {clientCertificateTenants: true}
+tenants:
+  - {id: a, certificateNames: [client-a, "spiffe://td/ns/a/sa/*"]}
+)");
+  EXPECT_EQ(c.tenants[0].certificate_names,
+            (std::vector<std::string>{"client-a", "spiffe://td/ns/a/sa/*"}));
+  EXPECT_NE(error_of("auth: {clientCertificateTenants: true}")
+                .find("auth.clientCertificateTenants: no tenant lists certificateNames"),
+            std::string::npos);
+  EXPECT_NE(error_of("tenants: [{id: a, certificateNames: [x]}, {id: b, certificateNames: [x]}]")
+                .find("tenants[1].certificateNames[0]: 'x' names tenant 'a' already"),
+            std::string::npos);
+  for (const char* bad : {"'spiffe://td/ns/*/sa/x'", "'spiffe://td/ns/a/sa*'", "'*'", "'x/*'",
+                          "'spiffe:///*'", "''"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_NE(error_of(std::string("tenants: [{id: a, certificateNames: [") + bad + "]}]")
+                  .find("tenants[0].certificateNames[0]"),
+              std::string::npos);
+  }
+  EXPECT_NE(error_of("tenants: [{id: '*', certificateNames: [x]}]")
+                .find("the default policy has no certificate names"),
+            std::string::npos);
+}
+
 TEST(Cidr, ParsesAndContains) {
   auto v4 = parse_cidr("10.1.0.0/16");
   ASSERT_TRUE(v4);
