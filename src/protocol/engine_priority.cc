@@ -91,6 +91,12 @@ bool key_equals(std::string_view raw, std::string_view kKey) {
 
 std::string body_with_member(std::string_view body, std::span<const std::string_view> drop,
                              std::string_view key, std::int64_t value) {
+  const Member put[] = {{key, value}};
+  return body_with_members(body, drop, put);
+}
+
+std::string body_with_members(std::string_view body, std::span<const std::string_view> drop,
+                              std::span<const Member> put) {
   const std::size_t open = skip_ws(body, 0);
   // Members to keep, as [begin, end) of their text (key through value).
   std::vector<std::pair<std::size_t, std::size_t>> kept;
@@ -123,20 +129,25 @@ std::string body_with_member(std::string_view body, std::span<const std::string_
     }
   }
   std::string out;
-  out.reserve(body.size() + 32);
+  out.reserve(body.size() + 32 * put.size());
   out.append(body.substr(0, open + 1));
-  out += '"';
-  out += key;
-  out += "\":";
-  out += std::to_string(value);
+  for (std::size_t m = 0; m < put.size(); ++m) {
+    if (m > 0) out += ',';
+    out += '"';
+    out += put[m].key;
+    out += "\":";
+    out += std::to_string(put[m].value);
+  }
   if (!dropped) {
     // Nothing removed: the rest goes as it came, in one piece.
-    if (!kept.empty()) out += ',';
+    if (!kept.empty() && !put.empty()) out += ',';
     out.append(body.substr(kept.empty() ? close : kept.front().first));
     return out;
   }
+  bool first = put.empty();
   for (const auto& [b, e] : kept) {
-    out += ',';
+    if (!first) out += ',';
+    first = false;
     out.append(body.substr(b, e - b));
   }
   out.append(body.substr(close));

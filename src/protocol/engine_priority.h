@@ -27,4 +27,12 @@ std::string body_with_priority(std::string_view body, std::int64_t priority);
 std::string body_with_member(std::string_view body, std::span<const std::string_view> drop,
                              std::string_view key, std::int64_t value);
 
+// The same with several members put first, in the order given.
+struct Member {
+  std::string_view key;
+  std::int64_t value = 0;
+};
+std::string body_with_members(std::string_view body, std::span<const std::string_view> drop,
+                              std::span<const Member> put);
+
 }  // namespace sluice::protocol

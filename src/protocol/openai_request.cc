@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cctype>
 
 namespace sluice::protocol {
@@ -66,6 +67,12 @@ void count_prompt(element v, OpenAIRequest& r, std::string* text, std::size_t li
   }
 }
 
+std::size_t output_limit_index(std::string_view key) {
+  for (std::size_t i = 0; i < kOutputLimitKeys.size(); ++i)
+    if (key == kOutputLimitKeys[i]) return i;
+  return kOutputLimitKeys.size();
+}
+
 ParseResult fail(std::string code, std::string message) {
   ParseResult p;
   p.error_code = std::move(code);
@@ -107,14 +114,19 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text,
       bool b = false;
       if (v.is_object() && v["include_usage"].get_bool().get(b) == simdjson::SUCCESS)
         r.include_usage = b;
-    } else if (key == "max_tokens" || key == "max_completion_tokens" ||
-               key == "max_output_tokens") {
-      if (v.is_null()) continue;
+    } else if (const std::size_t limit = output_limit_index(key); limit < kOutputLimitKeys.size()) {
+      OutputLimit& o = r.output_limits[limit];
+      if (v.is_null()) {
+        o.has_null = true;
+        continue;
+      }
       std::int64_t n = 0;
-      if (v.get_int64().get(n))
-        return fail("invalid-field", "'" + std::string(key) + "' must be an integer");
-      if (n < 0) return fail("invalid-field", "'" + std::string(key) + "' must not be negative");
-      r.max_tokens = n;
+      if (v.get_int64().get(n) || n < 0)
+        return fail("invalid-field",
+                    "'" + std::string(key) + "' must be a non-negative integer or null");
+      o.max = o.present ? std::max(o.max, n) : n;
+      o.present = true;
+      r.max_tokens = r.max_tokens ? std::max(*r.max_tokens, n) : n;
     } else if (key == "priority") {
       r.has_priority = true;
       std::int64_t n = 0;

@@ -2,22 +2,42 @@
 // scheduling need, read on the I/O thread before admission.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "protocol/routes.h"
 
 namespace sluice::protocol {
 
+// The members of a body that limit its output tokens.
+inline constexpr std::array<std::string_view, 3> kOutputLimitKeys = {
+    "max_tokens", "max_completion_tokens", "max_output_tokens"};
+
+// What a body says in one of kOutputLimitKeys (every occurrence of the key).
+struct OutputLimit {
+  bool present = false;   // a number, at least once
+  bool has_null = false;  // null, at least once (the engine's default: no limit)
+  std::int64_t max = 0;   // the largest number
+};
+
 struct OpenAIRequest {
   std::string model;
   bool stream = false;
-  bool include_usage = false;              // stream_options.include_usage
-  std::optional<std::int64_t> max_tokens;  // max_tokens or max_completion_tokens
-  std::uint64_t prompt_chars = 0;          // characters of prompt text seen
-  std::uint64_t prompt_token_ids = 0;      // tokens given directly as integer ids
+  bool include_usage = false;  // stream_options.include_usage
+  // The output-token limits a body may carry: every engine reads one of
+  // them first (vLLM: max_completion_tokens on chat, max_output_tokens on
+  // /v1/responses, else max_tokens), so a ceiling must hold for each.
+  // `max_tokens` is the largest value among all of them, every occurrence
+  // of a repeated key included: what a tenant's ceiling is compared with and
+  // what admission reserves from. Absent when none carries a number.
+  std::optional<std::int64_t> max_tokens;
+  std::array<OutputLimit, kOutputLimitKeys.size()> output_limits{};
+  std::uint64_t prompt_chars = 0;      // characters of prompt text seen
+  std::uint64_t prompt_token_ids = 0;  // tokens given directly as integer ids
   std::uint32_t message_count = 0;
   // A top-level "priority" member (vLLM's engine priority): present, and its
   // value when it is an integer. sluice never forwards a client's own to an

@@ -154,7 +154,7 @@ void Exchange::end_request(int status, std::string_view outcome) {
   auto& stats = thread_.stats();
   stats.outcome(outcome);
   const bool served = outcome == "served";
-  if (authenticated()) {
+  if (!identity_.tenant.empty()) {
     auto& t = stats.tenant(identity_.tenant);
     auto it = t.outcomes.find(outcome);
     if (it == t.outcomes.end())

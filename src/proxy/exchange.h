@@ -189,6 +189,8 @@ class Exchange {
   bool peer_trusted();
   bool authenticated() const;
   bool check_identity();
+  void adopt_proxied_tenant();
+  bool has_tenant_policy() const;
   void refuse_credentials(const auth::AuthOutcome& out);
   bool check_tenant_policy(protocol::OpenAIRequest& req);
   bool apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req);

@@ -2,10 +2,12 @@
 // auth (auth/authenticator.h) and tenant policy (auth/tenants.h). The head
 // is enough to authenticate, so a request without valid credentials is
 // refused before its body is read (and before the body budget holds it).
+#include <algorithm>
 #include <chrono>
 
 #include "observe/log.h"
 #include "protocol/engine_priority.h"
+#include "protocol/steering.h"
 #include "proxy/client_connection.h"
 #include "proxy/exchange.h"
 
@@ -66,7 +68,7 @@ bool Exchange::check_identity() {
   const auth::Authenticator& a = thread_.authenticator();
   if (a.headers_trusted_by_default()) return true;
   if (peer_trusted()) {
-    identity_.source = auth::Source::kTrustedProxy;
+    adopt_proxied_tenant();
     return true;
   }
   if (!a.enabled()) {
@@ -82,6 +84,28 @@ bool Exchange::check_identity() {
   if (out.ok()) return true;
   refuse_credentials(out);
   return false;
+}
+
+// A trusted proxy decided who the tenant is, not what the tenant may do:
+// its fairness id names the tenant ("acme", or "acme/ui" for acme's
+// sub-flow ui; none: default-flow), and that tenant's policy (or "*"'s)
+// holds. Without a policy for it the fairness id stands as sent.
+void Exchange::adopt_proxied_tenant() {
+  identity_.source = auth::Source::kTrustedProxy;
+  const std::string_view id = request_.fairness_id;
+  // An id that is not a valid steering value is refused with its 400 in
+  // check_steering; here it names nobody.
+  const bool valid = !id.empty() && protocol::is_valid_steering_value(
+                                        id, ctx_.config.server.max_fairness_id_bytes);
+  std::string_view tenant = valid ? id.substr(0, id.find('/')) : std::string_view();
+  if (tenant.empty()) tenant = "default-flow";
+  identity_.policy = thread_.authenticator().tenants().find(tenant);
+  if (identity_.policy) identity_.tenant = std::string(tenant);
+}
+
+bool Exchange::has_tenant_policy() const {
+  return authenticated() ||
+         (identity_.source == auth::Source::kTrustedProxy && identity_.policy != nullptr);
 }
 
 void Exchange::refuse_credentials(const auth::AuthOutcome& out) {
@@ -110,7 +134,7 @@ void Exchange::refuse_credentials(const auth::AuthOutcome& out) {
 // refused above what it may use), its max_tokens ceiling, its concurrency,
 // and its flow (the tenant's own, or one of its sub-flows).
 bool Exchange::check_tenant_policy(protocol::OpenAIRequest& req) {
-  if (!authenticated()) return true;
+  if (!has_tenant_policy()) return true;
   const auth::TenantPolicy* p = identity_.policy;
   const std::string_view asked =
       !identity_.objective.empty() ? std::string_view(identity_.objective) : request_.objective;
@@ -137,30 +161,61 @@ bool Exchange::check_tenant_policy(protocol::OpenAIRequest& req) {
     if (!apply_max_tokens(*p, req) || !take_tenant_permit(*p)) return false;
   }
   request_.objective = std::move(objective);
-  request_.fairness_id = auth::Tenants::flow_for(p, identity_.tenant, request_.fairness_id);
+  // The sub-flow asked for: the fairness id of an authenticated request
+  // ("ui"), what follows the tenant in a trusted proxy's ("acme/ui").
+  std::string_view subflow = request_.fairness_id;
+  if (identity_.source == auth::Source::kTrustedProxy) {
+    const auto slash = subflow.find('/');
+    subflow = slash == std::string_view::npos ? std::string_view() : subflow.substr(slash + 1);
+  }
+  request_.fairness_id = auth::Tenants::flow_for(p, identity_.tenant, subflow);
   return true;
 }
 
-// max_tokens above the tenant's ceiling: 400, or the body rewritten with
-// the ceiling (also when the request names none: the ceiling holds).
+// The tenant's max_tokens ceiling holds for every output-token limit the
+// body carries (max_tokens, max_completion_tokens, max_output_tokens: each
+// engine reads a different one first), every occurrence counted. Above it:
+// 400, or each limit present rewritten to at most the ceiling; a body that
+// names none (or only null) gets the ceiling, in the member its route's
+// engines read.
 bool Exchange::apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req) {
   if (p.max_tokens == 0 || route_ == protocol::Route::kEmbeddings) return true;
   const auto ceiling = static_cast<std::int64_t>(p.max_tokens);
-  if (req.max_tokens && *req.max_tokens <= ceiling) return true;
-  if (req.max_tokens && p.refuse_above_max_tokens) {
-    auto a = client_error(400, "max_tokens_exceeded",
-                          "max_tokens " + std::to_string(*req.max_tokens) +
-                              " is above the tenant's ceiling of " + std::to_string(ceiling));
-    a.reason = "max-tokens-exceeded";
-    answer(a);
-    return false;
+  const auto& limits = req.output_limits;
+  bool rewrite = !req.max_tokens;
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    rewrite = rewrite || limits[i].has_null || limits[i].max > ceiling;
+    if (limits[i].max > ceiling && p.refuse_above_max_tokens) {
+      auto a = client_error(400, "max_tokens_exceeded",
+                            std::string(protocol::kOutputLimitKeys[i]) + " " +
+                                std::to_string(limits[i].max) +
+                                " is above the tenant's ceiling of " + std::to_string(ceiling));
+      a.reason = "max-tokens-exceeded";
+      answer(a);
+      return false;
+    }
   }
-  static constexpr std::string_view kKeys[] = {"max_tokens", "max_completion_tokens",
-                                               "max_output_tokens"};
-  const std::string_view key =
-      route_ == protocol::Route::kResponses ? "max_output_tokens" : "max_tokens";
-  request_.body = protocol::body_with_member(request_.body, kKeys, key, ceiling);
-  req.max_tokens = ceiling;
+  if (!rewrite) return true;
+  // Each key present or null, and the route's default when none is present.
+  std::array<protocol::Member, protocol::kOutputLimitKeys.size() + 1> put;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < limits.size(); ++i)
+    if (limits[i].present || limits[i].has_null)
+      put[n++] = {protocol::kOutputLimitKeys[i],
+                  limits[i].present ? std::min(limits[i].max, ceiling) : ceiling};
+  if (!req.max_tokens)
+    put[n++] = {route_ == protocol::Route::kResponses ? "max_output_tokens" : "max_tokens",
+                ceiling};
+  // Each once: a key that was null and is written as the route's default.
+  std::sort(put.begin(), put.begin() + static_cast<std::ptrdiff_t>(n),
+            [](const auto& a, const auto& b) { return a.key < b.key; });
+  n = static_cast<std::size_t>(
+      std::unique(put.begin(), put.begin() + static_cast<std::ptrdiff_t>(n),
+                  [](const auto& a, const auto& b) { return a.key == b.key; }) -
+      put.begin());
+  request_.body = protocol::body_with_members(request_.body, protocol::kOutputLimitKeys,
+                                              std::span(put.data(), n));
+  req.max_tokens = req.max_tokens ? std::min(*req.max_tokens, ceiling) : ceiling;
   return true;
 }
 
@@ -180,7 +235,7 @@ bool Exchange::take_tenant_permit(const auth::TenantPolicy& p) {
 }
 
 bool Exchange::restricted_to_models() const {
-  return authenticated() && identity_.policy && identity_.policy->restricts_models();
+  return has_tenant_policy() && identity_.policy && identity_.policy->restricts_models();
 }
 
 void Exchange::answer_models() {

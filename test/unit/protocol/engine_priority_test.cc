@@ -66,5 +66,21 @@ TEST(BodyWithMember, ReplacesEveryNamedKeyOnce) {
   EXPECT_EQ(body_with_member("{}", kDrop, "max_tokens", 7), R"({"max_tokens":7})");
 }
 
+TEST(EnginePriority, SeveralMembersPutFirstEveryOccurrenceDropped) {
+  static constexpr std::string_view kDrop[] = {"max_tokens", "max_completion_tokens",
+                                               "max_output_tokens"};
+  const Member put[] = {{"max_completion_tokens", 16}, {"max_tokens", 5}};
+  EXPECT_EQ(body_with_members(
+                R"({"model":"m","max_completion_tokens":100000,"max_tokens":5,"max_tokens":null})",
+                kDrop, put),
+            R"({"max_completion_tokens":16,"max_tokens":5,"model":"m"})");
+  // Nothing dropped: the rest as it came.
+  EXPECT_EQ(body_with_members(R"({"model":"m", "x": [1, 2]})", kDrop, put),
+            R"({"max_completion_tokens":16,"max_tokens":5,"model":"m", "x": [1, 2]})");
+  EXPECT_EQ(body_with_members("{}", kDrop, put), R"({"max_completion_tokens":16,"max_tokens":5})");
+  // Nothing put: the members dropped, the rest kept.
+  EXPECT_EQ(body_with_members(R"({"max_tokens":1,"model":"m"})", kDrop, {}), R"({"model":"m"})");
+}
+
 }  // namespace
 }  // namespace sluice::protocol

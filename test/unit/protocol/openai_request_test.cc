@@ -48,6 +48,43 @@ TEST(OpenAIRequest, CompletionPromptForms) {
   EXPECT_FALSE(null_max.request.max_tokens.has_value());
 }
 
+// Issue 39, item 1: every output-token limit a body carries counts, every
+// occurrence of a repeated key too; the largest is the request's.
+TEST(OpenAIRequest, EveryOutputLimitCountsAndTheLargestIsTheRequests) {
+  auto chat = parse(R"({"model":"m","max_completion_tokens":100000,"max_tokens":5})");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat.request.max_tokens, 100000);
+  EXPECT_TRUE(chat.request.output_limits[0].present);
+  EXPECT_EQ(chat.request.output_limits[0].max, 5);
+  EXPECT_EQ(chat.request.output_limits[1].max, 100000);
+  EXPECT_FALSE(chat.request.output_limits[2].present);
+  auto responses = parse(R"({"model":"m","max_output_tokens":100000,"max_tokens":5})");
+  EXPECT_EQ(responses.request.max_tokens, 100000);
+  EXPECT_EQ(responses.request.output_limits[2].max, 100000);
+  // A key repeated: the engine reads the last, the ceiling sees the largest.
+  EXPECT_EQ(parse(R"({"model":"m","max_tokens":9000,"max_tokens":1})").request.max_tokens, 9000);
+  EXPECT_EQ(parse(R"({"model":"m","max_tokens":1,"max_tokens":9000})").request.max_tokens, 9000);
+  // An escaped key is the same key.
+  EXPECT_EQ(
+      parse(R"({"model":"m","max_tokens":1,"max_completion_tok\u0065ns":77})").request.max_tokens,
+      77);
+  // null is the engine's default (no limit of the client's): marked, not a value.
+  auto nulls = parse(R"({"model":"m","max_tokens":5,"max_tokens":null})");
+  ASSERT_TRUE(nulls.ok());
+  EXPECT_EQ(nulls.request.max_tokens, 5);
+  EXPECT_TRUE(nulls.request.output_limits[0].has_null);
+  // Anything but a non-negative integer (or null) in any of them is refused.
+  for (const char* bad :
+       {R"({"model":"m","max_completion_tokens":-1,"max_tokens":5})",
+        R"({"model":"m","max_output_tokens":"100000"})", R"({"model":"m","max_tokens":5.5})",
+        R"({"model":"m","max_completion_tokens":1e9})",
+        R"({"model":"m","max_tokens":18446744073709551615})",
+        R"({"model":"m","max_output_tokens":[1]})", R"({"model":"m","max_tokens":true})"}) {
+    auto r = parse(bad);
+    EXPECT_EQ(r.error_code, "invalid-field") << bad;
+  }
+}
+
 TEST(OpenAIRequest, Malformed) {
   for (const char* bad : {"", "{", "{\"model\":\"m\",}", "not json", "{\"model\":\"m\"} trailing",
                           "{\"model\":\"m\",\"prompt\":\"x\" \"y\"}"}) {
