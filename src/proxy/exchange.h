@@ -7,9 +7,9 @@
 // access log). The connection owns one Exchange and reuses it for each of
 // its requests (its strings keep their capacity).
 //
-// Its code is in four files, one per part of a request's life:
-// exchange.cc (reading, local answers, accounting), admission.cc,
-// upstream_call.cc and relay.cc.
+// Its code is in five files, one per part of a request's life: exchange.cc
+// (reading, local answers, accounting), identity.cc (who sent it, its
+// tenant's policy), admission.cc, upstream_call.cc and relay.cc.
 #pragma once
 
 #include <array>
