@@ -46,12 +46,14 @@ clang: deps
 # fuzzer with its saved reproducers. About 20 minutes on 2 cores.
 test: format-check layers test-asan tsan fuzz-smoke
 
-# The layer rules of src/ (docs/architecture.md: what each folder may import,
-# no include cycle, the size limits of the restructured planes) and the docs'
-# own rules (README length, links that resolve, no commit hashes outside the
-# lab notes).
+# The layer rules of src/ (the tables of docs/architecture.md, read by the
+# check: what each folder may import, what admin/ and auth/ may not include;
+# no include cycle; the size limits of the restructured planes), the check's
+# own tests (a violating include per rule), and the docs' own rules (README
+# length, links that resolve, no commit hashes outside the lab notes).
 layers:
 	python3 scripts/check_layers.py
+	python3 scripts/test_check_layers.py
 	python3 scripts/check_docs.py
 
 # The fast loop for whoever changes the code: the Release build and the unit

@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
-"""The layer rules of src/ (docs/architecture.md), checked over #include lines.
+"""The layer rules of src/, checked over #include lines.
 
-1. Each folder of src/ may import only the folders listed for it in LAYERS
-   (and itself); `sluice/...` is the public plugin API in include/.
-2. The folder graph LAYERS is itself one-way (no cycle), so imports between
-   folders go one way.
-3. Nothing imports src/app/ but src/main.cc.
-4. No include cycle between files anywhere in src/ and include/.
-5. No function in src/ over MAX_FUNCTION_LINES lines; in the folders of
+The rules are the two tables under "Layer rules" on docs/architecture.md:
+this script reads them from the page, so the page a reader sees is the rule
+the build enforces (scripts/test_check_layers.py proves each rule bites).
+
+1. The folder table (| folder | may import |): each folder of src/ (and
+   include/sluice/, and src/main.cc) may import only itself and the folders
+   of its row, each of which has a row above it; so the folder graph is
+   one-way, and only the rows that list app/ may import the composition root.
+2. The include table (| files | may not include | except |): a file under a
+   listed path may not include what starts with a listed prefix ("quoted"
+   project headers, <angled> system headers), except the listed exceptions:
+   the admin plane reaches its host only through admin::Backend; auth/ is pure.
+3. No include cycle between files anywhere in src/ and include/.
+4. No function in src/ over MAX_FUNCTION_LINES lines; in the folders of
    SIZE_CHECKED also no .cc over MAX_FILE_LINES lines and no class or struct
    with more than MAX_CLASS_MEMBERS data members (the client connection: at
    most MAX_CONNECTION_MEMBERS); except the entries of
@@ -23,32 +30,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# folder -> the folders it may import (besides itself). "sluice" is include/sluice.
-LAYERS = {
-    "sluice": set(),
-    "protocol": set(),
-    "auth": {"config", "protocol", "sluice"},
-    "config": {"protocol", "sluice"},
-    "registry": {"sluice"},
-    "datalayer": {"config", "sluice"},
-    "scheduling": {"config", "datalayer", "sluice"},
-    "flowcontrol": {"config", "registry", "scheduling", "sluice"},
-    "fleet": {"flowcontrol", "sluice"},
-    "extensions": {"config", "flowcontrol", "scheduling", "sluice"},
-    "observe": {"flowcontrol", "sluice"},
-    "proxy": {"protocol", "auth", "observe", "config", "datalayer", "registry", "scheduling",
-              "flowcontrol", "fleet", "sluice"},
-    "admin": {"protocol", "auth", "observe", "proxy", "config", "datalayer", "registry",
-              "scheduling", "flowcontrol", "fleet", "sluice"},
-    "app": {"protocol", "auth", "observe", "proxy", "admin", "config", "datalayer", "registry",
-            "scheduling", "flowcontrol", "fleet", "extensions", "sluice"},
-    "tools/ctl": set(),
-    "tools/load": {"config"},
-    "tools/mock": {"protocol", "config"},
-    "tools": {"tools/load", "config"},  # sluice-load's main
-    "main": {"app", "config", "observe"},
-}
+PAGE = "docs/architecture.md"
+SECTION = "## Layer rules"
 
 SIZE_CHECKED = ("src/proxy/", "src/admin/", "src/observe/", "src/app/")
 MAX_FILE_LINES = 500
@@ -59,7 +42,96 @@ MAX_CONNECTION_MEMBERS = 15  # proxy::ClientConnection (issue 31)
 NOT_YET_CUT = {
 }
 
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+TICKED = re.compile(r"`([^`]+)`")
+
+
+class RuleError(Exception):
+    """The tables on the page cannot be read as rules."""
+
+
+def folder_name(token):
+    """A folder as the page writes it -> the name used here: `proxy/` -> proxy,
+    `include/sluice/` -> sluice, `src/main.cc` -> main, `tools/ctl/` -> tools/ctl."""
+    token = token.strip()
+    if token in ("src/main.cc", "main.cc"):
+        return "main"
+    token = token.rstrip("/")
+    if token.startswith("src/"):
+        token = token[4:]
+    if token in ("include/sluice", "sluice"):
+        return "sluice"
+    return token
+
+
+def table_rows(lines, header):
+    """The cells of each row of the table whose header row starts with the
+    cells `header`; None if the section has no such table."""
+    for i, line in enumerate(lines):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.lstrip().startswith("|") and cells[:len(header)] == header:
+            rows = []
+            for row in lines[i + 2:]:
+                if not row.lstrip().startswith("|"):
+                    break
+                rows.append([c.strip() for c in row.strip().strip("|").split("|")])
+            return rows
+    return None
+
+
+def parse_rules(page):
+    """(layers, include_rules) from the text of docs/architecture.md.
+
+    layers: folder -> the set of folders it may import, in the page's order.
+    include_rules: [(file prefixes, forbidden prefixes, exceptions)], each
+    include written as '"x"' (a project header) or '<x' (a system header)."""
+    if SECTION not in page:
+        raise RuleError(f"{PAGE}: no '{SECTION}' section")
+    lines = page[page.index(SECTION):].split("\n")
+    end = next((i for i, l in enumerate(lines[1:], 1) if l.startswith("## ")), len(lines))
+    lines = lines[:end]
+    rows = table_rows(lines, ["folder", "may import"])
+    if not rows:
+        raise RuleError(f"{PAGE}: no '| folder | may import |' table under '{SECTION}'")
+    layers = {}
+    for cells in rows:
+        folders = [folder_name(t) for t in TICKED.findall(cells[0])]
+        allowed = {folder_name(t) for t in TICKED.findall(cells[1])
+                   if t.endswith("/") or t == "include/sluice/"}
+        if not folders:
+            raise RuleError(f"{PAGE}: a folder row names no folder: {cells[0]!r}")
+        for f in folders:
+            if f in layers:
+                raise RuleError(f"{PAGE}: {f}/ has two rows")
+            # Only folders of the rows above: the graph is one-way by construction.
+            later = sorted(g for g in allowed if g not in layers and g != f)
+            if later:
+                raise RuleError(f"{PAGE}: {f}/ may import {', '.join(g + '/' for g in later)}, "
+                                f"which has no row above it (imports must go one way)")
+            layers[f] = allowed - {f}
+    rules = []
+    for cells in table_rows(lines, ["files", "may not include", "except"]) or []:
+        where = TICKED.findall(cells[0])
+        banned = [include_key(t) for t in TICKED.findall(cells[1])]
+        allowed = [include_key(t) for t in TICKED.findall(cells[2])]
+        if not where or not banned:
+            raise RuleError(f"{PAGE}: an include rule names no files or no include: {cells!r}")
+        rules.append((where, banned, allowed))
+    if not rules:
+        raise RuleError(f"{PAGE}: no '| files | may not include | except |' table under "
+                        f"'{SECTION}'")
+    return layers, rules
+
+
+def include_key(token):
+    """`"proxy/"` -> '"proxy/', `<thread>` -> '<thread>': a prefix of how an
+    include is written, quoted or angled."""
+    token = token.strip()
+    if token.startswith('"'):
+        return '"' + token.strip('"')
+    if token.startswith("<"):
+        return token
+    raise RuleError(f"{PAGE}: write an include as `\"path\"` or `<header>`, not `{token}`")
 
 
 def folder_of(path):
@@ -76,7 +148,7 @@ def folder_of(path):
     return parts[1]
 
 
-def target_folder(inc):
+def target_folder(inc, layers):
     """An include path "proxy/server.h" -> proxy (None: not the project's)."""
     if inc.startswith("sluice/"):
         return "sluice"
@@ -85,15 +157,73 @@ def target_folder(inc):
         return None
     if parts[0] == "tools":
         return "tools/" + parts[1] if len(parts) > 2 else "tools"
-    return parts[0] if parts[0] in LAYERS else None
+    return parts[0] if parts[0] in layers else None
 
 
-def resolve(inc):
+def resolve(inc, exists):
     for base in ("src", "include"):
-        p = os.path.join(base, inc)
-        if os.path.exists(os.path.join(ROOT, p)):
+        p = base + "/" + inc
+        if exists(p):
             return p
     return None
+
+
+def includes(text):
+    """(line, '"x' or '<x>', x) of each #include of a file's text."""
+    for m in INCLUDE.finditer(text):
+        key = ('"' + m.group(2)) if m.group(1) == '"' else "<" + m.group(2) + ">"
+        yield text.count("\n", 0, m.start()) + 1, key, m.group(2)
+
+
+def check_includes(sources, layers, rules, exists=None):
+    """Problems of the include lines of `sources` (path -> text), and the
+    project include graph (path -> included paths)."""
+    exists = exists or (lambda p: p in sources)
+    problems, graph = [], {}
+    for path, text in sources.items():
+        own = folder_of(path)
+        graph[path] = []
+        for lineno, key, inc in includes(text):
+            where = f"{path}:{lineno}"
+            for files, banned, allowed in rules:
+                if (any(path.startswith(f) for f in files)
+                        and any(key.startswith(b) for b in banned)
+                        and not any(key.startswith(a) for a in allowed)):
+                    shown = inc if key.startswith('"') else key
+                    problems.append(f"{where}: may not include {shown} ({PAGE}, the include "
+                                    f"table's row for {', '.join(files)})")
+            if not key.startswith('"'):
+                continue
+            target = resolve(inc, exists)
+            if target:
+                graph[path].append(target)
+            tf = target_folder(inc, layers)
+            if tf is None or own is None or tf == own:
+                continue
+            if own not in layers:
+                problems.append(f"{where}: {own}/ has no row in the folder table of {PAGE}")
+            elif tf not in layers[own]:
+                problems.append(f"{where}: {own}/ may not import {tf}/ ({inc})")
+    return problems, graph
+
+
+def include_cycles(graph):
+    problems, color = [], {}
+
+    def dfs(node, stack):
+        color[node] = 1
+        for nxt in graph.get(node, ()):
+            if color.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt]
+                problems.append("include cycle: " + " -> ".join(cycle))
+            elif nxt not in color:
+                dfs(nxt, stack + [nxt])
+        color[node] = 2
+
+    for node in graph:
+        if node not in color:
+            dfs(node, [node])
+    return problems
 
 
 def functions(lines):
@@ -166,70 +296,12 @@ def data_members(lines):
         stack[-1][2] += 1
 
 
-def main():
-    os.chdir(ROOT)
-    files = subprocess.check_output(
-        ["git", "ls-files", "src/*.h", "src/*.cc", "include/*.h"], text=True).split()
-    problems = []
-
-    # 2. The folder graph is one-way.
-    state = {}
-
-    def visit(f, stack):
-        state[f] = 1
-        for g in LAYERS.get(f, ()):
-            if state.get(g) == 1:
-                problems.append("layers: folder cycle " + " -> ".join(stack + [f, g]))
-            elif g not in state:
-                visit(g, stack + [f])
-        state[f] = 2
-
-    for f in LAYERS:
-        if f not in state:
-            visit(f, [])
-
-    graph = {}
-    for path in files:
-        src = open(path, encoding="utf-8").read()
-        own = folder_of(path)
-        graph[path] = []
-        for lineno, inc in ((src.count("\n", 0, m.start()) + 1, m.group(1))
-                            for m in INCLUDE.finditer(src)):
-            target = resolve(inc)
-            if target:
-                graph[path].append(target)
-            tf = target_folder(inc)
-            if tf is None or own is None:
-                continue
-            where = f"{path}:{lineno}"
-            if tf == "app" and own not in ("main", "app"):
-                problems.append(f"{where}: imports {inc}: only src/main.cc may import app/")
-            elif tf != own and tf not in LAYERS.get(own, set()):
-                problems.append(f"{where}: {own}/ may not import {tf}/ ({inc})")
-
-    # 4. No include cycle between files.
-    color = {}
-
-    def dfs(node, stack):
-        color[node] = 1
-        for nxt in graph.get(node, ()):
-            if color.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt]
-                problems.append("include cycle: " + " -> ".join(cycle))
-            elif nxt not in color:
-                dfs(nxt, stack + [nxt])
-        color[node] = 2
-
-    for node in graph:
-        if node not in color:
-            dfs(node, [node])
-
-    # 5. Sizes.
-    seen = set()
-    for path in files:
+def check_sizes(sources):
+    problems, seen = [], set()
+    for path, text in sources.items():
         if not path.endswith(".cc"):
             continue
-        lines = open(path, encoding="utf-8").read().split("\n")
+        lines = text.split("\n")
         n = len(lines)
         if n > MAX_FILE_LINES and path.startswith(SIZE_CHECKED):
             allowed = NOT_YET_CUT.get(path)
@@ -249,25 +321,42 @@ def main():
                 elif length > allowed:
                     problems.append(f"{path}:{first}: {name} is {length} lines, grew past the "
                                     f"{allowed} of NOT_YET_CUT")
-    for path in files:
+    for path, text in sources.items():
         if not path.startswith(SIZE_CHECKED):
             continue
-        lines = open(path, encoding="utf-8").read().split("\n")
-        for name, count in data_members(lines):
+        for name, count in data_members(text.split("\n")):
             limit = MAX_CONNECTION_MEMBERS if name == "ClientConnection" else MAX_CLASS_MEMBERS
             if count > limit:
                 problems.append(f"{path}: {name} has {count} data members (at most {limit})")
     for key in NOT_YET_CUT:
         if key not in seen:
             problems.append(f"NOT_YET_CUT: '{key}' is cut or gone: remove its entry")
+    return problems
+
+
+def main():
+    os.chdir(ROOT)
+    try:
+        layers, rules = parse_rules(open(PAGE, encoding="utf-8").read())
+    except RuleError as e:
+        print(f"check_layers: {e}")
+        return 1
+    files = subprocess.check_output(
+        ["git", "ls-files", "src/*.h", "src/*.cc", "include/*.h"], text=True).split()
+    files = [p for p in files if os.path.exists(p)]  # deleted, not yet staged
+    sources = {p: open(p, encoding="utf-8").read() for p in files}
+    problems, graph = check_includes(sources, layers, rules, os.path.exists)
+    problems += include_cycles(graph)
+    problems += check_sizes(sources)
 
     if problems:
-        print("check_layers: the layer rules are broken (scripts/check_layers.py):")
+        print(f"check_layers: the layer rules are broken ({PAGE}, scripts/check_layers.py):")
         for p in problems:
             print("  " + p)
         return 1
     print(f"check_layers: {len(files)} files, {sum(len(v) for v in graph.values())} project "
-          f"includes, no cycle, every import allowed; {len(NOT_YET_CUT)} oversized entries "
+          f"includes, no cycle, every import allowed by the {len(layers)} folders and "
+          f"{len(rules)} include rules of {PAGE}; {len(NOT_YET_CUT)} oversized entries "
           f"left to cut")
     return 0
 

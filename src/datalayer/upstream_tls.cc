@@ -6,52 +6,24 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include "tls/pem.h"
+
 namespace sluice::datalayer {
 
 namespace {
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct InfoStackFree {
-  void operator()(STACK_OF(X509_INFO) * s) const { sk_X509_INFO_pop_free(s, X509_INFO_free); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
+using tls::Bio;
+using tls::memory_bio;
+using tls::no_passphrase;
+using tls::openssl_errors;
 
-std::string openssl_error() {
-  const unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "unknown error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
-// A PEM reader asks for a passphrase on the terminal unless told otherwise:
-// an encrypted key fails instead.
-int no_passphrase(char*, int, int, void*) { return 0; }
-
-// `path` whole: a regular file of at most kMaxPemFileBytes (a pipe, a
+// `path` whole: a regular file of at most tls::kMaxPemBytes (a pipe, a
 // device or a huge file is refused before OpenSSL sees any of it).
 bool read_pem(const std::string& path, const std::string& field, std::string& text,
               std::string& error) {
-  try {
-    text = config::read_regular_file(path, config::kMaxPemFileBytes);
-    return true;
-  } catch (const config::ConfigError& e) {
-    error = field + ": " + e.what();
-    return false;
-  }
-}
-
-Bio memory_bio(const std::string& text) {
-  return Bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+  if (tls::read_pem_file(path, text, error)) return true;
+  error = field + ": " + error;
+  return false;
 }
 
 // The CA bundle's certificates (and CRLs) into the context's store.
@@ -59,8 +31,7 @@ bool load_cas(SSL_CTX* ctx, const std::string& file, const std::string& field, s
   std::string pem;
   if (!read_pem(file, field, pem, error)) return false;
   Bio bio = memory_bio(pem);
-  std::unique_ptr<STACK_OF(X509_INFO), InfoStackFree> infos(
-      PEM_X509_INFO_read_bio(bio.get(), nullptr, no_passphrase, nullptr));
+  tls::X509InfoStack infos(PEM_X509_INFO_read_bio(bio.get(), nullptr, no_passphrase, nullptr));
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
   int certificates = 0;
   for (int i = 0; infos && i < sk_X509_INFO_num(infos.get()); ++i) {
@@ -69,7 +40,7 @@ bool load_cas(SSL_CTX* ctx, const std::string& file, const std::string& field, s
     if (info->crl) X509_STORE_add_crl(store, info->crl);
   }
   if (!infos || certificates == 0) {
-    error = field + " " + file + ": no PEM certificate in it (" + openssl_error() + ")";
+    error = field + " " + file + ": no PEM certificate in it (" + openssl_errors() + ")";
     return false;
   }
   ERR_clear_error();
@@ -83,28 +54,23 @@ bool load_client_certificate(SSL_CTX* ctx, const config::UpstreamTlsOptions& o,
   std::string pem;
   if (!read_pem(o.certificate_file, field, pem, error)) return false;
   Bio bio = memory_bio(pem);
-  std::unique_ptr<X509, X509Free> leaf(
-      PEM_read_bio_X509_AUX(bio.get(), nullptr, no_passphrase, nullptr));
+  tls::Cert leaf(PEM_read_bio_X509_AUX(bio.get(), nullptr, no_passphrase, nullptr));
   if (!leaf || SSL_CTX_use_certificate(ctx, leaf.get()) != 1) {
-    error = field + " " + o.certificate_file + ": " + openssl_error();
+    error = field + " " + o.certificate_file + ": " + openssl_errors();
     return false;
   }
-  while (X509* ca = PEM_read_bio_X509(bio.get(), nullptr, no_passphrase, nullptr)) {
-    if (SSL_CTX_add0_chain_cert(ctx, ca) != 1) {
-      X509_free(ca);
-      error = field + " " + o.certificate_file + ": " + openssl_error();
-      return false;
-    }
+  if (!tls::add_chain(ctx, bio.get())) {
+    error = field + " " + o.certificate_file + ": " + openssl_errors();
+    return false;
   }
   ERR_clear_error();  // the end of the file reads as "no start line"
   const std::string key_field = where + ".keyFile";
   if (!read_pem(o.key_file, key_field, pem, error)) return false;
   bio = memory_bio(pem);
-  std::unique_ptr<EVP_PKEY, PkeyFree> key(
-      PEM_read_bio_PrivateKey(bio.get(), nullptr, no_passphrase, nullptr));
+  tls::Pkey key(PEM_read_bio_PrivateKey(bio.get(), nullptr, no_passphrase, nullptr));
   OPENSSL_cleanse(pem.data(), pem.size());
   if (!key || SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
-    error = key_field + " " + o.key_file + ": " + openssl_error();
+    error = key_field + " " + o.key_file + ": " + openssl_errors();
     return false;
   }
   return true;
@@ -122,7 +88,7 @@ std::shared_ptr<const UpstreamTls> build_one(const config::UpstreamTlsOptions& o
   ERR_clear_error();
   if (o.ca_file.empty()) {
     if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
-      error = where + ".caFile (the system's default paths): " + openssl_error();
+      error = where + ".caFile (the system's default paths): " + openssl_errors();
       return nullptr;
     }
   } else if (!load_cas(ctx, o.ca_file, where + ".caFile", error)) {

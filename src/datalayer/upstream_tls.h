@@ -44,7 +44,7 @@ struct UpstreamTlsSet {
 
 // Reads the files c's upstream TLS settings name (the CA bundle, or the
 // system's default paths; a client certificate chain and its key), each a
-// regular file of at most config::kMaxPemFileBytes, and builds the
+// regular file of at most tls::kMaxPemBytes (tls/pem.h), and builds the
 // contexts: TLS 1.2 at least, the server verified unless
 // insecureSkipVerify. Null with `error` naming the setting and the file
 // (a file too large, not a regular one, or not PEM). Never throws; not on

@@ -7,9 +7,9 @@
 // access log). The connection owns one Exchange and reuses it for each of
 // its requests (its strings keep their capacity).
 //
-// Its code is in four files, one per part of a request's life:
-// exchange.cc (reading, local answers, accounting), admission.cc,
-// upstream_call.cc and relay.cc.
+// Its code is in five files, one per part of a request's life: exchange.cc
+// (reading, local answers, accounting), identity.cc (who sent it, its
+// tenant's policy), admission.cc, upstream_call.cc and relay.cc.
 #pragma once
 
 #include <array>
@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "auth/authenticator.h"
-#include "auth/tenant_load.h"
 #include "datalayer/endpoint_set.h"
 #include "flowcontrol/outcome_response.h"
 #include "observe/request_stats.h"
@@ -36,6 +35,7 @@
 #include "proxy/dispatch_ticket.h"
 #include "proxy/io_thread.h"
 #include "proxy/proxy_context.h"
+#include "proxy/tenant_load.h"
 #include "proxy/upstream_pool.h"
 
 namespace sluice::proxy {
@@ -280,9 +280,9 @@ class Exchange {
   bool body_deadline_armed_ = false;
   bool continue_sent_ = false;
   std::string request_id_;
-  auth::Identity identity_;                 // who the request is (check_identity)
-  auth::TenantLoad::Permit tenant_permit_;  // one of its tenant's maxConcurrency
-  std::int8_t peer_trusted_ = -1;  // the connection's peer is a trusted proxy (-1: not asked)
+  auth::Identity identity_;           // who the request is (check_identity)
+  TenantLoad::Permit tenant_permit_;  // one of its tenant's maxConcurrency
+  std::int8_t peer_trusted_ = -1;     // the connection's peer is a trusted proxy (-1: not asked)
   // The request's body bytes, charged to server.maxBufferedBodyBytes while
   // it is read and until the request ends.
   BodyBudget::Lease body_lease_;

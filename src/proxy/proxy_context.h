@@ -12,7 +12,6 @@
 #include <unordered_map>
 
 #include "auth/authenticator.h"
-#include "auth/tenant_load.h"
 #include "config/config.h"
 #include "datalayer/endpoint_set.h"
 #include "datalayer/metrics_scraper.h"
@@ -22,6 +21,7 @@
 #include "observe/access_log.h"
 #include "proxy/body_budget.h"
 #include "proxy/connection_limit.h"
+#include "proxy/tenant_load.h"
 
 namespace sluice::datalayer {
 struct UpstreamTlsSet;
@@ -75,7 +75,7 @@ struct ProxyContext {
   // keys until the app loads them; workers hold theirs.
   std::shared_ptr<const auth::Authenticator> authenticator;
   // Each tenant's requests in flight, for tenants[].maxConcurrency.
-  auth::TenantLoad tenant_load;
+  TenantLoad tenant_load;
   // A JWT named a key the JWKS lacks: the JWKS is asked for again. The
   // flag is set by the first such request and cleared by the fetcher once
   // it took the request (so a flood of them is one call); the callback is

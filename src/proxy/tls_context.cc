@@ -1,100 +1,28 @@
 #include "proxy/tls_context.h"
 
-#include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <string_view>
+
+#include "tls/pem.h"
 
 namespace sluice::proxy {
 namespace {
 
-// A PEM file larger than this is not a certificate chain or a key.
-constexpr std::size_t kMaxPemBytes = 1u << 20;
 // The longest client-certificate name handed to the auth layer.
 constexpr std::size_t kMaxPeerNameBytes = 1024;
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
-using Cert = std::unique_ptr<X509, X509Free>;
-using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
-// A PEM reader asks for a passphrase on the terminal unless told otherwise:
-// an encrypted key fails instead.
-int no_passphrase(char*, int, int, void*) { return 0; }
-
-// What OpenSSL's error queue says, drained (this thread's).
-std::string openssl_errors() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    const char* reason = ERR_reason_error_string(e);
-    if (!out.empty()) out += "; ";
-    out += reason ? reason : "error " + std::to_string(e);
-  }
-  return out.empty() ? "unknown error" : out;
-}
-
-// `path` whole, if it is a regular file of at most kMaxPemBytes.
-bool read_small_file(const std::string& path, std::string& out, std::string& error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) {
-    error = path + ": cannot open file (" + std::strerror(errno) + ")";
-    return false;
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    error = path + ": not a regular file";
-    return false;
-  }
-  out.clear();
-  char chunk[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n == 0) return true;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      error = path + ": cannot read file (" + std::strerror(errno) + ")";
-      return false;
-    }
-    out.append(chunk, static_cast<std::size_t>(n));
-    if (out.size() > kMaxPemBytes) {
-      error = path + ": larger than 1 MiB (not a PEM certificate or key)";
-      return false;
-    }
-  }
-}
-
-Bio memory_bio(const std::string& text) {
-  return Bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-}
-
-// The end of a PEM file reads as "no start line": not an error.
-bool only_end_of_pem() {
-  const unsigned long e = ERR_peek_last_error();
-  if (e == 0 || (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)) {
-    ERR_clear_error();
-    return true;
-  }
-  return false;
-}
+using tls::Bio;
+using tls::Cert;
+using tls::memory_bio;
+using tls::no_passphrase;
+using tls::only_end_of_pem;
+using tls::openssl_errors;
+using tls::Pkey;
 
 // ALPN: http/1.1 when the client offers it; a client that offers only
 // other protocols (h2) gets none, and HTTP/1.1 all the same.
@@ -154,7 +82,7 @@ bool load_chain(SSL_CTX* h, const config::TlsOptions& o, std::string& subject, s
                 std::int64_t& not_after, std::string& error) {
   const std::string field = "server.tls.certificateFile: ";
   std::string pem;
-  if (!read_small_file(o.certificate_file, pem, error)) return (error = field + error), false;
+  if (!tls::read_pem_file(o.certificate_file, pem, error)) return (error = field + error), false;
   Bio bio = memory_bio(pem);
   Cert leaf(PEM_read_bio_X509_AUX(bio.get(), nullptr, no_passphrase, nullptr));
   if (!leaf) {
@@ -169,13 +97,10 @@ bool load_chain(SSL_CTX* h, const config::TlsOptions& o, std::string& subject, s
   subject = X509_NAME_oneline(X509_get_subject_name(leaf.get()), name, sizeof name);
   serial = serial_hex(leaf.get());
   not_after = unix_time(X509_get0_notAfter(leaf.get()));
-  while (X509* ca = PEM_read_bio_X509(bio.get(), nullptr, no_passphrase, nullptr)) {
-    if (SSL_CTX_add0_chain_cert(h, ca) != 1) {
-      X509_free(ca);
-      error =
-          field + o.certificate_file + ": chain certificate not usable (" + openssl_errors() + ")";
-      return false;
-    }
+  if (!tls::add_chain(h, bio.get())) {
+    error =
+        field + o.certificate_file + ": chain certificate not usable (" + openssl_errors() + ")";
+    return false;
   }
   if (!only_end_of_pem()) {
     error = field + o.certificate_file + ": " + openssl_errors();
@@ -187,7 +112,7 @@ bool load_chain(SSL_CTX* h, const config::TlsOptions& o, std::string& subject, s
 bool load_key(SSL_CTX* h, const config::TlsOptions& o, std::string& error) {
   const std::string field = "server.tls.keyFile: ";
   std::string pem;
-  if (!read_small_file(o.key_file, pem, error)) return (error = field + error), false;
+  if (!tls::read_pem_file(o.key_file, pem, error)) return (error = field + error), false;
   Bio bio = memory_bio(pem);
   Pkey key(PEM_read_bio_PrivateKey(bio.get(), nullptr, no_passphrase, nullptr));
   OPENSSL_cleanse(pem.data(), pem.size());
@@ -209,7 +134,7 @@ bool load_key(SSL_CTX* h, const config::TlsOptions& o, std::string& error) {
 bool load_client_cas(SSL_CTX* h, const config::TlsOptions& o, std::string& error) {
   const std::string field = "server.tls.clientCaFile: ";
   std::string pem;
-  if (!read_small_file(o.client_ca_file, pem, error)) return (error = field + error), false;
+  if (!tls::read_pem_file(o.client_ca_file, pem, error)) return (error = field + error), false;
   Bio bio = memory_bio(pem);
   X509_STORE* store = SSL_CTX_get_cert_store(h);
   STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();

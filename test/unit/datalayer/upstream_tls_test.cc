@@ -1,5 +1,5 @@
 // build_upstream_tls's reading of the files it is given: each a regular file
-// of at most config::kMaxPemFileBytes, refused otherwise (too large, a
+// of at most tls::kMaxPemBytes, refused otherwise (too large, a
 // directory, a pipe, not PEM) with an error naming the setting and the file,
 // before OpenSSL reads any of it.
 #include "datalayer/upstream_tls.h"
@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "tls/pem.h"
 
 namespace sluice::datalayer {
 namespace {
@@ -51,7 +53,7 @@ class UpstreamTlsFiles : public ::testing::Test {
 };
 
 TEST_F(UpstreamTlsFiles, ACaFileOverTheBoundIsRefusedNamingIt) {
-  const std::string big = write("big.pem", std::string(config::kMaxPemFileBytes + 1, 'A'));
+  const std::string big = write("big.pem", std::string(tls::kMaxPemBytes + 1, 'A'));
   const std::string error = error_with_ca(big);
   EXPECT_TRUE(contains(error, "sluice.yaml: server.upstreamTls.caFile")) << error;
   EXPECT_TRUE(contains(error, big + ": larger than 1 MiB")) << error;
@@ -77,7 +79,7 @@ TEST_F(UpstreamTlsFiles, AFileWithoutACertificateIsRefused) {
 }
 
 TEST_F(UpstreamTlsFiles, AnEndpointsCertificateAndKeyFilesAreBoundedToo) {
-  const std::string big = write("big.pem", std::string(config::kMaxPemFileBytes + 1, 'A'));
+  const std::string big = write("big.pem", std::string(tls::kMaxPemBytes + 1, 'A'));
   config::Config c;
   c.source = "sluice.yaml";
   config::EndpointConfig e;

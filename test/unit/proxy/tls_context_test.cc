@@ -82,8 +82,7 @@ TEST(TlsContext, LoadErrorsNameTheFieldAndTheFile) {
       0u)
       << error_of(o);
   o.certificate_file = dir_of(f.work);
-  EXPECT_EQ(error_of(o),
-            "server.tls.certificateFile: " + o.certificate_file + ": not a regular file");
+  EXPECT_EQ(error_of(o), "server.tls.certificateFile: " + o.certificate_file + ": is a directory");
 
   // A key of another certificate.
   ASSERT_TRUE(f.pki.issue_client("other", "spiffe://x/other")) << f.pki.error();

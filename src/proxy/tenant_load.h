@@ -3,6 +3,8 @@
 // and given back when the request ends (RAII). Only tenants with a limit
 // are counted; an entry exists only while the tenant has a request in
 // flight, so the table never holds more entries than requests in flight.
+// Here, not in auth/: it is a lock the I/O threads share, and auth is pure
+// (docs/architecture.md, Layer rules).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace sluice::auth {
+namespace sluice::proxy {
 
 class TenantLoad {
  public:
@@ -79,4 +81,4 @@ class TenantLoad {
   std::unordered_map<std::string, std::uint32_t> in_flight_;
 };
 
-}  // namespace sluice::auth
+}  // namespace sluice::proxy
