@@ -141,6 +141,7 @@ void Gateway::shutdown() {
   if (!started_) return;
   started_ = false;
   admin_->stop();
+  key_writer_.reset();  // what waits is made and answered (to no one: the admin plane stopped)
   const auto start = std::chrono::steady_clock::now();
   const auto grace = ctx_.config.server.shutdown_grace_period;
   const auto queue_deadline = std::min(ctx_.config.server.shutdown_queue_deadline, grace);
