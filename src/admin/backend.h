@@ -63,7 +63,8 @@ class Backend {
   // Adds or replaces the record of `r.id` (made through the admin API);
   // `done` once every I/O thread checks new requests against it, or with
   // why not (then nothing changed, the key file byte for byte). Called on
-  // any thread, never waits for the write: `done` runs on another thread.
+  // any thread, never waits for the write: `done` runs on the writer's
+  // thread, or on the caller's when the change is refused at once.
   virtual void put_key(const auth::KeyRecord& r, std::function<void(KeyWriteResult)> done) = 0;
   // Removes `id`'s record; `done(found, result)` once every I/O thread
   // refuses it (found false: no such key this plane may remove).

@@ -97,6 +97,7 @@ class Gateway final : public admin::Backend {
   void start_jwks();
   void apply_key_file(
       const std::string& path, std::function<void()> done = [] {});
+  void reload_key_file(const std::string& path);
   void set_identity_config(const config::Config& c);
   // `done` once every I/O thread has the new authenticator.
   void publish_authenticator(std::function<void()> done = [] {});

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <cstdlib>
+#include <utility>
 
 #include "app/gateway.h"
 #include "auth/api_keys.h"
@@ -38,7 +39,12 @@ void Gateway::start_identity() {
   if (keys.file.empty()) return;
   key_watcher_ = std::make_unique<datalayer::FileWatcher>(
       scraper_->context(), keys.file, keys.poll_interval, "keys",
-      [this](const std::string& path) { apply_key_file(path); },
+      [this, loaded = false](const std::string& path) mutable {
+        // At startup read here (a bad file fails the start); afterwards on
+        // the key writer's thread, in order with the admin API's writes.
+        if (!std::exchange(loaded, true)) return apply_key_file(path);
+        key_writer_->reload([this, path] { reload_key_file(path); });
+      },
       [](const std::string& message) { SLUICE_LOG(kWarn, "auth", message); });
   key_watcher_->load_now();  // throws ConfigError: startup fails
 }
@@ -73,6 +79,15 @@ void Gateway::apply_key_file(const std::string& path, std::function<void()> done
   SLUICE_LOG(kInfo, "auth", path << ": " << records.size() << " API key(s)");
   set_file_keys(std::move(records));
   publish_authenticator(std::move(done));
+}
+
+// On the key writer's thread: a bad file keeps the keys in use.
+void Gateway::reload_key_file(const std::string& path) {
+  try {
+    apply_key_file(path);
+  } catch (const std::exception& e) {
+    SLUICE_LOG(kWarn, "auth", e.what() << "; keeping the current keys");
+  }
 }
 
 void Gateway::set_file_keys(std::vector<auth::KeyRecord> records) {

@@ -41,12 +41,28 @@ bool KeyWriter::submit(std::function<void()> change) {
   return true;
 }
 
+void KeyWriter::reload(std::function<void()> read) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    reload_ = std::move(read);
+  }
+  wake_.notify_one();
+}
+
 void KeyWriter::run() {
   for (;;) {
     std::function<void()> change;
     {
       std::unique_lock lock(mu_);
-      wake_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
+      wake_.wait(lock, [this] { return stopping_ || reload_ || !waiting_.empty(); });
+      if (reload_) {
+        std::function<void()> read = std::move(reload_);
+        reload_ = nullptr;
+        lock.unlock();
+        read();
+        continue;
+      }
       if (waiting_.empty()) return;  // stopping, nothing left
       change = std::move(waiting_.front());
       waiting_.pop_front();

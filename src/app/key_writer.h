@@ -35,6 +35,11 @@ class KeyWriter {
   // Any thread: `change` runs on the writer's thread after those submitted
   // before it; false (and it never runs) when max_pending are pending.
   bool submit(std::function<void()> change);
+  // Any thread: the key file changed on disk; `read` runs on the writer's
+  // thread, in order with the changes, so a slow read never puts back keys
+  // older than a write made after it. Not counted, not held at the gate;
+  // at most one waits (a second read reads the same file).
+  void reload(std::function<void()> read);
 
  private:
   void run();
@@ -48,6 +53,7 @@ class KeyWriter {
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> waiting_;  // under mu_
+  std::function<void()> reload_;               // under mu_: a read waits
   bool making_ = false;                        // under mu_: a change runs
   bool stopping_ = false;                      // under mu_
   std::thread thread_;
