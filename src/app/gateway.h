@@ -97,6 +97,8 @@ class Gateway final : public admin::Backend {
   void start_jwks();
   void apply_key_file(
       const std::string& path, std::function<void()> done = [] {});
+  void apply_key_text(
+      const std::string& path, const std::string& text, std::function<void()> done = [] {});
   void reload_key_file(const std::string& path);
   void set_identity_config(const config::Config& c);
   // `done` once every I/O thread has the new authenticator.
@@ -161,6 +163,7 @@ class Gateway final : public admin::Backend {
     std::vector<auth::KeyRecord> file;                      // auth.apiKeys.file's
     std::unordered_map<std::string, std::size_t> file_ids;  // id -> index in `file`
     std::map<std::string, auth::KeyRecord> admin;           // the admin API's, in a fleet
+    auth::Digest written{};  // SHA-256 of the key file as this process last wrote it
   } keys_;
   std::unique_ptr<KeyWriter> key_writer_;    // the admin API's key changes, one at a time
   std::shared_ptr<const auth::Jwks> jwks_;   // auth.jwt's keys

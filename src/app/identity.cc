@@ -72,19 +72,30 @@ void Gateway::start_jwks() {
 
 // Throws ConfigError: the keys in use stay.
 void Gateway::apply_key_file(const std::string& path, std::function<void()> done) {
+  apply_key_text(path, config::read_regular_file(path), std::move(done));
+}
+
+void Gateway::apply_key_text(const std::string& path, const std::string& text,
+                             std::function<void()> done) {
   std::vector<auth::KeyRecord> records;
   std::string error;
-  if (!auth::parse_key_file(config::read_regular_file(path), records, error))
-    throw config::ConfigError(path + ": " + error);
+  if (!auth::parse_key_file(text, records, error)) throw config::ConfigError(path + ": " + error);
   SLUICE_LOG(kInfo, "auth", path << ": " << records.size() << " API key(s)");
   set_file_keys(std::move(records));
   publish_authenticator(std::move(done));
 }
 
-// On the key writer's thread: a bad file keeps the keys in use.
+// On the key writer's thread: a bad file keeps the keys in use; the file
+// as this process last wrote it is in use already (not parsed again).
 void Gateway::reload_key_file(const std::string& path) {
   try {
-    apply_key_file(path);
+    const std::string text = config::read_regular_file(path);
+    const auth::Digest digest = auth::sha256(text);
+    {
+      std::lock_guard lock(identity_mu_);
+      if (digest == keys_.written) return;
+    }
+    apply_key_text(path, text);
   } catch (const std::exception& e) {
     SLUICE_LOG(kWarn, "auth", e.what() << "; keeping the current keys");
   }

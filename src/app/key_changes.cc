@@ -133,6 +133,10 @@ admin::KeyWriteResult Gateway::write_key_file(std::vector<auth::KeyRecord> recor
   }
   // At once, not at the watcher's next look (which reads the same).
   SLUICE_LOG(kInfo, "auth", path << ": " << back.size() << " API key(s)");
+  {
+    std::lock_guard lock(identity_mu_);
+    keys_.written = auth::sha256(text);  // the watcher's next look need not parse it
+  }
   set_file_keys(std::move(back));
   publish_authenticator(std::move(done));
   return {};
