@@ -6,7 +6,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "admin/auth.h"
 #include "admin/routes.h"
@@ -253,16 +255,41 @@ void AdminServer::handle(const std::string& method, const std::string& target,
   route(method, target, body, std::move(respond), false);
 }
 
+namespace {
+
+// The admin answer's typed error ({"error": {"code", "message"}}) as the
+// fleet keeps it.
+fleet::RefusedOperation refused_operation(const std::string& method, const std::string& target,
+                                          const Reply& r) {
+  fleet::RefusedOperation out{method, target, r.status, "", "", 0};
+  const auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    const auto& e = j["error"];
+    if (e.contains("code") && e["code"].is_string()) out.code = e["code"].get<std::string>();
+    if (e.contains("message") && e["message"].is_string())
+      out.message = e["message"].get<std::string>();
+  }
+  out.at_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  return out;
+}
+
+}  // namespace
+
+// A refusal is logged, counted and kept for /admin/v1/fleet: the replicas
+// no longer hold the same changes, which an operator must see.
 void AdminServer::apply_replicated(const FleetOperationView& op) {
   net::post(ioc_, [this, method = op.method, target = op.target, body = op.body] {
     route(
         method, target, body,
-        [method, target](Reply r) {
+        [this, method, target](Reply r) {
           if (r.status >= 300) {
             SLUICE_LOG(kWarn, "fleet",
                        "a change made through another replica ("
                            << method << " " << target << ") failed here: " << r.status << " "
                            << r.body);
+            if (fleet()) fleet()->note_operation_refused(refused_operation(method, target, r));
           } else {
             SLUICE_LOG(
                 kInfo, "fleet",

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,15 @@ namespace sluice::admin {
 struct KeyEntry {
   auth::KeyRecord record;
   bool from_file = false;  // auth.apiKeys.file (else made through the admin API)
+};
+
+// What a key change came to: done (status 0), or refused with the HTTP
+// status and typed code the admin API answers (then nothing changed).
+struct KeyWriteResult {
+  int status = 0;
+  std::string code;
+  std::string message;
+  bool ok() const { return status == 0; }
 };
 
 // What a reload did.
@@ -48,13 +58,18 @@ class Backend {
   virtual void collect_stats(std::function<void(observe::ThreadStats)> done) = 0;
   // The API keys in use (sorted by id).
   virtual std::vector<KeyEntry> keys() = 0;
+  // The record of `id`, if any; costs no more with more keys.
+  virtual std::optional<KeyEntry> find_key(const std::string& id) = 0;
   // Adds or replaces the record of `r.id` (made through the admin API);
-  // `done("")` once every I/O thread checks new requests against it, else
-  // `done(why not)` (then nothing changed). On any thread.
-  virtual void put_key(const auth::KeyRecord& r, std::function<void(std::string)> done) = 0;
-  // Removes `id`'s record; `done(found, error)` once every I/O thread
+  // `done` once every I/O thread checks new requests against it, or with
+  // why not (then nothing changed, the key file byte for byte). Called on
+  // any thread, never waits for the write: `done` runs on the writer's
+  // thread, or on the caller's when the change is refused at once.
+  virtual void put_key(const auth::KeyRecord& r, std::function<void(KeyWriteResult)> done) = 0;
+  // Removes `id`'s record; `done(found, result)` once every I/O thread
   // refuses it (found false: no such key this plane may remove).
-  virtual void delete_key(const std::string& id, std::function<void(bool, std::string)> done) = 0;
+  virtual void delete_key(const std::string& id,
+                          std::function<void(bool, KeyWriteResult)> done) = 0;
 };
 
 }  // namespace sluice::admin

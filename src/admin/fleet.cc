@@ -20,6 +20,18 @@ json replicas_json(const fleet::FleetStatus& st) {
   return replicas;
 }
 
+json refused_json(const fleet::FleetStatus& st) {
+  json refused = json::array();
+  for (const auto& r : st.refused)
+    refused.push_back(json{{"method", r.method},
+                           {"target", r.target},
+                           {"status", r.status},
+                           {"code", r.code},
+                           {"message", r.message},
+                           {"atUnixMs", r.at_unix_ms}});
+  return refused;
+}
+
 }  // namespace
 
 void fleet_status(HandlerContext& hc, const Request&, Respond respond) {
@@ -41,6 +53,8 @@ void fleet_status(HandlerContext& hc, const Request&, Respond respond) {
            {"redisCommands", st.commands},
            {"operationsPublished", st.operations_published},
            {"operationsApplied", st.operations_applied},
+           {"operationsRefused", st.operations_refused},
+           {"lastRefused", refused_json(st)},
            {"duplicateId", st.duplicate_id},
            {"duplicateIdSyncs", st.duplicate_id_syncs},
            {"replicas", replicas_json(st)}};

@@ -25,12 +25,6 @@ json key_json(const KeyEntry& k) {
   return j;
 }
 
-const KeyEntry* find_key(const std::vector<KeyEntry>& keys, std::string_view id) {
-  for (const auto& k : keys)
-    if (k.record.id == id) return &k;
-  return nullptr;
-}
-
 // A key's scope in its body: "models" (a list; [] or null: the tenant's),
 // "maxObjective" and "maxTokens" (null, "" or 0: the tenant's).
 std::optional<AdminReply> read_key_scope(const json& j, auth::KeyRecord& r) {
@@ -55,30 +49,28 @@ std::optional<AdminReply> read_key_scope(const json& j, auth::KeyRecord& r) {
       return error_reply(400, "invalid-scope", "maxTokens must be a whole number or null");
     r.max_tokens = it->is_null() ? 0 : it->get<std::uint64_t>();
   }
-  if (auto bad = auth::check_key_scope(r); !bad.empty())
-    return error_reply(400, "invalid-scope", bad);
   return std::nullopt;
 }
 
 // The optional fields of a key's body (tenant, expires, disabled, prefix)
-// into `r`; an error reply if one is malformed.
+// into `r`; an error reply if one is malformed. The whole record is then
+// checked by auth::check_key_record, as the key file's reader does.
 std::optional<AdminReply> read_key_fields(const json& j, auth::KeyRecord& r) {
   if (auto it = j.find("tenant"); it != j.end()) {
     if (!it->is_string()) return error_reply(400, "invalid-tenant", "tenant must be a string");
     r.tenant = it->get<std::string>();
   }
-  if (r.tenant.empty() || !protocol::is_valid_steering_value(r.tenant, 128) ||
-      r.tenant.find('/') != std::string::npos)
-    return error_reply(400, "invalid-tenant",
-                       "tenant must be 1 to 128 token characters without '/'");
   if (auto it = j.find("expires"); it != j.end()) {
+    // Within what the key file writes and reads back: a number is taken as
+    // it is, never wrapped (2^64-1 is not -1).
     std::optional<std::int64_t> e;
     if (it->is_string()) e = auth::parse_expiry(it->get<std::string>());
-    if (it->is_number_unsigned()) e = it->get<std::int64_t>();
+    if (it->is_number_unsigned() && it->get<std::uint64_t>() <= auth::kMaxKeyExpiry)
+      e = static_cast<std::int64_t>(it->get<std::uint64_t>());
     if (!it->is_null() && !e)
-      return error_reply(
-          400, "invalid-expires",
-          "expires must be RFC 3339 UTC (2027-01-01T00:00:00Z), unix seconds or null");
+      return error_reply(400, "invalid-expires",
+                         "expires must be RFC 3339 UTC (2027-01-01T00:00:00Z) or unix seconds, "
+                         "at most 9999-12-31T23:59:59Z (253402300799), or null");
     r.expires_at = e;
   }
   if (auto it = j.find("disabled"); it != j.end()) {
@@ -88,6 +80,8 @@ std::optional<AdminReply> read_key_fields(const json& j, auth::KeyRecord& r) {
   }
   return read_key_scope(j, r);
 }
+
+AdminReply refused(const KeyWriteResult& r) { return error_reply(r.status, r.code, r.message); }
 
 std::optional<json> parse_object(const std::string& body, AdminReply& error) {
   json j = json::parse(body.empty() ? "{}" : body, nullptr, false);
@@ -100,15 +94,23 @@ std::optional<json> parse_object(const std::string& body, AdminReply& error) {
 
 }  // namespace
 
-void list_keys(HandlerContext& hc, const Request&, Respond respond) {
+// By id, at most ?limit= (default 1000); x-total-count says how many
+// there are (as /admin/v1/flows).
+void list_keys(HandlerContext& hc, const Request& req, Respond respond) {
+  auto limit = limit_param(req.target, 1000, 1000000);
+  if (!limit)
+    return respond(
+        error_reply(400, "invalid-limit", "limit must be a whole number from 1 to 1000000"));
+  const auto keys = hc.backend.keys();
   json out = json::array();
-  for (const auto& k : hc.backend.keys()) out.push_back(key_json(k));
-  respond(AdminReply{200, out.dump(-1, ' ', false, kReplace)});
+  for (std::size_t i = 0; i < keys.size() && i < *limit; ++i) out.push_back(key_json(keys[i]));
+  AdminReply r{200, out.dump(-1, ' ', false, kReplace)};
+  r.total = keys.size();
+  respond(std::move(r));
 }
 
 void get_key(HandlerContext& hc, const Request& req, Respond respond) {
-  const auto keys = hc.backend.keys();
-  const KeyEntry* k = find_key(keys, req.param);
+  const auto k = hc.backend.find_key(std::string(req.param));
   if (!k)
     return respond(error_reply(404, "unknown-key", "no key '" + std::string(req.param) + "'"));
   respond(AdminReply{200, key_json(*k).dump(-1, ' ', false, kReplace)});
@@ -126,7 +128,7 @@ void create_key(HandlerContext& hc, const Request& req, Respond respond) {
       return respond(
           error_reply(400, "invalid-id", "id must be 1 to 64 of letters, digits, _ . -"));
     id = it->get<std::string>();
-    if (find_key(hc.backend.keys(), id))
+    if (hc.backend.find_key(id))
       return respond(error_reply(409, "key-exists", "a key with id '" + id + "' exists"));
   }
   auth::KeyRecord fields;
@@ -138,9 +140,11 @@ void create_key(HandlerContext& hc, const Request& req, Respond respond) {
   made->record.models = fields.models;
   made->record.max_objective = fields.max_objective;
   made->record.max_tokens = fields.max_tokens;
-  hc.backend.put_key(made->record, [&hc, made = *made, respond](std::string e) {
+  if (auto bad = auth::check_key_record(made->record))
+    return respond(error_reply(400, bad.code, bad.message));
+  hc.backend.put_key(made->record, [&hc, made = *made, respond](KeyWriteResult e) {
     hc.post([&hc, made, respond, e] {
-      if (!e.empty()) return respond(error_reply(409, "key-store-unavailable", e));
+      if (!e.ok()) return respond(refused(e));
       SLUICE_LOG(kInfo, "admin",
                  "key " << made.record.id << " (" << made.record.prefix << "...) made for tenant "
                         << made.record.tenant);
@@ -169,8 +173,7 @@ void put_key(HandlerContext& hc, const Request& req, Respond respond) {
   AdminReply error;
   auto j = parse_object(req.body, error);
   if (!j) return respond(error);
-  const auto keys = hc.backend.keys();
-  const KeyEntry* old = find_key(keys, id);
+  const auto old = hc.backend.find_key(id);
   auth::KeyRecord r = old ? old->record : auth::KeyRecord{};
   r.id = id;
   if (auto it = j->find("sha256"); it != j->end()) {
@@ -188,9 +191,10 @@ void put_key(HandlerContext& hc, const Request& req, Respond respond) {
       r.prefix.clear();
   }
   if (auto bad = read_key_fields(*j, r)) return respond(*bad);
-  hc.backend.put_key(r, [&hc, r, respond](std::string e) {
+  if (auto bad = auth::check_key_record(r)) return respond(error_reply(400, bad.code, bad.message));
+  hc.backend.put_key(r, [&hc, r, respond](KeyWriteResult e) {
     hc.post([r, respond, e] {
-      if (!e.empty()) return respond(error_reply(409, "key-store-unavailable", e));
+      if (!e.ok()) return respond(refused(e));
       SLUICE_LOG(
           kInfo, "admin",
           "key " << r.id << " set for tenant " << r.tenant << (r.disabled ? " (disabled)" : ""));
@@ -202,9 +206,9 @@ void put_key(HandlerContext& hc, const Request& req, Respond respond) {
 void delete_key(HandlerContext& hc, const Request& req, Respond respond) {
   const std::string id(req.param);
   hc.backend.delete_key(id, [&hc, id, respond, replicated = req.replicated](bool found,
-                                                                            std::string error) {
-    hc.post([id, respond, replicated, found, error] {
-      if (!error.empty()) return respond(error_reply(409, "key-store-unavailable", error));
+                                                                            KeyWriteResult e) {
+    hc.post([id, respond, replicated, found, e] {
+      if (!e.ok()) return respond(refused(e));
       if (!found) {
         // Already gone here (a replica applying another's revocation
         // twice): the revocation holds, so replaying it is no error.

@@ -256,6 +256,15 @@ void render_admission(observe::MetricsText& m, const DispatcherCopy& c, proxy::P
            "refresh of the URL, and on an unknown kid (at most one per "
            "jwksMinRefetchInterval).");
   m.sample("sluice_jwks_loads_total", {}, static_cast<double>(ctx.jwks_loads.load()));
+  m.family("sluice_admin_key_writes_pending", "gauge",
+           "Admin API key changes waiting for or being made by the key writer (at most "
+           "auth.apiKeys.maxPendingWrites waiting).");
+  m.sample("sluice_admin_key_writes_pending", {},
+           static_cast<double>(ctx.key_writes_pending.load()));
+  m.family("sluice_admin_key_writes_refused_total", "counter",
+           "Admin API key changes answered 503 key-writes-busy.");
+  m.sample("sluice_admin_key_writes_refused_total", {},
+           static_cast<double>(ctx.key_writes_refused.load()));
   m.family("sluice_request_body_bytes", "gauge",
            "Request-body bytes charged to server.maxBufferedBodyBytes now (bodies being read; "
            "with flow control off, also in flight until the answer starts; bodies up to 16 KiB "
@@ -322,6 +331,10 @@ void render_fleet(observe::MetricsText& m, fleet::FleetSync* fleet) {
   m.family("sluice_fleet_duplicate_id_syncs_total", "counter",
            "Syncs that found another process's state under this replica's id.");
   m.sample("sluice_fleet_duplicate_id_syncs_total", {}, static_cast<double>(st.duplicate_id_syncs));
+  m.family("sluice_fleet_operations_refused_total", "counter",
+           "Changes made through another replica that this one refused (a key record it does "
+           "not take, ...): the replicas differ; /admin/v1/fleet lists the last ones and why.");
+  m.sample("sluice_fleet_operations_refused_total", {}, static_cast<double>(st.operations_refused));
 }
 
 // Per endpoint: in flight, connect failures, ejections.

@@ -163,6 +163,9 @@ void Gateway::shutdown() {
   if (tls_watch_) net::post(scraper_->context(), [this] { tls_watch_->cancel(); });
   if (dns_) dns_->stop();
   if (scraper_) scraper_->stop();
+  // After the key file's watcher (on the scraper's thread) is gone: what
+  // waits is made, and answered to no one (the admin plane stopped).
+  key_writer_.reset();
   // Leave the fleet before the dispatcher stops (the sync thread's last
   // exchange needs it): the others stop counting this replica's work.
   if (fleet_) fleet_->stop();

@@ -13,11 +13,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "admin/admin_server.h"
 #include "admin/backend.h"
 #include "app/jwks_source.h"
+#include "app/key_writer.h"
 #include "config/config.h"
 #include "datalayer/dns_watcher.h"
 #include "datalayer/endpoints_watcher.h"
@@ -66,9 +68,12 @@ class Gateway final : public admin::Backend {
   fleet::FleetSync* fleet() override { return fleet_.get(); }
   void reload(std::function<void(admin::ReloadResult)> done) override;
   void collect_stats(std::function<void(observe::ThreadStats)> done) override;
+  // The key changes run on key_writer_'s thread, `done` there too.
   std::vector<admin::KeyEntry> keys() override;
-  void put_key(const auth::KeyRecord& r, std::function<void(std::string)> done) override;
-  void delete_key(const std::string& id, std::function<void(bool, std::string)> done) override;
+  std::optional<admin::KeyEntry> find_key(const std::string& id) override;
+  void put_key(const auth::KeyRecord& r, std::function<void(admin::KeyWriteResult)> done) override;
+  void delete_key(const std::string& id,
+                  std::function<void(bool, admin::KeyWriteResult)> done) override;
 
  private:
   // Startup (gateway.cc).
@@ -92,12 +97,27 @@ class Gateway final : public admin::Backend {
   void start_jwks();
   void apply_key_file(
       const std::string& path, std::function<void()> done = [] {});
+  void apply_key_text(
+      const std::string& path, const std::string& text, std::function<void()> done = [] {});
+  void reload_key_file(const std::string& path);
   void set_identity_config(const config::Config& c);
   // `done` once every I/O thread has the new authenticator.
   void publish_authenticator(std::function<void()> done = [] {});
-  // Without a fleet, the admin API's keys are written into the key file;
-  // "" or why not.
-  std::string write_key_file(std::vector<auth::KeyRecord> records, std::function<void()> done);
+  // The key file's records (under identity_mu_), and its index by id.
+  void set_file_keys(std::vector<auth::KeyRecord> records);
+  // On key_writer_'s thread: a key change of the fleet's (held here) or
+  // of the key file's; `done` once it applies, or with why not.
+  void submit_key_change(std::function<void()> change,
+                         const std::function<void(admin::KeyWriteResult)>& refused);
+  void put_fleet_key(const auth::KeyRecord& r, std::function<void(admin::KeyWriteResult)> done);
+  void put_file_key(const auth::KeyRecord& r, std::function<void(admin::KeyWriteResult)> done);
+  void delete_file_key(const std::string& id,
+                       std::function<void(bool, admin::KeyWriteResult)> done);
+  // Without a fleet, the admin API's keys are written into the key file:
+  // checked, rendered, read back, then written beside it and renamed over
+  // it; a refused change leaves the file as it was. `done` once it applies.
+  admin::KeyWriteResult write_key_file(std::vector<auth::KeyRecord> records,
+                                       std::function<void()> done);
   // server.tls's files, looked at every reloadCheckInterval on the
   // data-layer thread (gateway.cc).
   void start_tls_watch();
@@ -139,10 +159,15 @@ class Gateway final : public admin::Backend {
   // What the authenticator is built from; any thread, under identity_mu_.
   std::mutex identity_mu_;
   std::shared_ptr<const config::Config> identity_config_;
-  std::vector<auth::KeyRecord> file_keys_;                  // auth.apiKeys.file's
-  std::map<std::string, auth::KeyRecord> admin_keys_;       // the admin API's, in a fleet
-  std::shared_ptr<const auth::Jwks> jwks_;                  // auth.jwt's keys
-  std::unique_ptr<JwksSource> jwks_source_;                 // data-layer thread
+  struct KeyTables {
+    std::vector<auth::KeyRecord> file;                      // auth.apiKeys.file's
+    std::unordered_map<std::string, std::size_t> file_ids;  // id -> index in `file`
+    std::map<std::string, auth::KeyRecord> admin;           // the admin API's, in a fleet
+    auth::Digest written{};  // SHA-256 of the key file as this process last wrote it
+  } keys_;
+  std::unique_ptr<KeyWriter> key_writer_;    // the admin API's key changes, one at a time
+  std::shared_ptr<const auth::Jwks> jwks_;   // auth.jwt's keys
+  std::unique_ptr<JwksSource> jwks_source_;  // data-layer thread
   std::unique_ptr<datalayer::ModelCatalogPoller> catalog_;  // with auth:, data-layer thread
   bool started_ = false;
 };

@@ -1,15 +1,11 @@
 // Identity at runtime: the key file (watched on the data layer's thread),
-// the keys made through the admin API (written into the key file; in a
-// fleet, held here and replicated through Redis as admin changes), and the
+// the keys made through the admin API (key_changes.cc), and the
 // authenticator built from the config's auth:/tenants: and the keys,
 // handed to every I/O thread whenever any of them changes.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <boost/asio/post.hpp>
-#include <cerrno>
-#include <cstring>
+#include <cstdlib>
+#include <utility>
 
 #include "app/gateway.h"
 #include "auth/api_keys.h"
@@ -37,10 +33,18 @@ void Gateway::start_identity() {
     catalog_->set_upstream(ctx_.policy->upstream_tls, ctx_.policy->credentials);
   }
   const auto& keys = ctx_.config.auth.api_keys;
+  const char* gate = std::getenv("SLUICE_TEST_KEY_WRITE_GATE");  // tests only (testing.md)
+  key_writer_ = std::make_unique<KeyWriter>(keys.max_pending_writes, ctx_.key_writes_pending,
+                                            ctx_.key_writes_refused, gate ? gate : "");
   if (keys.file.empty()) return;
   key_watcher_ = std::make_unique<datalayer::FileWatcher>(
       scraper_->context(), keys.file, keys.poll_interval, "keys",
-      [this](const std::string& path) { apply_key_file(path); },
+      [this, loaded = false](const std::string& path) mutable {
+        // At startup read here (a bad file fails the start); afterwards on
+        // the key writer's thread, in order with the admin API's writes.
+        if (!std::exchange(loaded, true)) return apply_key_file(path);
+        key_writer_->reload([this, path] { reload_key_file(path); });
+      },
       [](const std::string& message) { SLUICE_LOG(kWarn, "auth", message); });
   key_watcher_->load_now();  // throws ConfigError: startup fails
 }
@@ -68,16 +72,42 @@ void Gateway::start_jwks() {
 
 // Throws ConfigError: the keys in use stay.
 void Gateway::apply_key_file(const std::string& path, std::function<void()> done) {
+  apply_key_text(path, config::read_regular_file(path), std::move(done));
+}
+
+void Gateway::apply_key_text(const std::string& path, const std::string& text,
+                             std::function<void()> done) {
   std::vector<auth::KeyRecord> records;
   std::string error;
-  if (!auth::parse_key_file(config::read_regular_file(path), records, error))
-    throw config::ConfigError(path + ": " + error);
+  if (!auth::parse_key_file(text, records, error)) throw config::ConfigError(path + ": " + error);
   SLUICE_LOG(kInfo, "auth", path << ": " << records.size() << " API key(s)");
-  {
-    std::lock_guard lock(identity_mu_);
-    file_keys_ = std::move(records);
-  }
+  set_file_keys(std::move(records));
   publish_authenticator(std::move(done));
+}
+
+// On the key writer's thread: a bad file keeps the keys in use; the file
+// as this process last wrote it is in use already (not parsed again).
+void Gateway::reload_key_file(const std::string& path) {
+  try {
+    const std::string text = config::read_regular_file(path);
+    const auth::Digest digest = auth::sha256(text);
+    {
+      std::lock_guard lock(identity_mu_);
+      if (digest == keys_.written) return;
+    }
+    apply_key_text(path, text);
+  } catch (const std::exception& e) {
+    SLUICE_LOG(kWarn, "auth", e.what() << "; keeping the current keys");
+  }
+}
+
+void Gateway::set_file_keys(std::vector<auth::KeyRecord> records) {
+  std::unordered_map<std::string, std::size_t> ids;
+  ids.reserve(records.size());
+  for (std::size_t i = 0; i < records.size(); ++i) ids.emplace(records[i].id, i);
+  std::lock_guard lock(identity_mu_);
+  keys_.file = std::move(records);
+  keys_.file_ids = std::move(ids);
 }
 
 void Gateway::set_identity_config(const config::Config& c) {
@@ -95,9 +125,9 @@ void Gateway::set_identity_config(const config::Config& c) {
 void Gateway::publish_authenticator(std::function<void()> done) {
   std::lock_guard lock(identity_mu_);
   std::vector<auth::KeyRecord> all;
-  all.reserve(admin_keys_.size() + file_keys_.size());
-  for (const auto& [_, r] : admin_keys_) all.push_back(r);
-  all.insert(all.end(), file_keys_.begin(), file_keys_.end());
+  all.reserve(keys_.admin.size() + keys_.file.size());
+  for (const auto& [_, r] : keys_.admin) all.push_back(r);
+  all.insert(all.end(), keys_.file.begin(), keys_.file.end());
   auto store = std::make_shared<const auth::KeyStore>(std::move(all));
   data_.set_authenticator(
       std::make_shared<const auth::Authenticator>(*identity_config_, store, jwks_),
@@ -107,89 +137,21 @@ void Gateway::publish_authenticator(std::function<void()> done) {
 std::vector<admin::KeyEntry> Gateway::keys() {
   std::lock_guard lock(identity_mu_);
   std::vector<admin::KeyEntry> out;
-  for (const auto& [_, r] : admin_keys_) out.push_back({r, false});
-  for (const auto& r : file_keys_)
-    if (!admin_keys_.count(r.id)) out.push_back({r, true});
+  for (const auto& [_, r] : keys_.admin) out.push_back({r, false});
+  for (const auto& r : keys_.file)
+    if (!keys_.admin.count(r.id)) out.push_back({r, true});
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.record.id < b.record.id; });
   return out;
 }
 
-// Written whole to a file beside it, then renamed over it: a reader (this
-// process's watcher, another replica's) sees the old file or the new one.
-std::string Gateway::write_key_file(std::vector<auth::KeyRecord> records,
-                                    std::function<void()> done) {
-  const std::string& path = ctx_.config.auth.api_keys.file;
-  const std::string tmp = path + ".sluice-tmp";
-  const std::string text = auth::render_key_file(records);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return "cannot write the key file (" + tmp + ": " + std::strerror(errno) + ")";
-  std::size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<std::size_t>(n);
-  }
-  const bool ok = written == text.size() && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return "cannot write the key file " + path + " (" + std::strerror(errno) + ")";
-  }
-  try {
-    apply_key_file(path, std::move(done));  // at once, not at the watcher's next look
-  } catch (const config::ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void Gateway::put_key(const auth::KeyRecord& r, std::function<void(std::string)> done) {
-  if (fleet_) {
-    {
-      std::lock_guard lock(identity_mu_);
-      admin_keys_[r.id] = r;
-    }
-    return publish_authenticator([done = std::move(done)] { done(""); });
-  }
-  if (ctx_.config.auth.api_keys.file.empty())
-    return done("no key store: set auth.apiKeys.file (or redis: for a fleet) to make keys");
-  std::vector<auth::KeyRecord> records;
-  {
-    std::lock_guard lock(identity_mu_);
-    records = file_keys_;
-  }
-  auto it =
-      std::find_if(records.begin(), records.end(), [&](const auto& k) { return k.id == r.id; });
-  if (it != records.end())
-    *it = r;
-  else
-    records.push_back(r);
-  auto shared = std::make_shared<std::function<void(std::string)>>(std::move(done));
-  auto error = write_key_file(std::move(records), [shared] { (*shared)(""); });
-  if (!error.empty()) (*shared)(error);
-}
-
-void Gateway::delete_key(const std::string& id, std::function<void(bool, std::string)> done) {
-  if (fleet_) {
-    {
-      std::lock_guard lock(identity_mu_);
-      if (admin_keys_.erase(id) == 0) return done(false, "");
-    }
-    return publish_authenticator([done = std::move(done)] { done(true, ""); });
-  }
-  std::vector<auth::KeyRecord> records;
-  {
-    std::lock_guard lock(identity_mu_);
-    records = file_keys_;
-  }
-  auto it = std::find_if(records.begin(), records.end(), [&](const auto& k) { return k.id == id; });
-  if (it == records.end()) return done(false, "");
-  records.erase(it);
-  auto shared = std::make_shared<std::function<void(bool, std::string)>>(std::move(done));
-  auto error = write_key_file(std::move(records), [shared] { (*shared)(true, ""); });
-  if (!error.empty()) (*shared)(false, error);
+std::optional<admin::KeyEntry> Gateway::find_key(const std::string& id) {
+  std::lock_guard lock(identity_mu_);
+  if (auto it = keys_.admin.find(id); it != keys_.admin.end())
+    return admin::KeyEntry{it->second, false};
+  if (auto it = keys_.file_ids.find(id); it != keys_.file_ids.end())
+    return admin::KeyEntry{keys_.file[it->second], true};
+  return std::nullopt;
 }
 
 }  // namespace sluice::app

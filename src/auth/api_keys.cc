@@ -98,6 +98,19 @@ std::string check_key_scope(const KeyRecord& r) {
   return "";
 }
 
+KeyRecordError check_key_record(const KeyRecord& r) {
+  if (!is_valid_key_id(r.id)) return {"invalid-id", "id: 1 to 64 of letters, digits, _ . -"};
+  if (!protocol::is_valid_steering_value(r.tenant, 128) || r.tenant.find('/') != std::string::npos)
+    return {"invalid-tenant", "tenant: 1 to 128 token characters without '/'"};
+  if (r.hash == Digest{}) return {"invalid-sha256", "sha256 is required"};
+  if (r.expires_at && (*r.expires_at < 0 || *r.expires_at > kMaxKeyExpiry))
+    return {"invalid-expires",
+            "expires: from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z (unix seconds 0 to " +
+                std::to_string(kMaxKeyExpiry) + ")"};
+  if (auto bad = check_key_scope(r); !bad.empty()) return {"invalid-scope", bad};
+  return {};
+}
+
 namespace {
 
 bool digits_at(std::string_view s, std::size_t pos, std::size_t n, int& out) {
@@ -116,6 +129,7 @@ std::optional<std::int64_t> parse_expiry(std::string_view s) {
       std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     std::int64_t v = 0;
     for (char c : s) v = v * 10 + (c - '0');
+    if (v > kMaxKeyExpiry) return std::nullopt;
     return v;
   }
   // YYYY-MM-DDTHH:MM:SSZ
@@ -201,12 +215,7 @@ bool read_record(const YAML::Node& item, KeyRecord& r, std::string& error) {
       return error = at_line(kv.first) + ": unknown field " + k, false;
     }
   }
-  if (!is_valid_key_id(r.id))
-    return error = at_line(item) + ": id: 1 to 64 of letters, digits, _ . -", false;
-  if (!protocol::is_valid_steering_value(r.tenant, 128) || r.tenant.find('/') != std::string::npos)
-    return error = at_line(item) + ": tenant: 1 to 128 token characters without '/'", false;
-  if (r.hash == Digest{}) return error = at_line(item) + ": sha256 is required", false;
-  if (auto bad = check_key_scope(r); !bad.empty()) return error = at_line(item) + ": " + bad, false;
+  if (auto bad = check_key_record(r)) return error = at_line(item) + ": " + bad.message, false;
   if (r.prefix.size() > kPrefixChars || !protocol::is_valid_steering_value(r.prefix, kPrefixChars))
     r.prefix.clear();
   return true;

@@ -88,6 +88,24 @@ inline constexpr std::uint64_t kMaxKeyMaxTokens = 1000000000;
 bool is_valid_key_model(std::string_view model);
 // The scope's fields, checked; "" if fine, else what is wrong.
 std::string check_key_scope(const KeyRecord& r);
+
+// The latest expiry the key file writes and reads back the same:
+// 9999-12-31T23:59:59Z (its dates have four-digit years).
+inline constexpr std::int64_t kMaxKeyExpiry = 253402300799;
+
+// What is wrong with a record: `code` the admin API's typed answer
+// ("invalid-id", "invalid-tenant", "invalid-sha256", "invalid-expires",
+// "invalid-scope"), `message` for people. Empty code: nothing.
+struct KeyRecordError {
+  std::string code;
+  std::string message;
+  explicit operator bool() const { return !code.empty(); }
+};
+// The one check of a whole record, made by every reader of one: the key
+// file's reader, POST and PUT of the admin API, and so every replica of a
+// fleet applying another's PUT. A record it accepts is written to the key
+// file and read back the same, on any replica.
+KeyRecordError check_key_record(const KeyRecord& r);
 // The key file's text into `out`; false with `error` ("line N: what") on
 // anything malformed, a repeated id or hash, or more than kMaxKeys keys.
 // Never throws.
@@ -95,7 +113,8 @@ bool parse_key_file(std::string_view text, std::vector<KeyRecord>& out, std::str
 // The records as a key file (what parse_key_file reads back the same).
 std::string render_key_file(const std::vector<KeyRecord>& records);
 
-// RFC 3339 UTC ("2027-01-01T00:00:00Z") or decimal unix seconds.
+// RFC 3339 UTC ("2027-01-01T00:00:00Z") or decimal unix seconds, from 0
+// to kMaxKeyExpiry (nullopt past it: format_expiry could not write it).
 std::optional<std::int64_t> parse_expiry(std::string_view text);
 std::string format_expiry(std::int64_t unix_seconds);
 

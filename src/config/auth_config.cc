@@ -32,6 +32,12 @@ void read_api_keys(const Reader& r, const YAML::Node& node, ApiKeysSpec& k) {
   if (auto n = f.take("pollInterval"))
     k.poll_interval =
         positive(r, n, "auth.apiKeys.pollInterval", r.duration(n, "auth.apiKeys.pollInterval"));
+  if (auto n = f.take("maxPendingWrites")) {
+    auto v = r.integer(n, "auth.apiKeys.maxPendingWrites");
+    if (v < 1 || v > 10000)
+      fail(r.source, n, "auth.apiKeys.maxPendingWrites", "must be between 1 and 10000");
+    k.max_pending_writes = static_cast<std::uint32_t>(v);
+  }
   f.finish();
 }
 

@@ -364,6 +364,8 @@ struct RedisSpec {
 struct ApiKeysSpec {
   std::string file;  // "" = no key file (keys may still come from the fleet)
   nanoseconds poll_interval = std::chrono::seconds(1);
+  // Admin API key changes waiting for the key writer at most; past it 503.
+  std::uint32_t max_pending_writes = 64;
   bool operator==(const ApiKeysSpec&) const = default;
 };
 

@@ -105,6 +105,14 @@ void FleetSync::set_operation_handler(std::function<void(const FleetOperation&)>
   ops_handler_ = std::move(handler);
 }
 
+void FleetSync::note_operation_refused(RefusedOperation refused) {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  status_.operations_refused += 1;
+  if (status_.refused.size() >= kRefusedOperationsKept)
+    status_.refused.erase(status_.refused.begin());
+  status_.refused.push_back(std::move(refused));
+}
+
 FleetSync::~FleetSync() { stop(); }
 
 void FleetSync::start() {

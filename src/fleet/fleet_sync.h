@@ -83,6 +83,18 @@ struct ReplicaStatus {
   std::uint64_t seq = 0;
 };
 
+// A change made through another replica that this one refused: its admin
+// answer (status, typed code, message) and when (unix ms, this host's).
+struct RefusedOperation {
+  std::string method;
+  std::string target;
+  int status = 0;
+  std::string code;
+  std::string message;
+  std::int64_t at_unix_ms = 0;
+};
+inline constexpr std::size_t kRefusedOperationsKept = 16;
+
 struct FleetStatus {
   std::string replica_id;
   bool connected = false;
@@ -98,6 +110,11 @@ struct FleetStatus {
   std::uint64_t commands = 0;  // sent to Redis so far
   std::uint64_t operations_published = 0;
   std::uint64_t operations_applied = 0;  // from other replicas
+  // Of those, refused here (a record another replica took and this one
+  // does not): every replica must hold the same changes, so an operator
+  // sees them here and on /metrics, not only in a log line.
+  std::uint64_t operations_refused = 0;
+  std::vector<RefusedOperation> refused;  // the last kRefusedOperationsKept, oldest first
   // Another process wrote under this replica's id within the last lease
   // (the same redis.replicaId given to two replicas).
   bool duplicate_id = false;
@@ -135,6 +152,9 @@ class FleetSync {
   // order they were made; at start, every stored change, its own from a
   // previous run included). Set once, before or after start().
   void set_operation_handler(std::function<void(const FleetOperation&)> handler);
+  // Any thread: the handler's answer to another replica's change was a
+  // refusal (counted, and kept among the last few shown by status()).
+  void note_operation_refused(RefusedOperation refused);
 
  private:
   struct Remote {

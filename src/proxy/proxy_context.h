@@ -82,6 +82,10 @@ struct ProxyContext {
   // set before start() and posts to the fetcher's thread.
   std::atomic<bool> jwks_refetch_wanted{false};
   std::atomic<std::uint64_t> jwks_loads{0};  // JWKS documents read (file or URL)
+  // The admin API's key changes waiting for or being made by the key
+  // writer (app/key_writer.h), and those refused because too many waited.
+  std::atomic<std::uint64_t> key_writes_pending{0};
+  std::atomic<std::uint64_t> key_writes_refused{0};
   // The pool's models (datalayer/model_catalog.h), polled with auth: on,
   // for a restricted tenant's GET /v1/models; null until then.
   std::atomic<std::shared_ptr<const datalayer::ModelCatalog>> models;

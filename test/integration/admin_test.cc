@@ -164,6 +164,21 @@ TEST(Admin, MutationsNeedTheBearerToken) {
   EXPECT_EQ(json::parse(admin.request("GET", "/admin/v1/flows/t", "", right).body)["override"],
             json::object());
   EXPECT_EQ(admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 4})", right).status, 200);
+  // The scheme in any case, as the data plane reads it (RFC 7235); the
+  // token itself still exactly.
+  for (const char* scheme : {"bearer", "BEARER", "bEaReR"}) {
+    SCOPED_TRACE(scheme);
+    Headers other_case = json_ct;
+    other_case.emplace_back("Authorization", std::string(scheme) + " s3cret-token");
+    EXPECT_EQ(admin.request("GET", "/admin/v1/flows", "", other_case).status, 200);
+    EXPECT_EQ(admin.request("PUT", "/admin/v1/flows/t", R"({"weight": 5})", other_case).status,
+              200);
+    other_case.back().second = std::string(scheme) + " S3CRET-TOKEN";
+    EXPECT_EQ(admin.request("GET", "/admin/v1/flows", "", other_case).status, 401);
+  }
+  Headers no_space = json_ct;
+  no_space.emplace_back("Authorization", "Bearers3cret-token");
+  EXPECT_EQ(admin.request("GET", "/admin/v1/flows", "", no_space).status, 401);
 }
 
 TEST(Admin, MetricsOpenWithTokenOnlyWhenConfigured) {

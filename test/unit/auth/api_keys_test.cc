@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 namespace sluice::auth {
 namespace {
 
@@ -124,6 +126,52 @@ TEST(ApiKeys, Expiry) {
   for (const char* bad : {"", "-1", "2027-01-01", "2027-13-01T00:00:00Z", "2027-01-01T24:00:00Z",
                           "2027-01-01T00:00:00+01:00", "1e9", "1234567890123"})
     EXPECT_FALSE(parse_expiry(bad)) << bad;
+}
+
+// Issue 39, item 3: every expiry parse_expiry takes is written by
+// format_expiry as a date parse_expiry reads back the same; past year 9999
+// it is refused instead of written as a date nothing reads.
+TEST(ApiKeys, ExpiryWithinWhatTheFileRoundTrips) {
+  EXPECT_EQ(parse_expiry("253402300799"), kMaxKeyExpiry);
+  EXPECT_EQ(format_expiry(kMaxKeyExpiry), "9999-12-31T23:59:59Z");
+  EXPECT_EQ(parse_expiry("9999-12-31T23:59:59Z"), kMaxKeyExpiry);
+  for (const char* bad : {"253402300800", "999999999999"}) EXPECT_FALSE(parse_expiry(bad)) << bad;
+  for (std::int64_t e : {std::int64_t{0}, std::int64_t{1798761600}, kMaxKeyExpiry})
+    EXPECT_EQ(parse_expiry(format_expiry(e)), e) << e;
+}
+
+// The one check of a record: what it accepts renders into a file that
+// parse_key_file reads back the same; what it refuses has a typed code.
+TEST(ApiKeys, CheckKeyRecordIsTheFileReadersCheck) {
+  auto k = generate_key("acme", "k1");
+  ASSERT_TRUE(k);
+  EXPECT_FALSE(check_key_record(k->record));
+  struct Case {
+    std::function<void(KeyRecord&)> change;
+    std::string code;
+  };
+  const std::vector<Case> cases = {
+      {[](KeyRecord& r) { r.expires_at = kMaxKeyExpiry + 1; }, "invalid-expires"},
+      {[](KeyRecord& r) { r.expires_at = -1; }, "invalid-expires"},
+      {[](KeyRecord& r) { r.expires_at = 999999999999; }, "invalid-expires"},
+      {[](KeyRecord& r) { r.id = "a b"; }, "invalid-id"},
+      {[](KeyRecord& r) { r.tenant = "a/b"; }, "invalid-tenant"},
+      {[](KeyRecord& r) { r.hash = Digest{}; }, "invalid-sha256"},
+      {[](KeyRecord& r) { r.max_tokens = kMaxKeyMaxTokens + 1; }, "invalid-scope"},
+  };
+  for (const auto& c : cases) {
+    KeyRecord r = k->record;
+    c.change(r);
+    EXPECT_EQ(check_key_record(r).code, c.code);
+  }
+  KeyRecord last = k->record;
+  last.expires_at = kMaxKeyExpiry;
+  ASSERT_FALSE(check_key_record(last));
+  std::vector<KeyRecord> back;
+  std::string error;
+  ASSERT_TRUE(parse_key_file(render_key_file({last}), back, error)) << error;
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0], last);
 }
 
 }  // namespace

@@ -148,6 +148,18 @@ tenants:
             std::string::npos);
 }
 
+// Issue 39, item 9: the key writer's bound.
+TEST(AuthConfig, MaxPendingKeyWrites) {
+  EXPECT_EQ(load_config_string("").auth.api_keys.max_pending_writes, 64u);
+  auto c = load_config_string("auth: {apiKeys: {file: k, maxPendingWrites: 3}}");
+  EXPECT_EQ(c.auth.api_keys.max_pending_writes, 3u);
+  for (const char* bad : {"0", "10001", "-1", "x"})
+    EXPECT_NE(error_of(std::string("auth: {apiKeys: {file: k, maxPendingWrites: ") + bad + "}}")
+                  .find("auth.apiKeys.maxPendingWrites"),
+              std::string::npos)
+        << bad;
+}
+
 TEST(Cidr, ParsesAndContains) {
   auto v4 = parse_cidr("10.1.0.0/16");
   ASSERT_TRUE(v4);
