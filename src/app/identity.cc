@@ -40,8 +40,16 @@ void Gateway::start_identity() {
   if (keys.file.empty()) return;
   key_watcher_ = std::make_unique<datalayer::FileWatcher>(
       scraper_->context(), keys.file, keys.poll_interval, "keys",
-      [this](const std::string& path) { apply_key_file(path); },
-      [](const std::string& message) { SLUICE_LOG(kWarn, "auth", message); });
+      [this](const std::string& path) {
+        // Counted once every I/O thread holds the keys; a ConfigError
+        // (the keys in use stay) is counted by the error callback.
+        apply_key_file(path,
+                       [this] { ctx_.key_file_loads.fetch_add(1, std::memory_order_relaxed); });
+      },
+      [this](const std::string& message) {
+        ctx_.key_file_load_failures.fetch_add(1, std::memory_order_relaxed);
+        SLUICE_LOG(kWarn, "auth", message);
+      });
   key_watcher_->load_now();  // throws ConfigError: startup fails
 }
 
@@ -52,12 +60,13 @@ void Gateway::start_jwks() {
   jwks_source_ = std::make_unique<JwksSource>(
       scraper_->context(), ctx_.config.auth.jwt,
       [this](std::shared_ptr<const auth::Jwks> keys) {
-        ctx_.jwks_loads.fetch_add(1, std::memory_order_relaxed);
         {
           std::lock_guard lock(identity_mu_);
           jwks_ = std::move(keys);
         }
-        publish_authenticator();
+        // Counted once every I/O thread verifies with them (and has
+        // forgotten the tokens it verified with the old ones).
+        publish_authenticator([this] { ctx_.jwks_loads.fetch_add(1, std::memory_order_relaxed); });
       },
       [this] { ctx_.jwks_refetch_wanted.store(false, std::memory_order_release); });
   ctx_.on_jwks_refetch = [this] {

@@ -195,11 +195,19 @@ TEST_F(AuthTest, KeysAddedAndRevokedInTheFileApplyWhileServing) {
   ASSERT_EQ(std::rename((keys_->path() + ".new").c_str(), keys_->path().c_str()), 0);
   EXPECT_TRUE(eventually([&] { return post(bearer(b.secret)).status == 200; }));
   EXPECT_EQ(post(bearer(a.secret)).status, 401);
-  // A broken file keeps the keys in use.
+  // A broken file keeps the keys in use: asserted once the watcher has
+  // read it and refused it (its counter), not at a guess of when it looks.
+  const std::string failed = R"(sluice_key_file_loads_total{result="failed"})";
+  const std::string loaded = R"(sluice_key_file_loads_total{result="ok"})";
+  EXPECT_EQ(scrape_metric(kHost, sluice_->admin_port(), failed), 0);
+  const double loads = scrape_metric(kHost, sluice_->admin_port(), loaded);
+  EXPECT_GE(loads, 2);  // the start and the change above
   { std::ofstream(keys_->path() + ".new") << "keys: [{id: x}]"; }
   ASSERT_EQ(std::rename((keys_->path() + ".new").c_str(), keys_->path().c_str()), 0);
-  HttpClient admin(kHost, sluice_->admin_port());
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, sluice_->admin_port(), failed) == 1; }));
+  EXPECT_EQ(scrape_metric(kHost, sluice_->admin_port(), loaded), loads);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(post(bearer(b.secret)).status, 200);
+  EXPECT_EQ(post(bearer(a.secret)).status, 401);
 }
 
 TEST_F(AuthTest, TenantPolicyModelsObjectivesMaxTokens) {
