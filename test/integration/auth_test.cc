@@ -13,6 +13,7 @@
 #include "flow_control_harness.h"
 #include "support/fake_upstream.h"
 #include "support/redis_server.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -462,8 +463,7 @@ TEST(AuthModels, TheCataloguePollsCarryTheEnginesCredential) {
 }
 
 TEST(AuthFleet, AKeyMadeOnOneReplicaWorksOnAllAndItsRevocationReachesThemInOneSync) {
-  if (!redis_server_bin())
-    GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  SLUICE_REQUIRE(redis_server_bin(), "redis-server", ::sluice::test::kRedisPackage);
   TempDir dir;
   RedisServer redis(dir.path);
   ASSERT_TRUE(redis.start());

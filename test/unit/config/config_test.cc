@@ -15,6 +15,8 @@
 #include <iterator>
 #include <thread>
 
+#include "support/requires.h"
+
 namespace sluice::config {
 namespace {
 
@@ -305,9 +307,9 @@ TEST(Config, MissingFile) {
 
 // The real GIE and llm-d configs must load unchanged.
 TEST(Config, GieFixturesLoadUnchanged) {
-  if (!std::filesystem::is_directory(SLUICE_FIXTURES_DIR))
-    GTEST_SKIP() << "needs ../shared/fixtures/gie next to the project (" << SLUICE_FIXTURES_DIR
-                 << "), which this checkout does not have";
+  SLUICE_REQUIRE(std::filesystem::is_directory(SLUICE_FIXTURES_DIR),
+                 std::string("the published GIE configs in ") + SLUICE_FIXTURES_DIR,
+                 "../shared/fixtures/gie next to the project");
   std::filesystem::path dir = SLUICE_FIXTURES_DIR;
   int loaded = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -324,9 +326,9 @@ TEST(Config, GieFixturesLoadUnchanged) {
 }
 
 TEST(Config, PdFixtureDetails) {
-  if (!std::filesystem::is_directory(SLUICE_FIXTURES_DIR))
-    GTEST_SKIP() << "needs ../shared/fixtures/gie next to the project (" << SLUICE_FIXTURES_DIR
-                 << "), which this checkout does not have";
+  SLUICE_REQUIRE(std::filesystem::is_directory(SLUICE_FIXTURES_DIR),
+                 std::string("the published GIE configs in ") + SLUICE_FIXTURES_DIR,
+                 "../shared/fixtures/gie next to the project");
   auto c = load_config_file(std::string(SLUICE_FIXTURES_DIR) + "/llmd-pd-epp-config.yaml");
   ASSERT_EQ(c.scheduling_profiles.size(), 2u);
   EXPECT_EQ(c.scheduling_profiles[0].name, "prefill");

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "datalayer/upstream_tls.h"
+#include "support/requires.h"
 
 extern char** environ;
 
@@ -752,7 +753,8 @@ class HttpsFetch : public HttpFetch {
     pki_ = nullptr;
   }
   void SetUp() override {
-    if (!pki_->error().empty()) GTEST_SKIP() << "no test PKI: " << pki_->error();
+    SLUICE_REQUIRE(pki_->error().empty(), "openssl, to make the test PKI (" + pki_->error() + ")",
+                   "Debian package openssl; scripts/install-deps.sh installs it");
   }
 
   // A TLS server context for the certificate `name` (server, other).
