@@ -291,6 +291,8 @@ start_sluice() {
   local name=$1 template=$2 bin=${3:-$SLUICE_BIN} dir=$WORKDIR/$1 line pid port="" deadline
   mkdir -p "$dir"
   if [[ ! -x $bin ]]; then
+    # Under make test (SLUICE_TESTS_STRICT=1) nothing may be left out.
+    [[ ${SLUICE_TESTS_STRICT:-0} == 0 ]] || die "missing test dependency: sluice binary $bin"
     log "sluice binary not found at $bin; skipping $name"
     STATUS[$name]="not built"
     return

@@ -29,8 +29,11 @@ be killed); the whole check is bounded (--deadline, 90 s).
     python3 scripts/check_dashboard.py --structure-only
 
 The binaries can also come from $SLUICE_BIN, $SLUICE_MOCK_BIN, $PROMETHEUS_BIN.
-Exit 0: every check passed (or "SKIP: ..." when prometheus is not installed:
-the structure is still checked); 1: one line per failure.
+Exit 0: every check passed; 1: one line per failure. Without prometheus
+the structure is still checked, then: exit 77 after "SKIP: ..." (ctest's
+SKIP_RETURN_CODE: shown as skipped, not passed), or, with
+SLUICE_TESTS_STRICT=1 (make test), exit 1 after "FAIL: missing test
+dependency: prometheus".
 """
 import argparse
 import ctypes
@@ -84,6 +87,9 @@ TENANTS_CONFIG = """tenants:
   - {id: gamma, maxTokens: 16, aboveMaxTokens: refuse}
 """
 TENANTS = ("acme", "beta", "gamma")
+
+# ctest's SKIP_RETURN_CODE for DashboardQueries (test/CMakeLists.txt).
+SKIPPED = 77
 
 
 def fail_line(failures, msg):
@@ -658,9 +664,15 @@ def main():
             print(f"OK: structure of {os.path.relpath(args.dashboard)} ({len(queries)} queries)")
         return 1 if failures else 0
     if not args.prometheus or not os.access(args.prometheus, os.X_OK):
-        print(f"SKIP: prometheus is not installed (apt-get install prometheus); "
-              f"the structure was checked ({len(queries)} queries)")
-        return 0
+        missing = ("missing test dependency: prometheus (Debian package prometheus; "
+                   "scripts/install-deps.sh installs it)")
+        if os.environ.get("SLUICE_TESTS_STRICT", "") not in ("", "0"):
+            print(f"FAIL: {missing}; SLUICE_TESTS_STRICT is set (make test): a missing "
+                  f"dependency fails the run")
+            return 1
+        print(f"SKIP: {missing}; the structure was checked ({len(queries)} queries); "
+              f"make test (SLUICE_TESTS_STRICT=1) fails instead")
+        return SKIPPED
     for name in ("sluice", "mock"):
         path = getattr(args, name)
         if not path or not os.access(path, os.X_OK):

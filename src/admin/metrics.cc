@@ -252,9 +252,9 @@ void render_admission(observe::MetricsText& m, const DispatcherCopy& c, proxy::P
   m.sample("sluice_connections_refused_total", {{"listener", "admin"}},
            static_cast<double>(ctx.admin_connections.refused()));
   m.family("sluice_jwks_loads_total", "counter",
-           "JWKS documents loaded (auth.jwt): at startup, on a change of the file, at each "
-           "refresh of the URL, and on an unknown kid (at most one per "
-           "jwksMinRefetchInterval).");
+           "JWKS documents loaded (auth.jwt), counted once every I/O thread verifies with "
+           "them: at startup, on a change of the file, at each refresh of the URL, and on an "
+           "unknown kid (at most one per jwksMinRefetchInterval).");
   m.sample("sluice_jwks_loads_total", {}, static_cast<double>(ctx.jwks_loads.load()));
   m.family("sluice_admin_key_writes_pending", "gauge",
            "Admin API key changes waiting for or being made by the key writer (at most "
@@ -265,6 +265,14 @@ void render_admission(observe::MetricsText& m, const DispatcherCopy& c, proxy::P
            "Admin API key changes answered 503 key-writes-busy.");
   m.sample("sluice_admin_key_writes_refused_total", {},
            static_cast<double>(ctx.key_writes_refused.load()));
+  m.family("sluice_key_file_loads_total", "counter",
+           "Loads of the key file (auth.apiKeys.file) at startup and on each change its "
+           "watcher sees: ok (counted once every I/O thread holds the keys), failed (the "
+           "keys in use stay).");
+  m.sample("sluice_key_file_loads_total", {{"result", "ok"}},
+           static_cast<double>(ctx.key_file_loads.load()));
+  m.sample("sluice_key_file_loads_total", {{"result", "failed"}},
+           static_cast<double>(ctx.key_file_load_failures.load()));
   m.family("sluice_request_body_bytes", "gauge",
            "Request-body bytes charged to server.maxBufferedBodyBytes now (bodies being read; "
            "with flow control off, also in flight until the answer starts; bodies up to 16 KiB "

@@ -100,6 +100,8 @@ class Gateway final : public admin::Backend {
   void apply_key_text(
       const std::string& path, const std::string& text, std::function<void()> done = [] {});
   void reload_key_file(const std::string& path);
+  // Counts a key file every I/O thread now holds (sluice_key_file_loads_total).
+  std::function<void()> key_file_loaded();
   void set_identity_config(const config::Config& c);
   // `done` once every I/O thread has the new authenticator.
   void publish_authenticator(std::function<void()> done = [] {});

@@ -42,10 +42,15 @@ void Gateway::start_identity() {
       [this, loaded = false](const std::string& path) mutable {
         // At startup read here (a bad file fails the start); afterwards on
         // the key writer's thread, in order with the admin API's writes.
-        if (!std::exchange(loaded, true)) return apply_key_file(path);
+        // Counted once every I/O thread holds the keys; a refused file
+        // (the keys in use stay) by the error callback or the writer.
+        if (!std::exchange(loaded, true)) return apply_key_file(path, key_file_loaded());
         key_writer_->reload([this, path] { reload_key_file(path); });
       },
-      [](const std::string& message) { SLUICE_LOG(kWarn, "auth", message); });
+      [this](const std::string& message) {
+        ctx_.key_file_load_failures.fetch_add(1, std::memory_order_relaxed);
+        SLUICE_LOG(kWarn, "auth", message);
+      });
   key_watcher_->load_now();  // throws ConfigError: startup fails
 }
 
@@ -56,12 +61,13 @@ void Gateway::start_jwks() {
   jwks_source_ = std::make_unique<JwksSource>(
       scraper_->context(), ctx_.config.auth.jwt,
       [this](std::shared_ptr<const auth::Jwks> keys) {
-        ctx_.jwks_loads.fetch_add(1, std::memory_order_relaxed);
         {
           std::lock_guard lock(identity_mu_);
           jwks_ = std::move(keys);
         }
-        publish_authenticator();
+        // Counted once every I/O thread verifies with them (and has
+        // forgotten the tokens it verified with the old ones).
+        publish_authenticator([this] { ctx_.jwks_loads.fetch_add(1, std::memory_order_relaxed); });
       },
       [this] { ctx_.jwks_refetch_wanted.store(false, std::memory_order_release); });
   ctx_.on_jwks_refetch = [this] {
@@ -93,12 +99,17 @@ void Gateway::reload_key_file(const std::string& path) {
     const auth::Digest digest = auth::sha256(text);
     {
       std::lock_guard lock(identity_mu_);
-      if (digest == keys_.written) return;
+      if (digest == keys_.written) return key_file_loaded()();
     }
-    apply_key_text(path, text);
+    apply_key_text(path, text, key_file_loaded());
   } catch (const std::exception& e) {
+    ctx_.key_file_load_failures.fetch_add(1, std::memory_order_relaxed);
     SLUICE_LOG(kWarn, "auth", e.what() << "; keeping the current keys");
   }
+}
+
+std::function<void()> Gateway::key_file_loaded() {
+  return [this] { ctx_.key_file_loads.fetch_add(1, std::memory_order_relaxed); };
 }
 
 void Gateway::set_file_keys(std::vector<auth::KeyRecord> records) {

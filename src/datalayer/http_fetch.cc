@@ -299,6 +299,11 @@ void Fetch::resolve() {
     return connect();
   }
   phase_ = "resolving";
+  // RFC 6761 6.4: a name under "invalid" gets a negative answer at once,
+  // never a query (getaddrinfo would ask the name servers).
+  const std::string_view h = url_.host;
+  if (h == "invalid" || (h.size() > 8 && h.substr(h.size() - 8) == ".invalid"))
+    return fail("resolving " + url_.host + ": no such name (.invalid is never looked up)");
   resolver_.async_resolve(
       url_.host, std::to_string(url_.port), tcp::resolver::numeric_service,
       [self = shared_from_this()](const error_code& ec, tcp::resolver::results_type results) {

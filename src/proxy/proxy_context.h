@@ -81,7 +81,12 @@ struct ProxyContext {
   // it took the request (so a flood of them is one call); the callback is
   // set before start() and posts to the fetcher's thread.
   std::atomic<bool> jwks_refetch_wanted{false};
-  std::atomic<std::uint64_t> jwks_loads{0};  // JWKS documents read (file or URL)
+  // JWKS documents read (file or URL), counted once every I/O thread uses them.
+  std::atomic<std::uint64_t> jwks_loads{0};
+  // The key file's watcher: each change it saw, loaded or refused (a
+  // refused file keeps the keys in use).
+  std::atomic<std::uint64_t> key_file_loads{0};
+  std::atomic<std::uint64_t> key_file_load_failures{0};
   // The admin API's key changes waiting for or being made by the key
   // writer (app/key_writer.h), and those refused because too many waited.
   std::atomic<std::uint64_t> key_writes_pending{0};

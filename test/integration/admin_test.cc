@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "flow_control_harness.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -216,6 +217,8 @@ namespace {
 
 // /metrics under load passes promtool's linter and carries GIE's names.
 TEST(Admin, MetricsPassPromtoolUnderLoad) {
+  SLUICE_REQUIRE(run_shell("command -v promtool >/dev/null") == 0, "promtool",
+                 "Debian package prometheus; scripts/install-deps.sh installs it");
   auto mock = start_mock({"--decode-ms-per-token", "5"});
   TempFile cfg(admin_config(mock->address()));
   auto sluice = start_sluice(cfg);

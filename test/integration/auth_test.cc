@@ -13,6 +13,7 @@
 #include "flow_control_harness.h"
 #include "support/fake_upstream.h"
 #include "support/redis_server.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -195,11 +196,19 @@ TEST_F(AuthTest, KeysAddedAndRevokedInTheFileApplyWhileServing) {
   ASSERT_EQ(std::rename((keys_->path() + ".new").c_str(), keys_->path().c_str()), 0);
   EXPECT_TRUE(eventually([&] { return post(bearer(b.secret)).status == 200; }));
   EXPECT_EQ(post(bearer(a.secret)).status, 401);
-  // A broken file keeps the keys in use.
+  // A broken file keeps the keys in use: asserted once the watcher has
+  // read it and refused it (its counter), not at a guess of when it looks.
+  const std::string failed = R"(sluice_key_file_loads_total{result="failed"})";
+  const std::string loaded = R"(sluice_key_file_loads_total{result="ok"})";
+  EXPECT_EQ(scrape_metric(kHost, sluice_->admin_port(), failed), 0);
+  const double loads = scrape_metric(kHost, sluice_->admin_port(), loaded);
+  EXPECT_GE(loads, 2);  // the start and the change above
   { std::ofstream(keys_->path() + ".new") << "keys: [{id: x}]"; }
   ASSERT_EQ(std::rename((keys_->path() + ".new").c_str(), keys_->path().c_str()), 0);
-  HttpClient admin(kHost, sluice_->admin_port());
+  ASSERT_TRUE(eventually([&] { return scrape_metric(kHost, sluice_->admin_port(), failed) == 1; }));
+  EXPECT_EQ(scrape_metric(kHost, sluice_->admin_port(), loaded), loads);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(post(bearer(b.secret)).status, 200);
+  EXPECT_EQ(post(bearer(a.secret)).status, 401);
 }
 
 TEST_F(AuthTest, TenantPolicyModelsObjectivesMaxTokens) {
@@ -454,8 +463,7 @@ TEST(AuthModels, TheCataloguePollsCarryTheEnginesCredential) {
 }
 
 TEST(AuthFleet, AKeyMadeOnOneReplicaWorksOnAllAndItsRevocationReachesThemInOneSync) {
-  if (!redis_server_bin())
-    GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  SLUICE_REQUIRE(redis_server_bin(), "redis-server", ::sluice::test::kRedisPackage);
   TempDir dir;
   RedisServer redis(dir.path);
   ASSERT_TRUE(redis.start());

@@ -12,6 +12,7 @@
 #include "datalayer/dns_watcher.h"
 #include "harness.h"
 #include "support/dnsmasq.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -20,9 +21,7 @@ using json = nlohmann::json;
 
 class DnsDiscovery : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!dnsmasq_bin()) GTEST_SKIP() << kNoDnsmasq;
-  }
+  void SetUp() override { SLUICE_REQUIRE(dnsmasq_bin(), "dnsmasq", kDnsmasqPackage); }
 };
 
 std::set<std::string> live_endpoints(const Process& sluice) {

@@ -26,6 +26,7 @@
 
 #include "datalayer/dns_watcher.h"
 #include "support/dnsmasq.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -111,9 +112,7 @@ std::string describe(const std::vector<std::vector<Addresses>>& changes) {
 
 class DnsResolver : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!dnsmasq_bin()) GTEST_SKIP() << kNoDnsmasq;
-  }
+  void SetUp() override { SLUICE_REQUIRE(dnsmasq_bin(), "dnsmasq", kDnsmasqPackage); }
 };
 
 TEST_F(DnsResolver, ResolvesAAndAaaaRecordsNoSuchNameAndADeadServer) {

@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "support/fake_upstream.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -546,7 +547,7 @@ int open_fds(pid_t pid) {
 // descriptors are free.
 TEST(EndpointFaults, AdminAcceptBacksOffAtTheDescriptorLimit) {
   const std::string prlimit = "/usr/bin/prlimit";  // util-linux
-  if (::access(prlimit.c_str(), X_OK) != 0) GTEST_SKIP() << "prlimit not installed";
+  SLUICE_REQUIRE(::access(prlimit.c_str(), X_OK) == 0, prlimit, "Debian package util-linux");
   constexpr int kFdLimit = 48;  // sluice idles at ~16 descriptors under ASan
   // No endpoint: nothing but the admin plane needs a descriptor meanwhile.
   TempFile cfg(make_config({}));

@@ -14,6 +14,7 @@
 #include "flow_control_harness.h"
 #include "harness.h"
 #include "support/redis_server.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -39,8 +40,7 @@ json fleet_status(const Process& sluice) {
 }
 
 TEST(FleetE2E, WeightsHoldAcrossReplicasAndRedisLossLosesNoRequest) {
-  if (!redis_server_bin())
-    GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  SLUICE_REQUIRE(redis_server_bin(), "redis-server", ::sluice::test::kRedisPackage);
   TempDir dir;
   auto redis = std::make_unique<RedisServer>(dir.path);
   ASSERT_TRUE(redis->start());
@@ -149,8 +149,7 @@ int change(const Process& sluice, const std::string& method, const std::string& 
 // override, a band, a drain of the fleet (a plain drain stays on its
 // replica); a replica that starts later finds the stored changes.
 TEST(FleetE2E, OperatorChangesThroughOneReplicaApplyOnEveryReplica) {
-  if (!redis_server_bin())
-    GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  SLUICE_REQUIRE(redis_server_bin(), "redis-server", ::sluice::test::kRedisPackage);
   TempDir dir;
   RedisServer redis(dir.path);
   ASSERT_TRUE(redis.start());
@@ -209,8 +208,7 @@ TEST(FleetE2E, OperatorChangesThroughOneReplicaApplyOnEveryReplica) {
 // detector's limit): the other replica counts that work until the lease
 // (1 s) runs out, then serves its own clients, who lose nothing.
 TEST(FleetE2E, AKilledReplicasWorkStopsCountingWhenItsLeaseRunsOut) {
-  if (!redis_server_bin())
-    GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+  SLUICE_REQUIRE(redis_server_bin(), "redis-server", ::sluice::test::kRedisPackage);
   TempDir dir;
   RedisServer redis(dir.path);
   ASSERT_TRUE(redis.start());

@@ -19,6 +19,7 @@
 #include "fleet/redis_connection.h"
 #include "support/process.h"
 #include "support/redis_server.h"
+#include "support/requires.h"
 
 namespace sluice::fleet {
 namespace {
@@ -33,8 +34,7 @@ using test::TempDir;
 class FleetRedis : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!redis_server_bin())
-      GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+    SLUICE_REQUIRE(redis_server_bin(), "redis-server", ::sluice::test::kRedisPackage);
     signal(SIGPIPE, SIG_IGN);  // as sluice's main: a write to a gone server is an error
   }
   RedisAddress address(const std::string& socket, const std::string& password = "") {

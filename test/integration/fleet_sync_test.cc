@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "support/redis_server.h"
+#include "support/requires.h"
 
 namespace sluice::fleet {
 namespace {
@@ -74,8 +75,7 @@ struct Replica {
 class FleetSyncTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::redis_server_bin())
-      GTEST_SKIP() << "redis-server is not installed (scripts/install-deps.sh installs it)";
+    SLUICE_REQUIRE(test::redis_server_bin(), "redis-server", ::sluice::test::kRedisPackage);
     signal(SIGPIPE, SIG_IGN);
   }
   // Runs `round` until `done` holds, at most 5 s (Redis expiring a key is

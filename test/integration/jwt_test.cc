@@ -10,6 +10,7 @@
 
 #include "auth/crypto.h"
 #include "flow_control_harness.h"
+#include "support/fake_upstream.h"
 #include "support/jwt_signer.h"
 
 namespace sluice::test {
@@ -41,24 +42,32 @@ class JwtTest : public ::testing::Test {
     jwks_ = std::make_unique<TempFile>(jwks_of(std::vector<const SigningKey*>{&rsa_, &ec_}),
                                        "jwks.json");
   }
-  void start(const std::string& server_extra = "", const std::string& jwt_extra = "") {
-    mock_ = start_mock();
+  // `upstream`: the engine's address ("": a sluice-mock started here).
+  void start(const std::string& server_extra = "", const std::string& jwt_extra = "",
+             const std::string& leeway = "30s", const std::string& upstream = "") {
+    std::string engine = upstream;
+    if (engine.empty()) {
+      mock_ = start_mock();
+      engine = mock_->address();
+    }
     log_ = std::make_unique<TempFile>("", "access.log");
     cfg_ = std::make_unique<TempFile>(
-        make_config({mock_->address()}, "  accessLog: " + log_->path() + "\n" + server_extra) +
+        make_config({engine}, "  accessLog: " + log_->path() + "\n" + server_extra) +
         "objectives:\n  - {name: interactive, priority: 10}\n"
+        "  - {name: standard, priority: 5}\n"
         "auth:\n  jwt:\n    jwksFile: " +
         jwks_->path() +
         "\n    issuer: https://idp.test/\n    audiences: [sluice]\n    objectiveClaim: tier\n"
-        "    leeway: 30s\n" +
-        jwt_extra);
+        "    leeway: " +
+        leeway + "\n" + jwt_extra);
     sluice_ = start_sluice(*cfg_);
     ASSERT_TRUE(sluice_);
   }
-  Response post_token(const std::string& token) {
+  Response post_token(const std::string& token, const std::string& body = completion_body(1),
+                      Headers more = {}) {
     HttpClient c(kHost, sluice_->port());
-    return c.post_json("/v1/completions", completion_body(1),
-                       {{"Authorization", "Bearer " + token}});
+    more.emplace_back("Authorization", "Bearer " + token);
+    return c.post_json("/v1/completions", body, more);
   }
   void expect_token_refused(const std::string& token, const std::string& reason) {
     auto r = post_token(token);
@@ -229,6 +238,105 @@ TEST_F(JwtTest, ARotatedKeyIsPickedUpFromTheFile) {
   ASSERT_EQ(std::rename((jwks_->path() + ".new").c_str(), jwks_->path().c_str()), 0);
   // The unknown kid asks for the file again (or the watcher sees it first).
   EXPECT_TRUE(eventually([&] { return post_token(token).status == 200; }));
+}
+
+// The seams between the config and the verifier (issue 39, item 11): each
+// test fails when the config's value does not reach the running verifier.
+
+// auth.jwt.algorithms: [ES256] refuses an RS256 token even though its key
+// is in the JWKS and its signature is good (the verifier's default allows
+// RS256).
+TEST_F(JwtTest, OnlyTheConfiguredAlgorithmsAreAccepted) {
+  start("", "    algorithms: [ES256]\n");
+  expect_token_refused(make_token(rsa_, claims("acme")), "token-alg-not-allowed");
+  EXPECT_EQ(post_token(make_token(ec_, claims("acme"))).status, 200);
+  EXPECT_EQ(metric(sluice_->admin_port(),
+                   R"(sluice_auth_requests_total{result="token-alg-not-allowed"})"),
+            1);
+}
+
+// auth.jwt.leeway: a token that expired 30 s ago passes with 60 s of leeway
+// and is refused with 10 s (the verifier's default is 60 s, so the 10 s run
+// is the one that notices a leeway left behind; the 60 s run one that
+// reaches it as zero).
+TEST_F(JwtTest, TheConfiguredLeewayIsTheOneApplied) {
+  const std::string expired = make_token(ec_, claims("acme", -30));
+  start("", "", "60s");
+  EXPECT_EQ(post_token(expired).status, 200);
+  sluice_.reset();
+  start("", "", "10s");
+  expect_token_refused(expired, "token-expired");
+  EXPECT_EQ(post_token(make_token(ec_, claims("acme"))).status, 200);
+}
+
+// maxTokensClaim: the token's ceiling is what the engine receives (not
+// only a 200: the body sluice forwarded, read at the engine).
+TEST_F(JwtTest, TheMaxTokensClaimIsWhatTheEngineReceives) {
+  FakeUpstream engine([](const UpstreamRequest&) {
+    return FakeUpstream::Reply{FakeUpstream::response(
+        200, R"({"choices":[{"text":"ok"}],"usage":{"completion_tokens":1}})")};
+  });
+  start("", "    maxTokensClaim: max_tokens\n", "30s", engine.address());
+  const std::string token = make_token(ec_, claims("acme", 600, R"(,"max_tokens":8)"));
+  for (int i = 0; i < 2; ++i) {  // verified, then from the thread's cache
+    auto r = post_token(token, completion_body(100));
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+  // Under the ceiling: unchanged.
+  EXPECT_EQ(post_token(token, completion_body(5)).status, 200);
+  std::vector<json> bodies;
+  for (const auto& q : engine.requests())
+    if (q.head.rfind("POST ", 0) == 0) bodies.push_back(json::parse(q.body));
+  ASSERT_EQ(bodies.size(), 3u);
+  EXPECT_EQ(bodies[0]["max_tokens"], 8) << bodies[0];
+  EXPECT_EQ(bodies[1]["max_tokens"], 8) << bodies[1];
+  EXPECT_EQ(bodies[2]["max_tokens"], 5) << bodies[2];
+}
+
+// The per-thread token cache is emptied when the JWKS changes: a token
+// verified (and cached) with a key the new JWKS no longer holds is refused.
+TEST_F(JwtTest, ATokenCachedBeforeItsKeyWasRemovedIsRefused) {
+  start("", "    jwksMinRefetchInterval: 1h\n");
+  const std::string token = make_token(ec_, claims("acme"));
+  ASSERT_EQ(post_token(token).status, 200);
+  ASSERT_EQ(post_token(token).status, 200);  // from the cache (one I/O thread)
+  const double loads = metric(sluice_->admin_port(), "sluice_jwks_loads_total");
+  ASSERT_EQ(loads, 1);
+  { std::ofstream(jwks_->path() + ".new") << jwks_of(std::vector<const SigningKey*>{&rsa_}); }
+  ASSERT_EQ(std::rename((jwks_->path() + ".new").c_str(), jwks_->path().c_str()), 0);
+  // Counted once every I/O thread verifies with the new set.
+  ASSERT_TRUE(eventually(
+      [&] { return metric(sluice_->admin_port(), "sluice_jwks_loads_total") >= loads + 1; }));
+  expect_token_refused(token, "token-unknown-kid");
+  EXPECT_EQ(post_token(make_token(rsa_, claims("acme"))).status, 200);
+}
+
+// docs/security.md: the token's objective claim wins over the steering
+// header (a client cannot raise its own priority past what its IdP gave).
+TEST_F(JwtTest, TheTokensObjectiveWinsOverTheSteeringHeader) {
+  start();
+  const std::string token = make_token(ec_, claims("acme", 600, R"(,"tier":"standard")"));
+  auto r =
+      post_token(token, completion_body(1), {{"x-gateway-inference-objective", "interactive"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  // Without the claim the header stands (nothing above to overrule it).
+  r = post_token(make_token(ec_, claims("beta")), completion_body(1),
+                 {{"x-gateway-inference-objective", "interactive"}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  std::vector<json> lines;
+  ASSERT_TRUE(eventually([&] {
+    lines.clear();
+    std::istringstream in(log_text());
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) lines.push_back(json::parse(line));
+    return lines.size() >= 2;
+  }));
+  EXPECT_EQ(lines[0]["tenant"], "acme");
+  EXPECT_EQ(lines[0]["objective"], "standard") << lines[0];
+  EXPECT_EQ(lines[0]["priority"], 5) << lines[0];
+  EXPECT_EQ(lines[1]["tenant"], "beta");
+  EXPECT_EQ(lines[1]["objective"], "interactive") << lines[1];
+  EXPECT_EQ(lines[1]["priority"], 10) << lines[1];
 }
 
 }  // namespace

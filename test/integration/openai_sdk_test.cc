@@ -1,14 +1,15 @@
 // A real client: the OpenAI Node SDK (npm `openai`, installed into
 // test/node by scripts/install-deps.sh) against sluice over HTTPS with a
 // private CA and a sluice API key, not streaming and streaming, a wrong key
-// (the SDK's AuthenticationError), the model list. Skipped, saying why,
-// without node or the SDK.
+// (the SDK's AuthenticationError), the model list. Without node or the SDK:
+// failed under make test, skipped elsewhere (support/requires.h).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "auth/api_keys.h"
 #include "flow_control_harness.h"
+#include "support/requires.h"
 #include "support/tls_client.h"
 
 namespace sluice::test {
@@ -20,11 +21,10 @@ std::string dir_of(const TempFile& f) { return f.path().substr(0, f.path().rfind
 
 TEST(OpenAiSdk, StreamingAndNotOverHttpsWithAnApiKey) {
   const std::string node_dir = SLUICE_NODE_DIR;
-  if (run_command("command -v node >/dev/null") != 0)
-    GTEST_SKIP() << "node is not installed (scripts/install-deps.sh installs it)";
-  if (run_command("test -f " + node_dir + "/node_modules/openai/package.json") != 0)
-    GTEST_SKIP() << "the OpenAI SDK is not installed in " << node_dir
-                 << " (scripts/install-deps.sh runs npm ci there)";
+  SLUICE_REQUIRE(run_command("command -v node >/dev/null") == 0, "node",
+                 "Debian packages nodejs and npm; scripts/install-deps.sh installs them");
+  SLUICE_REQUIRE(run_command("test -f " + node_dir + "/node_modules/openai/package.json") == 0,
+                 "the OpenAI Node SDK in " + node_dir, "scripts/install-deps.sh runs npm ci there");
   auto mock = start_mock({"--decode-ms-per-token", "1"});
   TempFile work("", "sdk.out");
   TestPki pki(dir_of(work));

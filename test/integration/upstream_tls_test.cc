@@ -24,11 +24,12 @@ const std::string kStreamedChat =
 
 // sluice-mock behind a sluice TLS listener: an HTTPS model server.
 struct HttpsEngine {
-  explicit HttpsEngine(const TestPki& pki)
+  explicit HttpsEngine(const TestPki& pki) : HttpsEngine(pki.server_cert(), pki.server_key()) {}
+  HttpsEngine(const std::string& cert, const std::string& key)
       : mock(start_mock()),
         cfg(make_config({mock->address()},
-                        "  tls:\n    listen: 127.0.0.1:0\n    certificateFile: " +
-                            pki.server_cert() + "\n    keyFile: " + pki.server_key() + "\n")),
+                        "  tls:\n    listen: 127.0.0.1:0\n    certificateFile: " + cert +
+                            "\n    keyFile: " + key + "\n")),
         front(start_sluice(cfg)) {}
   std::string address() const { return "127.0.0.1:" + std::to_string(front->tls_port()); }
   double handshakes() const {
@@ -108,6 +109,42 @@ TEST(UpstreamTls, AnUnverifiedServerIsAConnectFailureNotAHang) {
   // insecureSkipVerify: the same wrong CA is not asked.
   TempFile cfg(make_config({engine.address()}, "  upstreamTls: {caFile: " + other.ca() +
                                                    ", insecureSkipVerify: true}\n"));
+  auto sluice = start_sluice(cfg);
+  HttpClient c(kHost, sluice->port());
+  EXPECT_EQ(c.post_json("/v1/chat/completions", kChat).status, 200);
+}
+
+// An engine addressed by IP must present a certificate naming that IP (a
+// certificate of the right CA for another name or IP is refused): the
+// check of issue 39, item 11, that no test covered.
+TEST(UpstreamTls, AnEngineAddressedByIpMustHaveThatIpInItsCertificate) {
+  TempFile work("", "openssl.log");
+  TestPki pki(dir_of(work));
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  ASSERT_TRUE(pki.issue_server("dns-only", "DNS:localhost")) << pki.error();
+  ASSERT_TRUE(pki.issue_server("other-ip", "IP:127.0.0.2,DNS:localhost")) << pki.error();
+  for (const std::string name : {"dns-only", "other-ip"}) {
+    SCOPED_TRACE(name);
+    HttpsEngine engine(pki.path(name + ".pem"), pki.path(name + ".key"));
+    ASSERT_NE(engine.front->tls_port(), 0);
+    TempFile cfg(make_config({engine.address()}, "  upstreamTls: {caFile: " + pki.ca() + "}\n"));
+    auto sluice = start_sluice(cfg);
+    HttpClient c(kHost, sluice->port());
+    auto r = c.post_json("/v1/chat/completions", kChat);
+    EXPECT_TRUE(r.status == 502 || r.status == 503) << r.status << " " << r.body;
+    EXPECT_GE(connect_errors(*sluice, engine.address()), 1.0);
+    EXPECT_EQ(engine.handshakes(), 0.0);
+    // The same certificate verified by the name it holds: served (the CA
+    // and the chain are good; only the IP was missing).
+    TempFile named(make_config(
+        {engine.address()}, "  upstreamTls: {caFile: " + pki.ca() + ", serverName: localhost}\n"));
+    auto by_name = start_sluice(named);
+    HttpClient n(kHost, by_name->port());
+    EXPECT_EQ(n.post_json("/v1/chat/completions", kChat).status, 200);
+  }
+  // A certificate with the IP (IP:127.0.0.1): served by address.
+  HttpsEngine engine(pki);
+  TempFile cfg(make_config({engine.address()}, "  upstreamTls: {caFile: " + pki.ca() + "}\n"));
   auto sluice = start_sluice(cfg);
   HttpClient c(kHost, sluice->port());
   EXPECT_EQ(c.post_json("/v1/chat/completions", kChat).status, 200);

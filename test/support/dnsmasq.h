@@ -1,6 +1,7 @@
 // A real DNS server for tests: Debian's dnsmasq, started on a free loopback
 // port (UDP and TCP) and serving names from a hosts file the test rewrites
-// (SIGHUP re-reads it). Tests skip when dnsmasq is not installed.
+// (SIGHUP re-reads it). Without dnsmasq a test fails under make test and
+// skips elsewhere (support/requires.h).
 #pragma once
 
 #include <netinet/in.h>
@@ -26,9 +27,9 @@ inline const char* dnsmasq_bin() {
   return nullptr;
 }
 
-// Why a test that needs dnsmasq skips without it.
-inline constexpr const char* kNoDnsmasq =
-    "dnsmasq is not installed (scripts/install-deps.sh installs it)";
+// Where dnsmasq comes from, for a test that needs it (support/requires.h).
+inline constexpr const char* kDnsmasqPackage =
+    "Debian package dnsmasq; scripts/install-deps.sh installs it";
 
 // A port nothing is bound to right now, for UDP and TCP both (dnsmasq
 // listens on both; a TCP listener of a test running beside this one may

@@ -25,6 +25,10 @@ inline const char* redis_server_bin() {
   return nullptr;
 }
 
+// Where redis-server comes from, for a test that needs it (support/requires.h).
+inline constexpr const char* kRedisPackage =
+    "Debian package redis-server; scripts/install-deps.sh installs it";
+
 // A fresh directory, removed with the object.
 struct TempDir {
   std::string path;

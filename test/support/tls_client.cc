@@ -88,6 +88,14 @@ bool TestPki::reissue_server(int serial) {
       "mv next.key server.key");
 }
 
+bool TestPki::issue_server(const std::string& name, const std::string& san) {
+  return run("printf 'subjectAltName=" + san + "\\nextendedKeyUsage=serverAuth\\n' > " + name +
+             ".ext && " + new_key_and_csr(name + ".key", name + ".csr", name) +
+             " && openssl x509 -req -in " + name +
+             ".csr -CA ca.pem -CAkey ca.key -set_serial 3001 -days 2 -extfile " + name +
+             ".ext -out " + name + ".pem");
+}
+
 bool TestPki::issue_client(const std::string& name, const std::string& uri) {
   const std::string san = uri.empty() ? "" : "subjectAltName=URI:" + uri + "\\n";
   return run("printf '" + san + "extendedKeyUsage=clientAuth\\n' > " + name + ".ext && " +

@@ -35,6 +35,9 @@ class TestPki {
   // Issues a new server certificate and key with `serial`, written next to
   // the live files and renamed over them (as a certificate manager does).
   bool reissue_server(int serial);
+  // Another server certificate signed by the CA, with subjectAltName `san`
+  // (OpenSSL's syntax: "DNS:localhost", "IP:127.0.0.2"): NAME.pem, NAME.key.
+  bool issue_server(const std::string& name, const std::string& san);
   // A client certificate signed by the CA (SAN URI `uri`; "": none, the
   // subject's CN is NAME): NAME.pem, NAME.key.
   bool issue_client(const std::string& name, const std::string& uri);

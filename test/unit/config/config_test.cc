@@ -15,6 +15,8 @@
 #include <iterator>
 #include <thread>
 
+#include "support/requires.h"
+
 namespace sluice::config {
 namespace {
 
@@ -305,6 +307,9 @@ TEST(Config, MissingFile) {
 
 // The real GIE and llm-d configs must load unchanged.
 TEST(Config, GieFixturesLoadUnchanged) {
+  // ../shared/ is outside the repository: a checkout without it skips,
+  // saying so, under make test too (it is not a package install-deps.sh
+  // can install).
   if (!std::filesystem::is_directory(SLUICE_FIXTURES_DIR))
     GTEST_SKIP() << "needs ../shared/fixtures/gie next to the project (" << SLUICE_FIXTURES_DIR
                  << "), which this checkout does not have";
@@ -324,6 +329,9 @@ TEST(Config, GieFixturesLoadUnchanged) {
 }
 
 TEST(Config, PdFixtureDetails) {
+  // ../shared/ is outside the repository: a checkout without it skips,
+  // saying so, under make test too (it is not a package install-deps.sh
+  // can install).
   if (!std::filesystem::is_directory(SLUICE_FIXTURES_DIR))
     GTEST_SKIP() << "needs ../shared/fixtures/gie next to the project (" << SLUICE_FIXTURES_DIR
                  << "), which this checkout does not have";
