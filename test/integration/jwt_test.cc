@@ -284,13 +284,21 @@ TEST_F(JwtTest, TheMaxTokensClaimIsWhatTheEngineReceives) {
   }
   // Under the ceiling: unchanged.
   EXPECT_EQ(post_token(token, completion_body(5)).status, 200);
+  // Issue 39, item 1: the claim holds for max_completion_tokens beside a
+  // small max_tokens too (the engine reads max_completion_tokens first).
+  EXPECT_EQ(post_token(token, R"({"model":"m","prompt":"x","max_completion_tokens":100000,)"
+                              R"("max_tokens":5})")
+                .status,
+            200);
   std::vector<json> bodies;
   for (const auto& q : engine.requests())
     if (q.head.rfind("POST ", 0) == 0) bodies.push_back(json::parse(q.body));
-  ASSERT_EQ(bodies.size(), 3u);
+  ASSERT_EQ(bodies.size(), 4u);
   EXPECT_EQ(bodies[0]["max_tokens"], 8) << bodies[0];
   EXPECT_EQ(bodies[1]["max_tokens"], 8) << bodies[1];
   EXPECT_EQ(bodies[2]["max_tokens"], 5) << bodies[2];
+  EXPECT_EQ(bodies[3]["max_completion_tokens"], 8) << bodies[3];
+  EXPECT_EQ(bodies[3]["max_tokens"], 5) << bodies[3];
 }
 
 // The per-thread token cache is emptied when the JWKS changes: a token
