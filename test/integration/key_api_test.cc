@@ -41,7 +41,7 @@ std::vector<auth::KeyRecord> many_records(std::size_t n) {
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     auth::KeyRecord r;
-    char id[16];
+    char id[32];
     std::snprintf(id, sizeof id, "bulk_%08zu", i);
     r.id = id;
     r.tenant = "bulk";
