@@ -14,6 +14,7 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -301,8 +302,10 @@ void Fetch::resolve() {
   phase_ = "resolving";
   // RFC 6761 6.4: a name under "invalid" gets a negative answer at once,
   // never a query (getaddrinfo would ask the name servers).
+  // Names are compared without case (RFC 4343).
   const std::string_view h = url_.host;
-  if (h == "invalid" || (h.size() > 8 && h.substr(h.size() - 8) == ".invalid"))
+  if (boost::beast::iequals(h, "invalid") ||
+      (h.size() > 8 && boost::beast::iequals(h.substr(h.size() - 8), ".invalid")))
     return fail("resolving " + url_.host + ": no such name (.invalid is never looked up)");
   resolver_.async_resolve(
       url_.host, std::to_string(url_.port), tcp::resolver::numeric_service,

@@ -11,6 +11,7 @@
 
 #include "auth/api_keys.h"
 #include "flow_control_harness.h"
+#include "key_harness.h"
 #include "support/fake_upstream.h"
 #include "support/redis_server.h"
 #include "support/requires.h"
@@ -20,24 +21,8 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Key {
-  std::string secret;
-  auth::KeyRecord record;
-};
-
-Key make_key(const std::string& tenant, const std::string& id) {
-  auto k = auth::generate_key(tenant, id);
-  EXPECT_TRUE(k);
-  return {k->key, k->record};
-}
-
 std::string key_file(const std::vector<auth::KeyRecord>& records) {
   return auth::render_key_file(records);
-}
-
-Headers bearer(const std::string& key, Headers more = {}) {
-  more.emplace_back("Authorization", "Bearer " + key);
-  return more;
 }
 
 std::string read_file(const std::string& path) {

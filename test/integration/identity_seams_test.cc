@@ -16,26 +16,13 @@
 
 #include "auth/api_keys.h"
 #include "flow_control_harness.h"
+#include "key_harness.h"
 #include "support/fake_upstream.h"
 
 namespace sluice::test {
 namespace {
 
 using json = nlohmann::json;
-
-struct Key {
-  std::string secret;
-  auth::KeyRecord record;
-};
-
-Key make_key(const std::string& tenant, const std::string& id, std::uint64_t max_tokens = 0) {
-  auto k = auth::generate_key(tenant, id);
-  EXPECT_TRUE(k);
-  k->record.max_tokens = max_tokens;
-  return {k->key, k->record};
-}
-
-Headers bearer(const std::string& key) { return {{"Authorization", "Bearer " + key}}; }
 
 FakeUpstream::Reply ok_reply(const UpstreamRequest&) {
   return FakeUpstream::Reply{FakeUpstream::response(

@@ -18,6 +18,7 @@
 
 #include "auth/api_keys.h"
 #include "flow_control_harness.h"
+#include "key_harness.h"
 #include "support/redis_server.h"
 
 namespace sluice::test {
@@ -31,8 +32,6 @@ std::string read_file(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
-
-Headers bearer(const std::string& key) { return {{"Authorization", "Bearer " + key}}; }
 
 // `n` records made quickly: each key's hash is the SHA-256 of its id (no
 // CSPRNG), all of one length so the file's size is n times one record's.
