@@ -131,6 +131,15 @@ inline constexpr ExtensionType kBuiltinExtensionTypes[] = {
     {"disagg-headers-handler", ExtensionKind::kBuiltIn},
     {"metrics-data-source", ExtensionKind::kBuiltIn},
     {"core-metrics-extractor", ExtensionKind::kBuiltIn},
+    // llm-d v1.0's document (issue 40): the parser that forwards bodies
+    // unread (requestHandler.parsers), and the data-layer plugins whose job
+    // sluice does built in (endpoint discovery from its file and DNS, the
+    // /v1/models catalogue it polls), and the P/D headers' former name.
+    {"passthrough-parser", ExtensionKind::kBuiltIn},
+    {"endpoint-notification-source", ExtensionKind::kBuiltIn},
+    {"models-data-source", ExtensionKind::kBuiltIn},
+    {"models-data-extractor", ExtensionKind::kBuiltIn},
+    {"prefill-header-handler", ExtensionKind::kBuiltIn},
 };
 
 // The in-tree type's entry, or null.

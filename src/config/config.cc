@@ -17,6 +17,8 @@
 
 #include "config/auth_config.h"
 #include "config/flow_control_config.h"
+#include "config/llmd_document.h"
+#include "config/llmd_plugins.h"
 #include "config/reader.h"
 #include "config/units.h"
 #include "sluice/extensions.h"
@@ -505,13 +507,34 @@ void read_flows(const Reader& r, const YAML::Node& node, std::vector<FlowConfig>
   });
 }
 
+// One error for every llm-d plugin type sluice does not build (issue 40,
+// item 4): each with its line, what it needs and what to use instead.
+void fail_unsupported(const Reader& r,
+                      const std::vector<std::pair<const LlmdPluginType*, int>>& all) {
+  std::string out = r.source + ": plugins: " + std::to_string(all.size()) +
+                    (all.size() == 1 ? " llm-d plugin type" : " llm-d plugin types") +
+                    " sluice does not support:";
+  for (const auto& [e, line] : all)
+    out += "\n  line " + std::to_string(line) + ": " + std::string(e->type) + " needs " +
+           std::string(e->needs) + "; instead: " + std::string(e->instead);
+  out += "\n(docs/configuration.md lists every llm-d plugin type and what sluice does with it)";
+  throw ConfigError(out);
+}
+
 void read_plugins(const Reader& r, const YAML::Node& node, std::vector<PluginSpec>& out) {
   std::set<std::string> names;
+  std::vector<std::pair<const LlmdPluginType*, int>> unsupported;
   read_list(r, node, "plugins", out, [&](Fields& f, const YAML::Node& item, PluginSpec& p) {
     p.line = item.Mark().line + 1;
     auto type = f.take("type");
     if (!type) fail(r.source, item, f.child("type"), "is required");
     p.type = r.string(type, f.child("type"));
+    if (const LlmdPluginType* e = unsupported_llmd_plugin(p.type)) {
+      unsupported.emplace_back(e, type.Mark().line + 1);
+      f.take("name");
+      f.take("parameters");
+      return;
+    }
     if (!is_known_plugin_type(p.type))
       fail(r.source, type, f.child("type"),
            "unknown plugin type '" + p.type + "' (known: " + known_plugin_types() + ")");
@@ -526,6 +549,7 @@ void read_plugins(const Reader& r, const YAML::Node& node, std::vector<PluginSpe
       p.parameters = n;
     }
   });
+  if (!unsupported.empty()) fail_unsupported(r, unsupported);
 }
 
 void read_profiles(const Reader& r, const YAML::Node& node, const std::vector<PluginSpec>& plugins,
@@ -660,7 +684,7 @@ Config parse(const YAML::Node& root, const std::string& source) {
   Reader r{c.source};
   if (root.IsNull()) return c;  // an empty file is a valid, all-defaults config
   for (const char* key : {"plugins", "schedulingProfiles", "parser", "data", "dataLayer",
-                          "saturationDetector", "featureGates"}) {
+                          "saturationDetector", "featureGates", "requestHandler"}) {
     if (!root.IsMap() || !root[key]) continue;
     c.scheduling_fingerprint += key;
     c.scheduling_fingerprint += '\n';
@@ -670,11 +694,11 @@ Config parse(const YAML::Node& root, const std::string& source) {
   Fields f(c.source, root, "");
   if (auto n = f.take("apiVersion")) {
     c.api_version = r.string(n, "apiVersion");
-    if (c.api_version != "inference.networking.x-k8s.io/v1alpha1" &&
-        c.api_version != "llm-d.ai/v1alpha1")
+    if (!is_supported_api_version(c.api_version))
       fail(c.source, n, "apiVersion",
            "unsupported '" + c.api_version +
-               "' (expected inference.networking.x-k8s.io/v1alpha1 or llm-d.ai/v1alpha1)");
+               "' (expected llm-d.ai/v1, llm-d.ai/v1alpha1 or "
+               "inference.networking.x-k8s.io/v1alpha1)");
   }
   if (auto n = f.take("kind")) {
     c.kind = r.string(n, "kind");
@@ -692,19 +716,7 @@ Config parse(const YAML::Node& root, const std::string& source) {
   if (auto n = f.take("flows")) read_flows(r, n, c.flows);
   if (auto n = f.take("plugins")) read_plugins(r, n, c.plugins);
   if (auto n = f.take("schedulingProfiles")) read_profiles(r, n, c.plugins, c.scheduling_profiles);
-  if (auto n = f.take("featureGates")) {
-    r.sequence(n, "featureGates");
-    for (std::size_t i = 0; i < n.size(); ++i) {
-      std::string path = "featureGates[" + std::to_string(i) + "]";
-      auto gate = r.string(n[i], path);
-      if (gate != "flowControl" && gate != "dataLayer" && gate != "enableLegacyMetrics" &&
-          gate != "prepareDataPlugins")
-        fail(c.source, n[i], path,
-             "unknown feature gate '" + gate +
-                 "' (expected flowControl, dataLayer, prepareDataPlugins or enableLegacyMetrics)");
-      c.feature_gates.push_back(gate);
-    }
-  }
+  if (auto n = f.take("featureGates")) read_feature_gates(r, c, n);
   auto mapping = [&](const char* key, YAML::Node& out) {
     if (auto n = f.take(key)) {
       if (!n.IsMap()) fail(c.source, n, key, "expected a mapping");
@@ -714,6 +726,7 @@ Config parse(const YAML::Node& root, const std::string& source) {
   mapping("parser", c.parser);
   mapping("data", c.data);             // GIE v1.3-v1.4
   mapping("dataLayer", c.data_layer);  // GIE v1.5+
+  if (auto n = f.take("requestHandler")) read_request_handler(r, c, n);
   read_plugin_parameters(r, c);
   // A detector declared under plugins: but not referenced still gets its
   // parameters checked; the referenced one is kept.
@@ -728,6 +741,7 @@ Config parse(const YAML::Node& root, const std::string& source) {
   if (auto n = f.take("flowControl")) read_flow_control(r, c, n);
   if (auto n = f.take("redis")) read_redis(r, c.redis, n);
   read_identity(r, f, c);
+  check_request_handler(r, c, root);
   for (const auto& g : c.feature_gates) {
     if (g == "flowControl") c.flow_control.enabled = true;
   }

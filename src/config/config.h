@@ -227,15 +227,22 @@ struct SchedulingProfileSpec {
 
 // flowControl.priorityBands[] (and defaultPriorityBand). Refs are resolved
 // to policy types here; parameters are in the resolved plugin's spec.
+inline constexpr std::uint64_t kDefaultBandMaxRequests = 5000;
+
 struct BandSpec {
   int priority = 0;
   std::uint64_t max_bytes = 1000000000;  // GIE's default band byte bound
-  std::uint64_t max_requests = 0;        // 0: unlimited
+  // llm-d's default: a band is always bounded (0 in the file is this too).
+  std::uint64_t max_requests = kDefaultBandMaxRequests;
   std::string fairness_ref = "global-strict-fairness-policy";
   std::string ordering_ref = "fcfs-ordering-policy";
   std::string fairness_type = "global-strict-fairness-policy";
   std::string ordering_type = "fcfs-ordering-policy";
   double anti_starvation_share = 0;  // sluice: guaranteed fraction of dispatches
+  // defaultRequestTTL of this band (llm-d): replaces flowControl's while the
+  // pool has endpoints; 0s (none) is no TTL in this band. Unset: the global.
+  bool ttl_set = false;
+  std::optional<nanoseconds> ttl;
   bool operator==(const BandSpec&) const = default;
 };
 
@@ -459,6 +466,18 @@ struct UpstreamCredentials {
   bool any() const { return !pool.empty() || !by_address.empty(); }
 };
 
+// requestHandler: (llm-d): which requests sluice parses. openai-parser
+// parses the OpenAI paths (what sluice does without the section);
+// passthrough-parser forwards, without reading the body, what no parser
+// before it claims: every request when it is the only one.
+struct RequestHandlerSpec {
+  bool set = false;                  // the section, or a top-level parser:, was given
+  bool openai = true;                // the OpenAI paths are parsed
+  bool passthrough = false;          // other paths are forwarded unparsed
+  bool propagate_priority = false;   // the band's priority in every body (vLLM's `priority`)
+  std::vector<std::string> parsers;  // the plugin names, in order
+};
+
 struct Config {
   std::string source;  // file name, for messages
   std::string api_version;
@@ -490,6 +509,7 @@ struct Config {
   YAML::Node parser;
   YAML::Node data;
   YAML::Node data_layer;
+  RequestHandlerSpec request_handler;
 };
 
 // Every plugin `type` sluice knows (flow control, scheduling, data layer,

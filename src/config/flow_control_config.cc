@@ -195,7 +195,10 @@ void read_band(const Reader& r, const Config& c, const YAML::Node& node, const s
     b.max_bytes = r.quantity(n, f.child("maxBytes"));
     if (b.max_bytes == 0) b.max_bytes = 1000000000;  // GIE: 0 means the default bound
   }
-  if (auto n = f.take("maxRequests")) b.max_requests = r.quantity(n, f.child("maxRequests"));
+  if (auto n = f.take("maxRequests")) {
+    b.max_requests = r.quantity(n, f.child("maxRequests"));
+    if (b.max_requests == 0) b.max_requests = kDefaultBandMaxRequests;  // llm-d: 0 is the default
+  }
   if (auto n = f.take("fairnessPolicyRef")) {
     b.fairness_ref = r.string(n, f.child("fairnessPolicyRef"));
     b.fairness_type =
@@ -206,6 +209,12 @@ void read_band(const Reader& r, const Config& c, const YAML::Node& node, const s
     b.ordering_ref = r.string(n, f.child("orderingPolicyRef"));
     b.ordering_type = resolve_ref(r, c, n, f.child("orderingPolicyRef"),
                                   ExtensionKind::kOrderingPolicy, {"fcfs-ordering-policy"});
+  }
+  if (auto n = f.take("defaultRequestTTL")) {
+    const auto d = r.duration(n, f.child("defaultRequestTTL"));
+    if (d.count() < 0) fail(r.source, n, f.child("defaultRequestTTL"), "must not be negative");
+    b.ttl_set = true;  // 0s: no TTL in this band (llm-d)
+    b.ttl = d.count() > 0 ? std::optional<nanoseconds>(d) : std::nullopt;
   }
   if (auto n = f.take("antiStarvationShare")) {
     b.anti_starvation_share = r.number(n, f.child("antiStarvationShare"));

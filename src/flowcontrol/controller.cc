@@ -124,9 +124,12 @@ void Controller::set_endpoints(const std::vector<EndpointIdentity>& endpoints) {
   }
 }
 
-std::optional<Duration> Controller::effective_ttl(const std::optional<Duration>& own) const {
-  const std::optional<Duration>& limit =
-      pool_empty_ && config_.no_endpoint_ttl_set ? config_.no_endpoint_ttl : config_.default_ttl;
+std::optional<Duration> Controller::effective_ttl(const std::optional<Duration>& own,
+                                                  const registry::BandConfig& band) const {
+  const std::optional<Duration>& limit = pool_empty_ && config_.no_endpoint_ttl_set
+                                             ? config_.no_endpoint_ttl
+                                         : band.ttl_set ? band.ttl
+                                                        : config_.default_ttl;
   if (limit && (!own || *limit < *own)) return limit;
   return own;
 }
@@ -137,7 +140,7 @@ void Controller::reevaluate_deadlines() {
     for (Item* i = band->newest(); i; i = i->band_prev) {
       auto& q = i->request;
       if (i->deadline_index != SIZE_MAX) heap_remove(i);
-      q.ttl = effective_ttl(q.own_ttl);
+      q.ttl = effective_ttl(q.own_ttl, band->config());
       q.deadline.reset();
       if (q.ttl) q.deadline = q.enqueued + *q.ttl;
       if (q.deadline) heap_push(i);
@@ -220,7 +223,7 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
   q.received = r.received;
   q.enqueued = now;
   q.own_ttl = r.ttl;
-  q.ttl = effective_ttl(r.ttl);
+  q.ttl = effective_ttl(r.ttl, flow.band()->config());
   if (q.ttl) q.deadline = now + *q.ttl;
   if (r.slo_ttft) q.slo_deadline = r.received + *r.slo_ttft;
   q.byte_size = r.bytes;

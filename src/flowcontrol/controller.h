@@ -366,8 +366,11 @@ class Controller {
   // Deadline heap (min-heap on request.deadline, positions kept in items).
   void heap_push(registry::Item* item);
   void heap_remove(registry::Item* item);
-  // The TTL that applies now to a request whose own TTL is `own`.
-  std::optional<Duration> effective_ttl(const std::optional<Duration>& own) const;
+  // The TTL that applies now to a request of `band` whose own TTL is `own`:
+  // the shorter of its own and the regime's (the band's defaultRequestTTL,
+  // else the default, while the pool has endpoints; else noEndpointRequestTTL).
+  std::optional<Duration> effective_ttl(const std::optional<Duration>& own,
+                                        const registry::BandConfig& band) const;
   void reevaluate_deadlines();
   void heap_sift_up(std::size_t i);
   void heap_sift_down(std::size_t i);

@@ -9,8 +9,16 @@ namespace sluice::flowcontrol {
 namespace {
 
 registry::BandConfig band(const config::BandSpec& b) {
-  return registry::BandConfig{b.priority,      b.max_bytes,     b.max_requests,
-                              b.fairness_type, b.ordering_type, b.anti_starvation_share};
+  registry::BandConfig out;
+  out.priority = b.priority;
+  out.max_bytes = b.max_bytes;
+  out.max_requests = b.max_requests;
+  out.fairness = b.fairness_type;
+  out.ordering = b.ordering_type;
+  out.share = b.anti_starvation_share;
+  out.ttl_set = b.ttl_set;
+  if (b.ttl) out.ttl = std::chrono::duration_cast<Duration>(*b.ttl);
+  return out;
 }
 
 }  // namespace

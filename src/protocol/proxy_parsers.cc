@@ -102,6 +102,7 @@ void RequestHead::clear() {
   fairness_id.clear();
   objective.clear();
   ttl_ms.clear();
+  ttl_duration.clear();
   slo_ttft_ms.clear();
   fairness_id_llmd = objective_llmd = slo_ttft_llmd = false;
   steering_seen = 0;
@@ -168,6 +169,9 @@ bool ProxyRequestParser::take_steering(string_view name_string, string_view valu
   } else if (iequals(name_string, "x-gateway-inference-ttl-ms")) {
     if (!once(16)) return true;
     capture = &head_.ttl_ms;
+  } else if (iequals(name_string, "x-llm-d-inference-ttl")) {
+    if (!once(128)) return true;
+    capture = &head_.ttl_duration;
   } else if (iequals(name_string, "x-llm-d-slo-ttft-ms")) {
     if (!once(32)) return true;
     llmd(head_.slo_ttft_ms, head_.slo_ttft_llmd);

@@ -36,7 +36,8 @@ struct RequestHead {
   // whatever their order.
   std::string fairness_id;
   std::string objective;
-  std::string ttl_ms;
+  std::string ttl_ms;        // x-gateway-inference-ttl-ms (sluice's, whole ms)
+  std::string ttl_duration;  // x-llm-d-inference-ttl (llm-d's, a Go duration)
   std::string slo_ttft_ms;
   bool fairness_id_llmd = false, objective_llmd = false, slo_ttft_llmd = false;
   // Each steering name may come once: the first name sent twice (the

@@ -5,7 +5,18 @@
 
 namespace sluice::protocol {
 
-enum class Route { kCompletions, kChatCompletions, kEmbeddings, kResponses, kModels, kUnknown };
+enum class Route {
+  kCompletions,
+  kChatCompletions,
+  kEmbeddings,
+  kResponses,
+  kModels,
+  // A request passthrough-parser takes (requestHandler.parsers): admitted
+  // and scheduled, its body forwarded unread. The exchange decides it, not
+  // classify_target.
+  kPassthrough,
+  kUnknown,
+};
 
 // Classifies a request target (the query string is ignored).
 inline Route classify_target(std::string_view target) {

@@ -4,6 +4,7 @@
 // decision comes back to on_decision.
 #include <algorithm>
 
+#include "config/units.h"
 #include "observe/log.h"
 #include "protocol/openai_request.h"
 #include "protocol/steering.h"
@@ -50,6 +51,7 @@ void Exchange::handle_request() {
   rec_.start = std::chrono::steady_clock::now();
   if (!check_framing_and_route()) return;
   if (route_ == protocol::Route::kModels && restricted_to_models()) return answer_models();
+  if (route_ == protocol::Route::kPassthrough) return handle_passthrough();
   if (!protocol::is_inference(route_)) return forward_without_admission();
   protocol::ParseResult parsed;
   if (!check_inference_request(parsed)) return;
@@ -82,18 +84,23 @@ bool Exchange::check_framing_and_route() {
   }
   const bool inference = protocol::is_inference(route_);
   const auto method = request_.method;
-  if ((inference && method != http::verb::post) || (!inference && method != http::verb::get)) {
-    answer(
-        client_error(405, "method-not-allowed",
-                     "method " + request_.method_string + " is not allowed on " + request_.target));
-    return false;
+  if (route_ == protocol::Route::kPassthrough) {
+    // Forwarded unread: the methods of an HTTP API, not CONNECT or TRACE.
+    if (method == http::verb::get || method == http::verb::post || method == http::verb::put ||
+        method == http::verb::patch || method == http::verb::delete_)
+      return true;
+  } else if ((inference && method == http::verb::post) ||
+             (!inference && method == http::verb::get)) {
+    return true;
   }
-  return true;
+  answer(
+      client_error(405, "method-not-allowed",
+                   "method " + request_.method_string + " is not allowed on " + request_.target));
+  return false;
 }
 
-// An inference request: not while draining; a JSON body sluice can read
-// (`parsed`), with a valid model name.
-bool Exchange::check_inference_request(protocol::ParseResult& parsed) {
+// Drained or shutting down: nothing new is admitted.
+bool Exchange::check_not_draining() {
   if (ctx_.draining.load(std::memory_order_relaxed)) {
     // Drained or shutting down: nothing new is admitted. Another replica
     // can take it at once.
@@ -109,6 +116,13 @@ bool Exchange::check_inference_request(protocol::ParseResult& parsed) {
     answer(a);
     return false;
   }
+  return true;
+}
+
+// An inference request: not while draining; a JSON body sluice can read
+// (`parsed`), with a valid model name.
+bool Exchange::check_inference_request(protocol::ParseResult& parsed) {
+  if (!check_not_draining()) return false;
   if (!protocol::is_json_content_type(request_.content_type)) {
     answer(client_error(400, "unsupported-content-type", "Content-Type must be application/json"));
     return false;
@@ -145,6 +159,32 @@ bool Exchange::check_legacy_saturation() {
     return false;
   }
   return true;
+}
+
+// passthrough-parser's request (requestHandler.parsers): admitted,
+// scheduled and forwarded as any other, its body unread: no model, no
+// output limit, no prompt for the prefix plugins (the config refuses those
+// with passthrough-parser alone). A tenant whose policy reads the body
+// (models, maxTokens) cannot be held to it here: refused.
+void Exchange::handle_passthrough() {
+  if (!check_not_draining() || !check_steering()) return;
+  if (const auth::TenantPolicy* p = identity_.policy;
+      p && has_tenant_policy() && (p->restricts_models() || p->max_tokens > 0)) {
+    auto a = client_error(403, "passthrough_not_allowed",
+                          "tenant '" + identity_.tenant +
+                              "' is limited by model or max_tokens, which an unparsed request "
+                              "cannot be held to; use an OpenAI path (" +
+                              request_.target + " is not one)");
+    a.reason = "passthrough-not-allowed";
+    return answer(a);
+  }
+  protocol::OpenAIRequest none;
+  // Sized by its body: about four bytes a token, as for a prompt.
+  none.estimated_input_tokens = request_.body.size() / 4;
+  prompt_text_.clear();
+  if (!check_tenant_policy(none)) return;
+  if (!check_legacy_saturation()) return;
+  admit(none);
 }
 
 // GET /v1/models and the like: no admission; any endpoint will do.
@@ -245,6 +285,19 @@ bool Exchange::steer(const protocol::OpenAIRequest& parsed, flowcontrol::Enqueue
     // 0 is no TTL of the request's own, as 0 is in the config.
     std::chrono::nanoseconds header_ttl = std::chrono::milliseconds(ms);
     if (ms > 0 && (!ttl || header_ttl < *ttl)) ttl = header_ttl;
+  }
+  if (!request_.ttl_duration.empty()) {
+    // llm-d's header, a Go duration ("1500ms", "2m30s"): it can only
+    // shorten the wait (the band's or default TTL still bounds it, in the
+    // controller); 0 is no TTL of the request's own.
+    const auto d = config::parse_duration(request_.ttl_duration);
+    if (!d) {
+      answer(client_error(400, "invalid-ttl",
+                          "x-llm-d-inference-ttl must be a non-negative Go duration such as "
+                          "1500ms or 2m30s"));
+      return false;
+    }
+    if (d->count() > 0 && (!ttl || *d < *ttl)) ttl = *d;
   }
   e.ttl = ttl;
   std::uint64_t slo_ms = 0;

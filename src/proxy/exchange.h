@@ -206,6 +206,8 @@ class Exchange {
   void assign_request_id();
   bool check_framing_and_route();
   bool check_inference_request(protocol::ParseResult& parsed);
+  bool check_not_draining();
+  void handle_passthrough();
   bool check_legacy_saturation();
   void forward_without_admission();
   void admit(const protocol::OpenAIRequest& parsed);

@@ -42,6 +42,13 @@ std::array<unsigned char, 16> peer_bytes(const Socket& s) {
 // is settled.
 bool Exchange::on_head() {
   route_ = protocol::classify_target(request_.target);
+  // requestHandler.parsers: passthrough-parser takes what no parser before
+  // it claims (every inference path when it is the only parser).
+  const RequestPolicy& policy = thread_.policy();
+  if ((route_ == protocol::Route::kUnknown && policy.passthrough &&
+       request_.target.starts_with('/')) ||
+      (protocol::is_inference(route_) && !policy.parse_openai))
+    route_ = protocol::Route::kPassthrough;
   begin_request(/*head_read=*/true);
   assign_request_id();
   return check_identity();

@@ -21,6 +21,9 @@ RequestPolicy::RequestPolicy(const config::Config& c) {
   if (c.flow_control.enabled) room_detector = flowcontrol::make_detector(c.saturation_detector);
   credentials =
       std::make_shared<const config::UpstreamCredentials>(config::upstream_credentials(c));
+  parse_openai = c.request_handler.openai;
+  passthrough = c.request_handler.passthrough;
+  propagate_priority = c.request_handler.propagate_priority;
 }
 
 ProxyContext::ProxyContext(const config::Config& c)

@@ -60,6 +60,12 @@ struct RequestPolicy {
   // same config by whoever makes the policy (its files read off the I/O
   // threads); null or empty: plain HTTP everywhere.
   std::shared_ptr<const datalayer::UpstreamTlsSet> upstream_tls;
+  // requestHandler (config::RequestHandlerSpec): the OpenAI paths parsed,
+  // other paths (or, without openai-parser, every inference path) taken
+  // unparsed by passthrough-parser, the band's priority in every body.
+  bool parse_openai = true;
+  bool passthrough = false;
+  bool propagate_priority = false;
 };
 
 // Read-mostly state shared by all I/O threads.

@@ -162,7 +162,9 @@ void Exchange::build_upstream_head(int endpoint) {
   // An engine that schedules by priority gets the band's, never the
   // client's own (which would let a tenant jump the engine's queue).
   up_.body = &request_.body;
-  if (ctx_.endpoints.at(endpoint).config.priority_scheduling && protocol::is_inference(route_)) {
+  if ((ctx_.endpoints.at(endpoint).config.priority_scheduling ||
+       thread_.policy().propagate_priority) &&
+      protocol::is_inference(route_)) {
     up_.engine_body = protocol::body_with_priority(
         request_.body, protocol::engine_priority_for_band(rec_.priority));
     up_.body = &up_.engine_body;

@@ -214,6 +214,10 @@ struct BandConfig {
   // Anti-starvation: the fraction of dispatches this band is guaranteed while
   // backlogged, even under constant higher-priority load (0: strict priority).
   double share = 0;
+  // llm-d's per-band defaultRequestTTL: when set, it replaces the
+  // controller's default TTL for this band (none: no TTL in this band).
+  bool ttl_set = false;
+  std::optional<flowcontrol::Duration> ttl;
 };
 
 // Builds policies by type name; throws std::invalid_argument for unknown ones
