@@ -178,6 +178,10 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
     return std::uint64_t{0};
   };
   if (load_.empty()) return reject(QueueOutcome::kRejectedNoEndpoints);
+  // Admitters (probabilistic-admitter): a refusal is llm-d's
+  // ResourceExhausted, 429 as a full queue's.
+  for (const auto& a : admitters_)
+    if (!a->admit(r.priority, load_, removed_)) return reject(QueueOutcome::kRejectedCapacity);
 
   // A new flow id past flowControl.maxFlows takes the place of the longest
   // idle flow, or is refused when every flow has work: the flows already
@@ -1139,6 +1143,7 @@ void Controller::apply(ControllerReload r, TimePoint now) {
   if (r.detector) detector_ = std::move(r.detector);
   staleness_ = r.staleness;
   usage_limit_ = std::move(r.usage_limit);
+  admitters_ = std::move(r.admitters);
   if (r.scheduler) {
     if (scheduler_ && scheduler_in_flight_ > 0)
       retired_.push_back(Retired{scheduler_epoch_, std::move(scheduler_), scheduler_in_flight_});

@@ -78,6 +78,18 @@ std::unique_ptr<UsageLimitPolicy> make_usage_limit_policy(const config::UsageLim
   return p;
 }
 
+std::vector<std::unique_ptr<Admitter>> make_admitters(const config::Config& config) {
+  std::vector<std::unique_ptr<Admitter>> out;
+  for (const auto& s : config.plugins) {
+    if (!is_builtin(s.type, ExtensionKind::kAdmitter)) continue;
+    PluginParams params(s.parameters, config.source, "plugins[" + s.name + "].parameters", s.line);
+    auto a = builtin_extensions().build<Admitter>(s.type, params);
+    if (!a) throw config::ConfigError("unknown admitter '" + s.type + "'");
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 std::unique_ptr<Controller> make_controller(const config::Config& config) {
   const bool gated = config.flow_control.enabled;
   // Without the flowControl gate the controller only schedules: one band,
@@ -93,6 +105,7 @@ std::unique_ptr<Controller> make_controller(const config::Config& config) {
                                    scheduling::Labels(e.labels.begin(), e.labels.end()), false});
   c->set_endpoints(ids);
   c->set_scheduler(scheduling::build_scheduler(config));
+  c->set_admitters(make_admitters(config));
   c->set_gated(gated);
   if (gated) c->set_usage_limit_policy(make_usage_limit_policy(config.flow_control.usage_limit));
   c->set_staleness_threshold(config.saturation_detector.metrics_staleness_threshold);
