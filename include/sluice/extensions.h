@@ -138,6 +138,7 @@ inline constexpr ExtensionType kBuiltinExtensionTypes[] = {
     {"core-metrics-extractor", ExtensionKind::kBuiltIn},
     // admit (issue 40, item 3): admission and fairness plugins of llm-d.
     {"probabilistic-admitter", ExtensionKind::kAdmitter},
+    {"program-aware-fairness", ExtensionKind::kFairnessPolicy},
 };
 
 // The in-tree type's entry, or null.

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "flowcontrol/probabilistic_admitter.h"
+#include "flowcontrol/program_aware_fairness.h"
 
 namespace sluice {
 
@@ -47,6 +48,13 @@ std::unique_ptr<Admitter> make_probabilistic_admitter(PluginParams& p) {
 void add_admit_plugins(ExtensionRegistry& r) {
   r.add<Admitter>(ExtensionKind::kAdmitter, std::string(ProbabilisticAdmitter::kType),
                   make_probabilistic_admitter);
+  // Its parameters are read with the config (flowControl's fairness
+  // parameters, one set for every band) and arrive in FairnessParams.
+  r.add<flowcontrol::FairnessPolicy>(
+      ExtensionKind::kFairnessPolicy, std::string(flowcontrol::ProgramAwareFairness::kType),
+      [](const flowcontrol::FairnessParams& p) {
+        return std::make_unique<flowcontrol::ProgramAwareFairness>(p.program_aware);
+      });
 }
 
 }  // namespace sluice

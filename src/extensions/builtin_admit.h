@@ -1,5 +1,5 @@
 // The admission and fairness plugins of llm-d (issue 40, item 3):
-// probabilistic-admitter.
+// probabilistic-admitter, program-aware-fairness.
 #pragma once
 
 #include "sluice/extensions.h"

@@ -389,6 +389,7 @@ void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_token
     eviction_quiet_until_ = now + config_.eviction.grace;
   }
   item->flow->stats().completed += 1;
+  item->flow->band()->fairness().on_completed(*item->flow);
   registry_.finish_in_flight(item, now);
   registry_.release(item);
 }
@@ -1127,8 +1128,7 @@ void Controller::record_queue_time(const std::string& id, int priority, QueueOut
 }
 
 void Controller::apply(ControllerReload r, TimePoint now) {
-  const bool new_prices = r.config.fairness.input_price != config_.fairness.input_price ||
-                          r.config.fairness.output_price != config_.fairness.output_price;
+  const bool new_prices = r.config.fairness != config_.fairness;
   registry::PolicyFactory factory = make_factory(r.config.fairness);
   registry_.apply(r.config.registry, r.weights, new_prices ? &factory : nullptr, now);
   if (r.config.displacement != config_.displacement)

@@ -40,6 +40,10 @@ ControllerConfig controller_config(const config::Config& config) {
   c.flow_idle_timeout = fc.flow_idle_timeout;
   c.fairness.input_price = fc.vtc_input_price;
   c.fairness.output_price = fc.vtc_output_price;
+  const auto& pa = fc.program_aware;
+  c.fairness.program_aware =
+      ProgramAwareParams{pa.weight_service,       pa.weight_head_wait,       pa.half_life_seconds,
+                         pa.eviction_ttl_seconds, pa.eviction_sweep_seconds, pa.max_programs};
   const auto& h = fc.headroom;
   c.headroom = HeadroomConfig{h.enabled,
                               h.protected_priority,
