@@ -139,6 +139,7 @@ inline constexpr ExtensionType kBuiltinExtensionTypes[] = {
     // admit (issue 40, item 3): admission and fairness plugins of llm-d.
     {"probabilistic-admitter", ExtensionKind::kAdmitter},
     {"program-aware-fairness", ExtensionKind::kFairnessPolicy},
+    {"agent-identity", ExtensionKind::kBuiltIn},  // read by the proxy (identity)
 };
 
 // The in-tree type's entry, or null.

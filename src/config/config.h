@@ -490,6 +490,11 @@ struct Config {
   // text: equal text, equal scheduler (a reload keeps the running one).
   std::string scheduling_fingerprint;
   FlowControlSpec flow_control;
+  // The agent-identity plugin: the session headers whose first non-empty
+  // value names the flow of a request that names none (lower case, in
+  // order: additionalSessionHeaders, then llm-d's defaults). Empty: no
+  // agent-identity plugin declared.
+  std::vector<std::string> agent_session_headers;
   SaturationDetectorSpec saturation_detector;
   RedisSpec redis;
   AuthSpec auth;

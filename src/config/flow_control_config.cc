@@ -4,10 +4,12 @@
 #include "config/flow_control_config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "config/units.h"
 #include "sluice/extensions.h"
@@ -391,6 +393,36 @@ void read_usage_limit_ref(const Reader& r, Config& c, const YAML::Node& n,
   }
 }
 
+// agent-identity: additionalSessionHeaders (header names, checked first),
+// then llm-d's built-in list (Claude Code, OpenCode, Codex, Codex's legacy
+// name). At most 32 additional names.
+void read_agent_identity(const Reader& r, const PluginSpec& p, std::vector<std::string>& out) {
+  out.clear();
+  if (p.parameters && !p.parameters.IsNull()) {
+    Fields f(r.source, p.parameters, "plugins[" + p.name + "].parameters");
+    if (auto n = f.take("additionalSessionHeaders")) {
+      const std::string path = f.child("additionalSessionHeaders");
+      if (!n.IsSequence()) fail(r.source, n, path, "expected a list of header names");
+      if (n.size() > 32) fail(r.source, n, path, "at most 32 header names");
+      for (std::size_t i = 0; i < n.size(); ++i) {
+        std::string name = r.string(n[i], path + "[" + std::to_string(i) + "]");
+        const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) ||
+                 std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
+        });
+        if (!token) fail(r.source, n[i], path + "[" + std::to_string(i) + "]", "not a header name");
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        out.push_back(std::move(name));
+      }
+    }
+    f.finish();
+  }
+  for (const char* h :
+       {"x-claude-code-session-id", "x-session-affinity", "session-id", "session_id"})
+    out.emplace_back(h);
+}
+
 // program-aware-fairness: llm-d's validation (weights, half-life and TTL
 // not negative, the sweep interval above zero, strategy las) and sluice's
 // maxPrograms (1 to 1,000,000).
@@ -460,6 +492,10 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
 void read_plugin_parameters(const Reader& r, Config& c) {
   bool program_aware = false;
   for (const auto& p : c.plugins) {
+    if (p.type == "agent-identity") {
+      read_agent_identity(r, p, c.agent_session_headers);
+      continue;
+    }
     if (p.type == "program-aware-fairness") {
       if (program_aware)
         throw ConfigError(r.source + ":" + std::to_string(p.line) + ": plugins[" + p.name +
