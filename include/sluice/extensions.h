@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/flowcontrol/admitter.h"
 #include "sluice/flowcontrol/policies.h"
 #include "sluice/plugin.h"
 
@@ -51,6 +52,8 @@ enum class ExtensionKind : std::uint8_t {
   kPicker,
   kPdDecider,
   kProfileHandler,
+  // Decides whether an arriving request may be queued (llm-d's Admitter).
+  kAdmitter,
   // Accepted in `plugins:` for compatibility; sluice does their job built
   // in (request parsing, P/D headers, metrics collection), nothing to build.
   kBuiltIn,
@@ -81,6 +84,8 @@ constexpr std::string_view kind_name(ExtensionKind k) {
       return "P/D decider";
     case ExtensionKind::kProfileHandler:
       return "profile handler";
+    case ExtensionKind::kAdmitter:
+      return "admitter";
     case ExtensionKind::kBuiltIn:
       return "built-in plugin";
   }
@@ -140,6 +145,10 @@ inline constexpr ExtensionType kBuiltinExtensionTypes[] = {
     {"models-data-source", ExtensionKind::kBuiltIn},
     {"models-data-extractor", ExtensionKind::kBuiltIn},
     {"prefill-header-handler", ExtensionKind::kBuiltIn},
+    // admit (issue 40, item 3): admission and fairness plugins of llm-d.
+    {"probabilistic-admitter", ExtensionKind::kAdmitter},
+    {"program-aware-fairness", ExtensionKind::kFairnessPolicy},
+    {"agent-identity", ExtensionKind::kBuiltIn},  // read by the proxy (identity)
 };
 
 // The in-tree type's entry, or null.
@@ -198,6 +207,11 @@ struct ExtensionTraits<flowcontrol::UsageLimitPolicy> {
   using Factory =
       std::function<std::unique_ptr<flowcontrol::UsageLimitPolicy>(const config::UsageLimitSpec&)>;
   static constexpr bool builds(ExtensionKind k) { return k == ExtensionKind::kUsageLimitPolicy; }
+};
+template <>
+struct ExtensionTraits<flowcontrol::Admitter> {
+  using Factory = std::function<std::unique_ptr<flowcontrol::Admitter>(PluginParams&)>;
+  static constexpr bool builds(ExtensionKind k) { return k == ExtensionKind::kAdmitter; }
 };
 // Scheduling plugins (GIE's): built from their `parameters:` and the
 // plugins built before them.

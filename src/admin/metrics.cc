@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "admin/handlers.h"
+#include "admin/program_aware_metrics.h"
 #include "fleet/fleet_sync.h"
 #include "observe/log.h"
 #include "observe/metrics_text.h"
@@ -40,6 +41,7 @@ struct DispatcherCopy {
   std::uint64_t headroom_holds = 0;
   flowcontrol::Controller::EvictionStats eviction;
   std::vector<TimingCopy> timings;
+  ProgramAwareCopy program_aware;
   bool failed = false;
 };
 
@@ -52,6 +54,7 @@ void copy_dispatcher_state(flowcontrol::Controller& c, DispatcherCopy& copy) {
   copy.ceiling_holds = c.ceiling_holds();
   copy.headroom_holds = c.headroom_holds();
   copy.eviction = c.eviction_stats();
+  copy_program_aware(c, copy.program_aware);
   if (auto* s = c.scheduler()) {
     for (const auto& t : s->timings()) {
       TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
@@ -418,6 +421,7 @@ std::string metrics_text(const DispatcherCopy& c, const FlowsSnapshot& flows,
   render_requests(m, ctx, requests);
   render_queues(m, c, flows, ctx.config.server.metrics_max_flows);
   render_dispatch(m, c);
+  render_program_aware(m, c.program_aware, ctx.config.server.metrics_max_flows);
   render_pool(m, ctx);
   render_scheduler(m, c);
   render_admission(m, c, ctx);

@@ -62,6 +62,7 @@ bool Gateway::read_and_build(ReloadPlan& plan) {
     plan.reload->detector = flowcontrol::make_detector(plan.next.saturation_detector);
     plan.reload->usage_limit =
         flowcontrol::make_usage_limit_policy(plan.next.flow_control.usage_limit);
+    plan.reload->admitters = flowcontrol::make_admitters(plan.next);
   } catch (const config::ConfigError& e) {
     res.error = e.what();
   } catch (const std::exception& e) {

@@ -246,6 +246,17 @@ struct BandSpec {
   bool operator==(const BandSpec&) const = default;
 };
 
+// program-aware-fairness's parameters (llm-d's names; seconds as llm-d's).
+struct ProgramAwareSpec {
+  double weight_service = 0.8;          // lasWeightService
+  double weight_head_wait = 0.2;        // lasWeightHeadWait
+  double half_life_seconds = 60;        // lasHalfLifeSeconds; 0: no decay
+  double eviction_ttl_seconds = 3600;   // evictionTtlSeconds; 0: no eviction
+  double eviction_sweep_seconds = 300;  // evictionSweepSeconds
+  std::uint32_t max_programs = 10000;   // maxPrograms (sluice)
+  bool operator==(const ProgramAwareSpec&) const = default;
+};
+
 // A usage-limit policy (flowControl.usageLimitPolicyPluginRef): one
 // dispatch ceiling per band from the pool's saturation.
 struct UsageLimitSpec {
@@ -316,6 +327,7 @@ struct FlowControlSpec {
   nanoseconds flow_idle_timeout = std::chrono::minutes(5);
   double vtc_input_price = 1.0;  // from the vtc-fairness-policy plugin's parameters
   double vtc_output_price = 2.0;
+  ProgramAwareSpec program_aware;  // from the program-aware-fairness plugin's parameters
   UsageLimitSpec usage_limit;
   HeadroomSpec headroom;
   EvictionSpec eviction;
@@ -497,6 +509,11 @@ struct Config {
   // text: equal text, equal scheduler (a reload keeps the running one).
   std::string scheduling_fingerprint;
   FlowControlSpec flow_control;
+  // The agent-identity plugin: the session headers whose first non-empty
+  // value names the flow of a request that names none (lower case, in
+  // order: additionalSessionHeaders, then llm-d's defaults). Empty: no
+  // agent-identity plugin declared.
+  std::vector<std::string> agent_session_headers;
   SaturationDetectorSpec saturation_detector;
   RedisSpec redis;
   AuthSpec auth;

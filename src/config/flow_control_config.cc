@@ -4,10 +4,12 @@
 #include "config/flow_control_config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "config/units.h"
 #include "sluice/extensions.h"
@@ -400,6 +402,79 @@ void read_usage_limit_ref(const Reader& r, Config& c, const YAML::Node& n,
   }
 }
 
+// agent-identity: additionalSessionHeaders (header names, checked first),
+// then llm-d's built-in list (Claude Code, OpenCode, Codex, Codex's legacy
+// name). At most 32 additional names.
+void read_agent_identity(const Reader& r, const PluginSpec& p, std::vector<std::string>& out) {
+  out.clear();
+  if (p.parameters && !p.parameters.IsNull()) {
+    Fields f(r.source, p.parameters, "plugins[" + p.name + "].parameters");
+    if (auto n = f.take("additionalSessionHeaders")) {
+      const std::string path = f.child("additionalSessionHeaders");
+      if (!n.IsSequence()) fail(r.source, n, path, "expected a list of header names");
+      if (n.size() > 32) fail(r.source, n, path, "at most 32 header names");
+      for (std::size_t i = 0; i < n.size(); ++i) {
+        std::string name = r.string(n[i], path + "[" + std::to_string(i) + "]");
+        const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) ||
+                 std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
+        });
+        if (!token) fail(r.source, n[i], path + "[" + std::to_string(i) + "]", "not a header name");
+        std::transform(name.begin(), name.end(), name.begin(),
+                       [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+        out.push_back(std::move(name));
+      }
+    }
+    f.finish();
+  }
+  for (const char* h :
+       {"x-claude-code-session-id", "x-session-affinity", "session-id", "session_id"})
+    out.emplace_back(h);
+}
+
+// program-aware-fairness: llm-d's validation (weights, half-life and TTL
+// not negative, the sweep interval above zero, strategy las) and sluice's
+// maxPrograms (1 to 1,000,000).
+void read_program_aware(const Reader& r, const PluginSpec& p, ProgramAwareSpec& out) {
+  if (!p.parameters || p.parameters.IsNull()) return;
+  Fields f(r.source, p.parameters, "plugins[" + p.name + "].parameters");
+  if (auto n = f.take("strategy")) {
+    auto v = r.string(n, f.child("strategy"));
+    if (v != "las" && !v.empty())
+      fail(r.source, n, f.child("strategy"), "unknown strategy '" + v + "' (only las)");
+  }
+  auto not_negative = [&](const char* key, double& field) {
+    if (auto n = f.take(key)) {
+      double v = r.number(n, f.child(key));
+      if (!(v >= 0)) fail(r.source, n, f.child(key), "must not be negative");
+      field = v;
+    }
+  };
+  not_negative("lasWeightService", out.weight_service);
+  not_negative("lasWeightHeadWait", out.weight_head_wait);
+  not_negative("lasHalfLifeSeconds", out.half_life_seconds);
+  not_negative("evictionTtlSeconds", out.eviction_ttl_seconds);
+  // llm-d's per-pick decay factor, dropped by llm-d-router in August 2026
+  // for lasHalfLifeSeconds (it now refuses the key); llm-d's agentic-serving
+  // guide still sets it. Accepted (in (0, 1]) and ignored: decay is the
+  // half-life's.
+  if (auto n = f.take("lasDecayFactor")) {
+    double v = r.number(n, f.child("lasDecayFactor"));
+    if (!(v > 0 && v <= 1)) fail(r.source, n, f.child("lasDecayFactor"), "must be in (0, 1]");
+  }
+  if (auto n = f.take("evictionSweepSeconds")) {
+    double v = r.number(n, f.child("evictionSweepSeconds"));
+    if (!(v > 0)) fail(r.source, n, f.child("evictionSweepSeconds"), "must be greater than zero");
+    out.eviction_sweep_seconds = v;
+  }
+  if (auto n = f.take("maxPrograms")) {
+    auto v = r.integer(n, f.child("maxPrograms"));
+    if (v < 1 || v > 1000000) fail(r.source, n, f.child("maxPrograms"), "must be 1 to 1000000");
+    out.max_programs = static_cast<std::uint32_t>(v);
+  }
+  f.finish();
+}
+
 }  // namespace
 
 void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
@@ -424,7 +499,21 @@ void read_flow_control(const Reader& r, Config& c, const YAML::Node& node) {
 }
 
 void read_plugin_parameters(const Reader& r, Config& c) {
+  bool program_aware = false;
   for (const auto& p : c.plugins) {
+    if (p.type == "agent-identity") {
+      read_agent_identity(r, p, c.agent_session_headers);
+      continue;
+    }
+    if (p.type == "program-aware-fairness") {
+      if (program_aware)
+        throw ConfigError(r.source + ":" + std::to_string(p.line) + ": plugins[" + p.name +
+                          "]: a second program-aware-fairness plugin (one set of parameters "
+                          "applies to every band)");
+      program_aware = true;
+      read_program_aware(r, p, c.flow_control.program_aware);
+      continue;
+    }
     if (p.type != "vtc-fairness-policy" || !p.parameters || p.parameters.IsNull()) continue;
     Fields f(r.source, p.parameters, "plugins[" + p.name + "].parameters");
     for (const char* key : {"inputPrice", "outputPrice"}) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "extensions/builtin_admit.h"
 #include "flowcontrol/displacement_policies.h"
 #include "flowcontrol/fairness_policies.h"
 #include "flowcontrol/ordering_policies.h"
@@ -273,6 +274,7 @@ ExtensionRegistry make_builtin() {
   ExtensionRegistry r;
   add_flow_control(r);
   add_scheduling(r);
+  add_admit_plugins(r);
   for (const auto& e : kBuiltinExtensionTypes) {
     auto kind = r.kind_of(e.type);
     if (e.kind == ExtensionKind::kBuiltIn) {
@@ -283,11 +285,12 @@ ExtensionRegistry make_builtin() {
     if (!kind)
       throw std::logic_error("extension '" + std::string(e.type) + "' is declared but not built");
   }
-  for (auto kind : {ExtensionKind::kOrderingPolicy, ExtensionKind::kFairnessPolicy,
-                    ExtensionKind::kDisplacementPolicy, ExtensionKind::kSaturationDetector,
-                    ExtensionKind::kUsageLimitPolicy, ExtensionKind::kDataProducer,
-                    ExtensionKind::kFilter, ExtensionKind::kScorer, ExtensionKind::kPicker,
-                    ExtensionKind::kPdDecider, ExtensionKind::kProfileHandler})
+  for (auto kind :
+       {ExtensionKind::kOrderingPolicy, ExtensionKind::kFairnessPolicy,
+        ExtensionKind::kDisplacementPolicy, ExtensionKind::kSaturationDetector,
+        ExtensionKind::kUsageLimitPolicy, ExtensionKind::kDataProducer, ExtensionKind::kFilter,
+        ExtensionKind::kScorer, ExtensionKind::kPicker, ExtensionKind::kPdDecider,
+        ExtensionKind::kProfileHandler, ExtensionKind::kAdmitter})
     for (const auto& t : r.types(kind))
       if (!is_builtin(t, kind))
         throw std::logic_error("extension '" + t + "' is built but not declared as a " +

@@ -181,6 +181,10 @@ std::uint64_t Controller::enqueue(const EnqueueRequest& r, TimePoint now) {
     return std::uint64_t{0};
   };
   if (load_.empty()) return reject(QueueOutcome::kRejectedNoEndpoints);
+  // Admitters (probabilistic-admitter): a refusal is llm-d's
+  // ResourceExhausted, 429 as a full queue's.
+  for (const auto& a : admitters_)
+    if (!a->admit(r.priority, load_, removed_)) return reject(QueueOutcome::kRejectedCapacity);
 
   // A new flow id past flowControl.maxFlows takes the place of the longest
   // idle flow, or is refused when every flow has work: the flows already
@@ -388,6 +392,7 @@ void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_token
     eviction_quiet_until_ = now + config_.eviction.grace;
   }
   item->flow->stats().completed += 1;
+  item->flow->band()->fairness().on_completed(*item->flow);
   registry_.finish_in_flight(item, now);
   registry_.release(item);
 }
@@ -1126,8 +1131,7 @@ void Controller::record_queue_time(const std::string& id, int priority, QueueOut
 }
 
 void Controller::apply(ControllerReload r, TimePoint now) {
-  const bool new_prices = r.config.fairness.input_price != config_.fairness.input_price ||
-                          r.config.fairness.output_price != config_.fairness.output_price;
+  const bool new_prices = r.config.fairness != config_.fairness;
   registry::PolicyFactory factory = make_factory(r.config.fairness);
   registry_.apply(r.config.registry, r.weights, new_prices ? &factory : nullptr, now);
   if (r.config.displacement != config_.displacement)
@@ -1142,6 +1146,7 @@ void Controller::apply(ControllerReload r, TimePoint now) {
   if (r.detector) detector_ = std::move(r.detector);
   staleness_ = r.staleness;
   usage_limit_ = std::move(r.usage_limit);
+  admitters_ = std::move(r.admitters);
   if (r.scheduler) {
     if (scheduler_ && scheduler_in_flight_ > 0)
       retired_.push_back(Retired{scheduler_epoch_, std::move(scheduler_), scheduler_in_flight_});

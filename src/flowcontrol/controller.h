@@ -21,6 +21,7 @@
 #include "flowcontrol/latency_histogram.h"
 #include "registry/flow_registry.h"
 #include "scheduling/scheduler.h"
+#include "sluice/flowcontrol/admitter.h"
 #include "sluice/flowcontrol/outcome.h"
 #include "sluice/flowcontrol/policies.h"
 
@@ -157,6 +158,7 @@ struct ControllerReload {
   std::unique_ptr<SaturationDetector> detector;
   std::unique_ptr<scheduling::Scheduler> scheduler;  // null: keep the running one
   std::unique_ptr<UsageLimitPolicy> usage_limit;     // null: none
+  std::vector<std::unique_ptr<Admitter>> admitters;  // replace the running ones
   Duration staleness = std::chrono::milliseconds(200);
 };
 
@@ -266,6 +268,10 @@ class Controller {
   // Per-band dispatch ceilings (null: none, the detector alone decides).
   // Only with the gate on.
   void set_usage_limit_policy(std::unique_ptr<UsageLimitPolicy> p) { usage_limit_ = std::move(p); }
+  // Admitters (plugins: of kind admitter) asked, in order, about each
+  // arriving request before it is queued: the first that refuses answers
+  // rejected-capacity.
+  void set_admitters(std::vector<std::unique_ptr<Admitter>> a) { admitters_ = std::move(a); }
   // The ceilings and pool saturation of the last dispatch decision, by
   // band priority (highest first); empty without a usage-limit policy.
   struct BandCeiling {
@@ -389,8 +395,9 @@ class Controller {
   registry::FlowRegistry registry_;
   std::unique_ptr<DisplacementPolicy> displacement_;  // null: none
   std::unique_ptr<UsageLimitPolicy> usage_limit_;     // null: none
-  std::vector<int> band_priorities_;                  // scratch, highest first
-  std::vector<double> ceilings_;                      // scratch, same order
+  std::vector<std::unique_ptr<Admitter>> admitters_;
+  std::vector<int> band_priorities_;  // scratch, highest first
+  std::vector<double> ceilings_;      // scratch, same order
   std::vector<BandCeiling> last_ceilings_;
   std::vector<EndpointLoad> active_load_;  // scratch: load_ without removed endpoints
   double saturation_ = 0;

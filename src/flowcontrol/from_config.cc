@@ -48,6 +48,10 @@ ControllerConfig controller_config(const config::Config& config) {
   c.flow_idle_timeout = fc.flow_idle_timeout;
   c.fairness.input_price = fc.vtc_input_price;
   c.fairness.output_price = fc.vtc_output_price;
+  const auto& pa = fc.program_aware;
+  c.fairness.program_aware =
+      ProgramAwareParams{pa.weight_service,       pa.weight_head_wait,       pa.half_life_seconds,
+                         pa.eviction_ttl_seconds, pa.eviction_sweep_seconds, pa.max_programs};
   const auto& h = fc.headroom;
   c.headroom = HeadroomConfig{h.enabled,
                               h.protected_priority,
@@ -86,6 +90,18 @@ std::unique_ptr<UsageLimitPolicy> make_usage_limit_policy(const config::UsageLim
   return p;
 }
 
+std::vector<std::unique_ptr<Admitter>> make_admitters(const config::Config& config) {
+  std::vector<std::unique_ptr<Admitter>> out;
+  for (const auto& s : config.plugins) {
+    if (!is_builtin(s.type, ExtensionKind::kAdmitter)) continue;
+    PluginParams params(s.parameters, config.source, "plugins[" + s.name + "].parameters", s.line);
+    auto a = builtin_extensions().build<Admitter>(s.type, params);
+    if (!a) throw config::ConfigError("unknown admitter '" + s.type + "'");
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
 std::unique_ptr<Controller> make_controller(const config::Config& config) {
   const bool gated = config.flow_control.enabled;
   // Without the flowControl gate the controller only schedules: one band,
@@ -101,6 +117,7 @@ std::unique_ptr<Controller> make_controller(const config::Config& config) {
                                    scheduling::Labels(e.labels.begin(), e.labels.end()), false});
   c->set_endpoints(ids);
   c->set_scheduler(scheduling::build_scheduler(config));
+  c->set_admitters(make_admitters(config));
   c->set_gated(gated);
   if (gated) c->set_usage_limit_policy(make_usage_limit_policy(config.flow_control.usage_limit));
   c->set_staleness_threshold(config.saturation_detector.metrics_staleness_threshold);

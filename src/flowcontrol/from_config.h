@@ -21,5 +21,8 @@ std::unique_ptr<Controller> make_controller(const config::Config& config);
 // config::ConfigError); a usage limit spec without a type is none (null).
 std::unique_ptr<SaturationDetector> make_detector(const config::SaturationDetectorSpec& spec);
 std::unique_ptr<UsageLimitPolicy> make_usage_limit_policy(const config::UsageLimitSpec& spec);
+// The admitters declared under plugins:, in their order. Throws
+// config::ConfigError naming the plugin, the field and the line.
+std::vector<std::unique_ptr<Admitter>> make_admitters(const config::Config& config);
 
 }  // namespace sluice::flowcontrol

@@ -190,6 +190,7 @@ class Exchange {
   bool authenticated() const;
   bool check_identity();
   void adopt_proxied_tenant();
+  void adopt_agent_identity();
   bool has_tenant_policy() const;
   void refuse_credentials(const auth::AuthOutcome& out);
   bool check_tenant_policy(protocol::OpenAIRequest& req);

@@ -3,7 +3,9 @@
 // is enough to authenticate, so a request without valid credentials is
 // refused before its body is read (and before the body budget holds it).
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <string_view>
 
 #include "observe/log.h"
 #include "protocol/engine_priority.h"
@@ -36,7 +38,53 @@ std::array<unsigned char, 16> peer_bytes(const Socket& s) {
   return out;
 }
 
+// The value of the first field named `name` (lower case) in a block of
+// "Name: value\r\n" lines, without surrounding blanks; empty if none.
+std::string_view header_value(std::string_view block, std::string_view name) {
+  while (!block.empty()) {
+    const auto eol = block.find("\r\n");
+    const std::string_view line = block.substr(0, eol);
+    block = eol == std::string_view::npos ? std::string_view() : block.substr(eol + 2);
+    const auto colon = line.find(':');
+    if (colon != name.size()) continue;
+    const bool same = std::equal(name.begin(), name.end(), line.begin(), [](char a, char b) {
+      return a == std::tolower(static_cast<unsigned char>(b));
+    });
+    if (!same) continue;
+    std::string_view v = line.substr(colon + 1);
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    if (!v.empty()) return v;
+  }
+  return {};
+}
+
 }  // namespace
+
+// agent-identity (llm-d's): a request that names no flow takes the first
+// agent session header's value as its fairness id. Only where the steering
+// headers themselves stand (auth off, or a trusted proxy's request under no
+// tenant policy): an authenticated tenant's flow is the tenant's, and a
+// header must not move it. A value that is not a valid fairness id, or
+// (from a trusted proxy) that names a tenant, is ignored (the request stays
+// in the default flow) rather than refused: the client did not ask for a
+// flow.
+void Exchange::adopt_agent_identity() {
+  const auto& headers = thread_.policy().agent_session_headers;
+  if (headers.empty() || !request_.fairness_id.empty()) return;
+  for (const auto& h : headers) {
+    const std::string_view v = header_value(request_.forward_headers, h);
+    if (v.empty()) continue;
+    if (!protocol::is_valid_steering_value(v, ctx_.config.server.max_fairness_id_bytes)) return;
+    // From a trusted proxy a flow id names a tenant: a session's must not
+    // land in a tenant's flows ("acme", "acme/ui").
+    if (identity_.source == auth::Source::kTrustedProxy &&
+        thread_.authenticator().tenants().find(v.substr(0, v.find('/'))))
+      return;
+    request_.fairness_id.assign(v);
+    return;
+  }
+}
 
 // The head is read: the request begins (its route, its id), and who sent it
 // is settled.
@@ -73,9 +121,15 @@ bool Exchange::authenticated() const {
 bool Exchange::check_identity() {
   identity_.clear();
   const auth::Authenticator& a = thread_.authenticator();
-  if (a.headers_trusted_by_default()) return true;
+  if (a.headers_trusted_by_default()) {
+    adopt_agent_identity();
+    return true;
+  }
   if (peer_trusted()) {
     adopt_proxied_tenant();
+    // The proxy named the tenant (or none: default-flow); a session header
+    // never picks a tenant, and under a tenant's policy its flow holds.
+    if (!identity_.policy) adopt_agent_identity();
     return true;
   }
   if (!a.enabled()) {

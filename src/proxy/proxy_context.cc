@@ -17,6 +17,7 @@ std::shared_ptr<RequestPolicy> make_request_policy(const config::Config& c,
 
 RequestPolicy::RequestPolicy(const config::Config& c) {
   for (const auto& o : c.objectives) objectives[o.name] = ObjectiveInfo{o.priority, o.ttl};
+  agent_session_headers = c.agent_session_headers;
   if (!c.flow_control.enabled) legacy_detector = flowcontrol::make_detector(c.saturation_detector);
   if (c.flow_control.enabled) room_detector = flowcontrol::make_detector(c.saturation_detector);
   credentials =

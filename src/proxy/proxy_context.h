@@ -42,6 +42,9 @@ struct ObjectiveInfo {
 struct RequestPolicy {
   explicit RequestPolicy(const config::Config& c);
   std::unordered_map<std::string, ObjectiveInfo> objectives;
+  // agent-identity's session headers, in order (config::Config's); empty:
+  // the plugin is not declared.
+  std::vector<std::string> agent_session_headers;
   // What the I/O thread computes for the scheduler (prefix hashing).
   scheduling::RequestPreparation preparation;
   // Without the gate, GIE's legacy admission: a sheddable request (priority

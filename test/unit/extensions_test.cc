@@ -31,7 +31,8 @@ constexpr ExtensionKind kBuildable[] = {ExtensionKind::kOrderingPolicy,
                                         ExtensionKind::kScorer,
                                         ExtensionKind::kPicker,
                                         ExtensionKind::kPdDecider,
-                                        ExtensionKind::kProfileHandler};
+                                        ExtensionKind::kProfileHandler,
+                                        ExtensionKind::kAdmitter};
 
 TEST(Extensions, EveryDeclaredTypeIsRegisteredWithItsKindAndNothingElse) {
   const auto& r = builtin_extensions();
@@ -89,6 +90,10 @@ TEST(Extensions, EachFactoryBuildsTheTypeItIsRegisteredAs) {
     spec.type = t;
     spec.min_ceiling = 0.5;
     EXPECT_EQ(r.build<UsageLimitPolicy>(t, spec)->type(), t);
+  }
+  for (const auto& t : r.types(ExtensionKind::kAdmitter)) {
+    PluginParams p(YAML::Node(), "test", "plugins[" + t + "].parameters", 1);
+    EXPECT_EQ(r.build<flowcontrol::Admitter>(t, p)->type(), t);
   }
   // Scheduling plugins from minimal parameters (by-label needs a label).
   int built = 0;

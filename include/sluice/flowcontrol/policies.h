@@ -51,10 +51,25 @@ class FlowView {
   virtual std::uint32_t slot() const = 0;
 };
 
-// A fairness policy's parameters (vtc-fairness-policy's token prices).
+// program-aware-fairness's parameters (llm-d's names and defaults, in
+// seconds as llm-d's; max_programs is sluice's hard bound on its table).
+struct ProgramAwareParams {
+  double weight_service = 0.8;          // lasWeightService
+  double weight_head_wait = 0.2;        // lasWeightHeadWait
+  double half_life_seconds = 60;        // lasHalfLifeSeconds; 0: no decay
+  double eviction_ttl_seconds = 3600;   // evictionTtlSeconds; 0: no eviction
+  double eviction_sweep_seconds = 300;  // evictionSweepSeconds
+  std::uint32_t max_programs = 10000;   // maxPrograms (sluice)
+  bool operator==(const ProgramAwareParams&) const = default;
+};
+
+// A fairness policy's parameters (vtc-fairness-policy's token prices,
+// program-aware-fairness's).
 struct FairnessParams {
   double input_price = 1.0;
   double output_price = 2.0;
+  ProgramAwareParams program_aware;
+  bool operator==(const FairnessParams&) const = default;
 };
 
 class FairnessPolicy {
@@ -89,6 +104,9 @@ class FairnessPolicy {
   // Output tokens were produced for `flow` (charge output work here). The
   // flow may be idle by now.
   virtual void on_output_tokens(FlowView& flow, std::uint64_t tokens) {}
+  // A request of `flow` dispatched earlier has finished (after its last
+  // on_output_tokens). The flow may be idle by now.
+  virtual void on_completed(FlowView& flow) {}
   // The flow is about to be destroyed (it is idle).
   virtual void on_removed(FlowView& flow) {}
 

@@ -241,7 +241,7 @@ TEST(Config, FlowControlBadInputsNameTheField) {
           "flowControl:\n  priorityBands:\n    - priority: 1\n      fairnessPolicyRef: fair-ish\n"),
       "test.yaml:4: flowControl.priorityBands[0].fairnessPolicyRef: unknown fairness policy "
       "'fair-ish' (declare it under plugins:, with type global-strict-fairness-policy, "
-      "round-robin-fairness-policy or vtc-fairness-policy)");
+      "round-robin-fairness-policy, vtc-fairness-policy or program-aware-fairness)");
   EXPECT_EQ(
       error_of("flowControl:\n  priorityBands:\n    - priority: 1\n      orderingPolicyRef: "
                "edf-ordering-policy\n"),
