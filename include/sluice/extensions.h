@@ -126,6 +126,13 @@ inline constexpr ExtensionType kBuiltinExtensionTypes[] = {
     {"prefix-cache-scorer", ExtensionKind::kScorer},
     {"session-affinity-scorer", ExtensionKind::kScorer},
     {"in-flight-requests-scorer", ExtensionKind::kScorer},
+    // load (issue 40): llm-d's load and prefix plugins, src/extensions/builtin_load.cc
+    {"inflight-load-producer", ExtensionKind::kDataProducer},
+    {"token-load-scorer", ExtensionKind::kScorer},
+    {"active-request-scorer", ExtensionKind::kScorer},
+    {"load-aware-scorer", ExtensionKind::kScorer},
+    {"no-hit-lru-scorer", ExtensionKind::kScorer},
+    {"prefix-cache-affinity-filter", ExtensionKind::kFilter},
     {"max-score-picker", ExtensionKind::kPicker},
     {"random-picker", ExtensionKind::kPicker},
     {"weighted-random-picker", ExtensionKind::kPicker},

@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "extensions/builtin_admit.h"
+#include "extensions/builtin_load.h"
 #include "flowcontrol/displacement_policies.h"
 #include "flowcontrol/fairness_policies.h"
 #include "flowcontrol/ordering_policies.h"
@@ -61,18 +62,9 @@ PluginFactory picker() {
   };
 }
 
-// The producer a prefix-aware plugin uses: the one named by `producer`, the
-// only one declared, or none (the caller makes one).
+// The producer a prefix-aware plugin uses (builtin_load.h).
 ApproxPrefixCacheProducer* find_producer(PluginParams& p, PluginContext& ctx) {
-  if (auto name = p.string("producer")) {
-    auto* prod = dynamic_cast<ApproxPrefixCacheProducer*>(ctx.find(*name));
-    if (!prod) p.fail("producer", "'" + *name + "' is not an approx-prefix-cache-producer");
-    return prod;
-  }
-  auto all = ctx.of_type(ApproxPrefixCacheProducer::kType);
-  if (all.size() > 1)
-    p.fail("", "several approx-prefix-cache-producer plugins: name one with `producer`");
-  return all.empty() ? nullptr : static_cast<ApproxPrefixCacheProducer*>(all.front());
+  return find_prefix_producer(p, ctx);
 }
 
 void add_flow_control(ExtensionRegistry& r) {
@@ -139,8 +131,16 @@ std::unique_ptr<Plugin> make_prefix_cache_scorer(PluginParams& p, PluginContext&
   auto* prod = find_producer(p, ctx);
   if (!prod) p.fail("", "internal: no approx-prefix-cache-producer was made for this scorer");
   read_prefix_params(p);  // accepted (and checked); the producer holds them
+  // llm-d: the weight of the match's length against its ratio, in [0, 1].
+  const double weight = p.number("matchLengthWeight").value_or(0.0);
+  if (weight < 0 || weight > 1) p.fail("matchLengthWeight", "must be between 0 and 1");
+  auto scale = p.integer("matchLengthScaleTokens", INT64_MIN, INT64_MAX).value_or(8192);
+  if (weight > 0 && scale <= 0)
+    p.fail("matchLengthScaleTokens", "must be greater than 0 when matchLengthWeight is");
+  if (scale > UINT32_MAX) p.fail("matchLengthScaleTokens", "must be at most 4294967295");
   p.finish();
-  return std::make_unique<PrefixCacheScorer>(prod);
+  return std::make_unique<PrefixCacheScorer>(prod, weight,
+                                             static_cast<std::uint32_t>(scale > 0 ? scale : 8192));
 }
 
 // prefix-based-pd-decider: prefill when more than nonCachedTokens are not
@@ -275,6 +275,7 @@ ExtensionRegistry make_builtin() {
   add_flow_control(r);
   add_scheduling(r);
   add_admit_plugins(r);
+  add_load_plugins(r);
   for (const auto& e : kBuiltinExtensionTypes) {
     auto kind = r.kind_of(e.type);
     if (e.kind == ExtensionKind::kBuiltIn) {

@@ -33,9 +33,12 @@ std::uint64_t seed() { return std::random_device{}(); }
 // Build order: what others refer to comes first.
 int phase(const std::string& type) {
   if (type == ApproxPrefixCacheProducer::kType) return 0;
-  if (type == PrefixBasedPdDecider::kType) return 2;
-  if (type == SingleProfileHandler::kType || type == DisaggProfileHandler::kType) return 3;
-  return 1;
+  // Other producers may read the prefix producer's; every other plugin may
+  // read a producer, whatever the order they are declared in.
+  if (is_builtin(type, ExtensionKind::kDataProducer)) return 1;
+  if (type == PrefixBasedPdDecider::kType) return 3;
+  if (type == SingleProfileHandler::kType || type == DisaggProfileHandler::kType) return 4;
+  return 2;
 }
 
 class Context final : public PluginContext {
@@ -123,11 +126,27 @@ void add_missing_producer(const std::vector<const config::PluginSpec*>& specs,
     }
 }
 
+// The prefix-cache-scorer whose parameters a producer was made from
+// (add_missing_producer), or null.
+const config::PluginSpec* params_owner(const std::vector<const config::PluginSpec*>& specs,
+                                       const config::PluginSpec& s) {
+  if (s.type != ApproxPrefixCacheProducer::kType || !s.parameters || s.parameters.IsNull())
+    return nullptr;
+  for (const auto* o : specs)
+    if (o != &s && o->type == PrefixCacheScorer::kType && o->parameters.is(s.parameters)) return o;
+  return nullptr;
+}
+
 // Builds one plugin: a saturation detector as a filter (with its detector
-// parameters), anything else through its registered factory.
+// parameters), anything else through its registered factory. A producer
+// made from a scorer's parameters reads only its own fields there, and
+// names the scorer in its errors: the rest are the scorer's to check.
 std::unique_ptr<Plugin> build_plugin(const config::Config& c, const ExtensionRegistry& registry,
-                                     const config::PluginSpec& s, Context& ctx) {
-  PluginParams params(s.parameters, c.source, "plugins[" + s.name + "].parameters", s.line);
+                                     const config::PluginSpec& s, Context& ctx,
+                                     const config::PluginSpec* owner) {
+  PluginParams params(s.parameters, c.source,
+                      "plugins[" + (owner ? owner->name : s.name) + "].parameters", s.line);
+  if (owner) return std::make_unique<ApproxPrefixCacheProducer>(read_prefix_params(params));
   if (is_detector(s.type)) {
     // Built through the extension registry (its factories are
     // src/extensions/'s): scheduling/ includes nothing of flowcontrol/.
@@ -145,10 +164,10 @@ std::unique_ptr<Plugin> build_plugin(const config::Config& c, const ExtensionReg
 // Builds every spec into ctx, by phase, in declaration order within a phase.
 void build_plugins(const config::Config& c, const ExtensionRegistry& registry,
                    const std::vector<const config::PluginSpec*>& specs, Context& ctx) {
-  for (int ph = 0; ph <= 3; ++ph) {
+  for (int ph = 0; ph <= 4; ++ph) {
     for (const auto* s : specs) {
       if (phase(s->type) != ph) continue;
-      std::unique_ptr<Plugin> plugin = build_plugin(c, registry, *s, ctx);
+      std::unique_ptr<Plugin> plugin = build_plugin(c, registry, *s, ctx, params_owner(specs, *s));
       plugin->set_name(s->name);
       ctx.plugins.push_back(std::move(plugin));
     }

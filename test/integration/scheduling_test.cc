@@ -300,3 +300,68 @@ TEST(Scheduling, ScrapeTimeoutMarksTheEndpointStale) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// llm-d's optimized-baseline guide (issue 40, load): token-load-scorer
+// behind prefix-cache-affinity-filter, fed by the inflight-load-producer
+// and the approximate prefix producer, serving chat completions and a
+// stream to the mocks; a repeated system prompt stays on the endpoint
+// that has it cached.
+TEST(Scheduling, OptimizedBaselineGuideServesChatAndStreamsStickingToTheWarmEndpoint) {
+  std::vector<std::unique_ptr<Process>> mocks;
+  std::vector<std::string> addrs;
+  for (int i = 0; i < 3; ++i) {
+    mocks.push_back(start_mock({"--seed", std::to_string(i + 1)}));
+    addrs.push_back(mocks.back()->address());
+  }
+  TempFile cfg(make_config(addrs) + R"(plugins:
+- type: token-load-scorer
+- type: inflight-load-producer
+- type: approx-prefix-cache-producer
+  parameters:
+    maxPrefixTokensToMatch: 40960
+- type: prefix-cache-affinity-filter
+  parameters:
+    affinityThreshold: 0.80
+    maxTokensInFlightPenalty: 286720
+    maxTTFTPenaltyMs: 0
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-affinity-filter
+  - pluginRef: token-load-scorer
+)");
+  auto sluice = start_sluice(cfg);
+  std::string system = "You are a careful assistant. ";
+  while (system.size() < 4000) system += "Answer in one short sentence, politely. ";
+  auto chat = [&](int i, bool stream) {
+    return R"({"model":"mock-model","max_tokens":3,)" +
+           std::string(stream ? R"("stream":true,)" : "") + R"("messages":[{"role":"system",)" +
+           R"("content":")" + system + R"("},{"role":"user","content":"Question )" +
+           std::to_string(i) + R"(?"}]})";
+  };
+  HttpClient client(kHost, sluice->port(), std::chrono::milliseconds(30000));
+  auto first = client.post_json("/v1/chat/completions", chat(0, false));
+  ASSERT_EQ(first.status, 200) << first.body << first.error;
+  EXPECT_NE(nlohmann::json::parse(first.body)["choices"][0]["message"]["content"], nullptr);
+  const std::string warm = first.header("x-gateway-destination-endpoint-served");
+  ASSERT_FALSE(warm.empty());
+  for (int i = 1; i <= 5; ++i) {
+    auto r = client.post_json("/v1/chat/completions", chat(i, false));
+    ASSERT_EQ(r.status, 200) << r.body << r.error;
+    EXPECT_EQ(r.header("x-gateway-destination-endpoint-served"), warm) << "request " << i;
+  }
+  HttpClient streaming(kHost, sluice->port(), std::chrono::milliseconds(30000));
+  auto s = streaming.stream("/v1/chat/completions", chat(6, true),
+                            {{"Content-Type", "application/json"}});
+  EXPECT_EQ(s.head.status, 200) << s.error;
+  EXPECT_TRUE(s.complete) << s.error;
+  ASSERT_FALSE(s.events.empty());
+  EXPECT_EQ(s.events.back().data, "[DONE]");
+  EXPECT_EQ(s.head.header("x-gateway-destination-endpoint-served"), warm);
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -10,6 +10,7 @@
 #include "admin/admin_requests.h"
 #include "config/config.h"
 #include "scheduling/plugins/approx_prefix_cache_producer.h"
+#include "scheduling/plugins/inflight_load_producer.h"
 
 namespace sluice {
 namespace {
@@ -58,18 +59,23 @@ class OneProducer final : public PluginContext {
  public:
   OneProducer() : producer_(scheduling::PrefixParams{}) {
     producer_.set_name(std::string(scheduling::ApproxPrefixCacheProducer::kType));
+    load_.set_name(std::string(scheduling::InFlightLoadProducer::kType));
   }
   Plugin* find(std::string_view name) const override {
+    if (name == load_.name()) return const_cast<scheduling::InFlightLoadProducer*>(&load_);
     return name == producer_.name() ? const_cast<scheduling::ApproxPrefixCacheProducer*>(&producer_)
                                     : nullptr;
   }
   std::vector<Plugin*> of_type(std::string_view type) const override {
+    if (type == load_.type()) return {const_cast<scheduling::InFlightLoadProducer*>(&load_)};
     if (type != producer_.type()) return {};
     return {const_cast<scheduling::ApproxPrefixCacheProducer*>(&producer_)};
   }
 
  private:
   scheduling::ApproxPrefixCacheProducer producer_;
+  // load (issue 40): the producer token-load-scorer and the affinity filter read.
+  scheduling::InFlightLoadProducer load_{scheduling::InFlightLoadParams{}, &producer_};
 };
 
 TEST(Extensions, EachFactoryBuildsTheTypeItIsRegisteredAs) {

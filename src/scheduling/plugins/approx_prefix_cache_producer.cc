@@ -247,9 +247,10 @@ void PrefixIndex::forget(std::uint32_t slot) {
   l = Lru{};
 }
 
-void ApproxPrefixCacheProducer::pre_request(CycleState&, const Request& request,
+void ApproxPrefixCacheProducer::pre_request(CycleState& cycle, const Request& request,
                                             SchedulingResult& result) {
   if (request.prefix_hashes.empty()) return;
+  if (keep_match_) match(cycle, request);  // before this request's blocks count as cached
   for (const Endpoint* e : result.serving) index_.insert(e->index, request.prefix_hashes);
 }
 
@@ -260,8 +261,23 @@ PrefixParams read_prefix_params(PluginParams& p) {
   // GIE's older parameter: the block size in characters (4 per token).
   if (auto v = p.integer("blockSize", 4, 4 << 20))
     out.block_size_tokens = static_cast<std::uint32_t>(*v / 4);
-  if (auto v = p.integer("maxPrefixBlocksToMatch", 1, 1 << 20))
-    out.max_prefix_blocks_to_match = static_cast<std::uint32_t>(*v);
+  // llm-d: 0 for both caps matches the whole prompt (bounded here by the
+  // request body limit, which bounds the prompt).
+  auto blocks = p.integer("maxPrefixBlocksToMatch", 0, 1 << 20);
+  auto tokens = p.integer("maxPrefixTokensToMatch", 0, std::int64_t{1} << 32);
+  if (blocks) out.max_prefix_blocks_to_match = static_cast<std::uint32_t>(*blocks);
+  if (tokens && *tokens > 0) {
+    // llm-d: the token cap wins when set, as whole blocks of blockSizeTokens.
+    const std::int64_t n = *tokens / out.block_size_tokens;
+    if (n == 0)
+      p.fail("maxPrefixTokensToMatch", "is below blockSizeTokens (" +
+                                           std::to_string(out.block_size_tokens) +
+                                           "): no block would be matched");
+    out.max_prefix_blocks_to_match = static_cast<std::uint32_t>(std::min<std::int64_t>(n, 1 << 20));
+  } else if (tokens && (!blocks || *blocks == 0)) {
+    out.max_prefix_blocks_to_match = 0;  // both caps 0 (or only the token cap, 0): no cap
+  }
+  if (out.max_prefix_blocks_to_match == 0) out.max_prefix_blocks_to_match = kUnlimitedPrefixBlocks;
   if (auto v = p.integer("lruCapacityPerServer", 1, 1 << 26))
     out.lru_capacity_per_server = static_cast<std::uint32_t>(*v);
   p.boolean("autoTune");  // GIE: size the LRU from the engine's cache info; sluice uses the

@@ -6,7 +6,8 @@
 // prefix-based-pd-decider reads the match the scorer leaves in the cycle.
 //
 // The hashing itself runs on the I/O thread (prefix_hasher.h) with this
-// plugin's blockSizeTokens and maxPrefixBlocksToMatch.
+// plugin's blockSizeTokens and maxPrefixTokensToMatch (or the deprecated
+// maxPrefixBlocksToMatch).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,14 @@
 
 namespace sluice::scheduling {
 
+// maxPrefixTokensToMatch / maxPrefixBlocksToMatch 0 (both): every full
+// block of the prompt; the prompt is bounded by the request body limit.
+inline constexpr std::uint32_t kUnlimitedPrefixBlocks = UINT32_MAX;
+
 struct PrefixParams {
   std::uint32_t block_size_tokens = 16;
+  // The cap on hashed blocks: maxPrefixTokensToMatch / blockSizeTokens when
+  // that is given (it wins, as in llm-d), else maxPrefixBlocksToMatch.
   std::uint32_t max_prefix_blocks_to_match = 256;
   std::uint32_t lru_capacity_per_server = 31250;
 };
@@ -156,6 +163,19 @@ class ApproxPrefixCacheProducer final : public Plugin, public RequestLifecycle {
   PrefixIndex& index() { return index_; }
   // Where the prefix-cache-scorer leaves the request's match.
   const CycleKey<PrefixMatch>& match_key() const { return match_key_; }
+  // The request's match against the index, computed once per cycle by
+  // whichever plugin asks first (dispatcher thread).
+  const PrefixMatch& match(CycleState& cycle, const Request& request) {
+    PrefixMatch* m = cycle.get(match_key_);
+    if (!m) {
+      m = &cycle.put(match_key_);
+      index_.match(request.prefix_hashes, *m);
+    }
+    return *m;
+  }
+  // A plugin reads the match after dispatch (inflight-load-producer): the
+  // match is then taken before this request's blocks are recorded.
+  void keep_match_for_lifecycle() { keep_match_ = true; }
 
   // Records the request's blocks on every endpoint that serves it (the
   // primary target of each profile: decode and, in P/D, prefill).
@@ -165,6 +185,7 @@ class ApproxPrefixCacheProducer final : public Plugin, public RequestLifecycle {
   PrefixParams params_;
   PrefixIndex index_;
   CycleKey<PrefixMatch> match_key_;
+  bool keep_match_ = false;
 };
 
 PrefixParams read_prefix_params(PluginParams& params);

@@ -1,5 +1,7 @@
 #include "scheduling/plugins/prefix_cache_scorer.h"
 
+#include <algorithm>
+
 namespace sluice::scheduling {
 
 void PrefixCacheScorer::score_columns(CycleState& cycle, const Request& request,
@@ -18,10 +20,23 @@ void PrefixCacheScorer::score_columns(CycleState& cycle, const Request& request,
     if (slot >= by_slot_.size()) by_slot_.resize(slot + 1, 0);
     by_slot_[slot] = blocks;
   }
-  for (std::size_t i = 0; i < columns.size(); ++i) {
-    const std::uint32_t slot = columns.slot[i];
-    const std::uint32_t blocks = slot < by_slot_.size() ? by_slot_[slot] : 0;
-    scores[i] = blocks * per_block;
+  if (length_weight_ > 0 && m->total_blocks > 0) {
+    // llm-d's blend; the block size is the request's (the producer's).
+    const double tokens_per_block =
+        static_cast<double>(request.block_size_tokens) / static_cast<double>(scale_tokens_);
+    const double w = length_weight_;
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      const std::uint32_t slot = columns.slot[i];
+      const std::uint32_t blocks = slot < by_slot_.size() ? by_slot_[slot] : 0;
+      const double length = std::min(1.0, blocks * tokens_per_block);
+      scores[i] = w * length * length + (1 - w) * (blocks * per_block);
+    }
+  } else {
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      const std::uint32_t slot = columns.slot[i];
+      const std::uint32_t blocks = slot < by_slot_.size() ? by_slot_[slot] : 0;
+      scores[i] = blocks * per_block;
+    }
   }
   for (const auto& [slot, blocks] : m->matched) by_slot_[slot] = 0;
 }
