@@ -5,6 +5,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "extensions/builtin_pd.h"
 #include "flowcontrol/displacement_policies.h"
 #include "flowcontrol/fairness_policies.h"
 #include "flowcontrol/ordering_policies.h"
@@ -273,6 +274,7 @@ ExtensionRegistry make_builtin() {
   ExtensionRegistry r;
   add_flow_control(r);
   add_scheduling(r);
+  add_pd_plugins(r);
   for (const auto& e : kBuiltinExtensionTypes) {
     auto kind = r.kind_of(e.type);
     if (e.kind == ExtensionKind::kBuiltIn) {

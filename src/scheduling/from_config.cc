@@ -32,8 +32,9 @@ std::uint64_t seed() { return std::random_device{}(); }
 
 // Build order: what others refer to comes first.
 int phase(const std::string& type) {
-  if (type == ApproxPrefixCacheProducer::kType) return 0;
-  if (type == PrefixBasedPdDecider::kType) return 2;
+  // Producers (approx-prefix-cache-producer, topology-extractor) first.
+  if (is_builtin(type, ExtensionKind::kDataProducer)) return 0;
+  if (is_builtin(type, ExtensionKind::kPdDecider)) return 2;
   if (type == SingleProfileHandler::kType || type == DisaggProfileHandler::kType) return 3;
   return 1;
 }
