@@ -32,13 +32,22 @@ bool TopologyExtractor::has_topology(const Endpoint& e) const {
   return false;
 }
 
-TopologyLevel TopologyExtractor::compare(const Endpoint& peer, const Endpoint& candidate) const {
-  for (int l = 0; l < 4; ++l) {
+TopologyExtractor::Values TopologyExtractor::values(const Endpoint& e) const {
+  Values v;
+  for (std::size_t l = 0; l < v.size(); ++l) v[l] = value(e, static_cast<TopologyLevel>(l));
+  return v;
+}
+
+TopologyLevel TopologyExtractor::compare(const Values& peer, const Endpoint& candidate) const {
+  for (std::size_t l = 0; l < peer.size(); ++l) {
     const auto level = static_cast<TopologyLevel>(l);
-    const std::string_view a = value(peer, level);
-    if (!a.empty() && a == value(candidate, level)) return level;
+    if (!peer[l].empty() && peer[l] == value(candidate, level)) return level;
   }
   return TopologyLevel::kNone;
+}
+
+TopologyLevel TopologyExtractor::compare(const Endpoint& peer, const Endpoint& candidate) const {
+  return compare(values(peer), candidate);
 }
 
 namespace {

@@ -64,6 +64,11 @@ class TopologyExtractor final : public Plugin {
   bool has_topology(const Endpoint& e) const;
   // The tightest level `peer` and `candidate` share.
   TopologyLevel compare(const Endpoint& peer, const Endpoint& candidate) const;
+  // The same with the peer's values read once (a cycle compares one peer
+  // with every candidate); they point into the peer's labels.
+  using Values = std::array<std::string_view, 4>;
+  Values values(const Endpoint& e) const;
+  TopologyLevel compare(const Values& peer, const Endpoint& candidate) const;
 
  private:
   LabelNames labels_;

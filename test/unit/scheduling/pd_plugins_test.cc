@@ -303,15 +303,21 @@ TEST(TopologyExtractor, ComparesAtTheTightestSharedLevel) {
 }
 
 TEST(TopologyExtractor, LabelNamesFromParameters) {
+  // Empty means the default, as llm-d.
   auto s = build(R"(plugins:
 - type: topology-extractor
   parameters: {hostname: node, rack: rack, zone: "", region: ""}
 - type: topology-affinity-scorer
 - type: decode-filter
 )");
-  (void)s;
-  TopologyExtractor x(
-      {"node", "rack", "topology.kubernetes.io/zone", "topology.kubernetes.io/region"});
+  ASSERT_EQ(s->profiles()[0].scorers.size(), 1u);
+  auto* scorer = dynamic_cast<TopologyAffinityScorer*>(s->profiles()[0].scorers[0].scorer);
+  ASSERT_NE(scorer, nullptr);
+  ASSERT_NE(scorer->extractor(), nullptr);
+  const TopologyExtractor& x = *scorer->extractor();
+  EXPECT_EQ(x.labels(),
+            (TopologyExtractor::LabelNames{"node", "rack", "topology.kubernetes.io/zone",
+                                           "topology.kubernetes.io/region"}));
   Endpoint a, b;
   a.labels = {{"node", "n1"}, {"rack", "r1"}};
   b.labels = {{"node", "n2"}, {"rack", "r1"}};
