@@ -139,6 +139,12 @@ inline constexpr ExtensionType kBuiltinExtensionTypes[] = {
     {"prefix-based-pd-decider", ExtensionKind::kPdDecider},
     {"single-profile-handler", ExtensionKind::kProfileHandler},
     {"disagg-profile-handler", ExtensionKind::kProfileHandler},
+    // issue 40, prefill/decode and topology (src/extensions/builtin_pd.cc):
+    {"always-disagg-pd-decider", ExtensionKind::kPdDecider},
+    {"context-length-aware", ExtensionKind::kScorer},
+    {"topology-extractor", ExtensionKind::kDataProducer},
+    {"topology-affinity-filter", ExtensionKind::kFilter},
+    {"topology-affinity-scorer", ExtensionKind::kScorer},
     {"openai-parser", ExtensionKind::kBuiltIn},
     {"disagg-headers-handler", ExtensionKind::kBuiltIn},
     {"metrics-data-source", ExtensionKind::kBuiltIn},

@@ -8,6 +8,7 @@
 #include "app/gateway.h"
 #include "config/units.h"
 #include "observe/log.h"
+#include "scheduling/plugins/topology.h"
 
 namespace sluice::app {
 
@@ -91,6 +92,13 @@ void Gateway::publish_endpoints() {
     if (!ep.removed.load()) serving.push_back(ep.config.address);
   }
   if (catalog_) catalog_->set_endpoints(std::move(serving));
+  // A topology-affinity plugin over a pool without topology labels does
+  // nothing: say so, each time the pool changes and it still holds.
+  std::vector<const scheduling::Labels*> labels;
+  for (const auto& id : ids)
+    if (!id.removed) labels.push_back(&id.labels);
+  if (auto w = scheduling::topology_warning(ctx_.config, labels); !w.empty())
+    SLUICE_LOG(kWarn, "scheduling", w);
   ctx_.flow_control->reconfigure(
       *data_producer_,
       [ids = std::move(ids)](flowcontrol::Controller& c) { c.set_endpoints(ids); });

@@ -13,6 +13,7 @@
 #include "datalayer/upstream_tls.h"
 #include "observe/log.h"
 #include "proxy/tls_context.h"
+#include "scheduling/plugins/topology.h"
 
 namespace sluice::app {
 
@@ -35,6 +36,8 @@ bool Gateway::open_access_log(std::string& error) {
 
 Gateway::Bound Gateway::bind(const std::string& listen, const std::string& admin_listen) {
   resolve_static_endpoints();
+  if (auto w = scheduling::topology_warning(ctx_.config); !w.empty())
+    SLUICE_LOG(kWarn, "scheduling", w);
   start_scraper();
   static_endpoints_ = ctx_.config.endpoints;
   if (!ctx_.config.server.endpoints_file.empty()) {

@@ -33,10 +33,11 @@ std::uint64_t seed() { return std::random_device{}(); }
 // Build order: what others refer to comes first.
 int phase(const std::string& type) {
   if (type == ApproxPrefixCacheProducer::kType) return 0;
-  // Other producers may read the prefix producer's; every other plugin may
-  // read a producer, whatever the order they are declared in.
+  // Other producers (topology-extractor, inflight-load-producer) may read
+  // the prefix producer's; every other plugin may read a producer, whatever
+  // the order they are declared in; deciders before the handlers.
   if (is_builtin(type, ExtensionKind::kDataProducer)) return 1;
-  if (type == PrefixBasedPdDecider::kType) return 3;
+  if (is_builtin(type, ExtensionKind::kPdDecider)) return 3;
   if (type == SingleProfileHandler::kType || type == DisaggProfileHandler::kType) return 4;
   return 2;
 }

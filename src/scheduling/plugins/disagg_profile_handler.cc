@@ -1,5 +1,7 @@
 #include "scheduling/plugins/disagg_profile_handler.h"
 
+#include "scheduling/plugins/topology.h"
+
 namespace sluice::scheduling {
 
 namespace {
@@ -43,7 +45,11 @@ void DisaggProfileHandler::pick(CycleState& cycle, const Request& request,
   const ProfileResult& decode = results.front();
   if (!decode.ok) return;
   const Profile* p = profile(prefill_);
-  if (p && decider_->disaggregate(cycle, request, *decode.targets.front())) next.push_back(p);
+  if (p && decider_->disaggregate(cycle, request, *decode.targets.front())) {
+    // The prefill profile's topology plugins place it near decode.
+    cycle.put(kPeerEndpointKey, decode.targets.front());
+    next.push_back(p);
+  }
 }
 
 SchedulingResult DisaggProfileHandler::process_results(CycleState&, const Request&,

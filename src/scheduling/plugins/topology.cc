@@ -1,0 +1,121 @@
+#include "scheduling/plugins/topology.h"
+
+#include "config/config.h"
+
+namespace sluice::scheduling {
+
+namespace {
+constexpr std::array<std::string_view, 4> kLevelNames = {"host", "rack", "zone", "region"};
+}
+
+std::string_view level_name(TopologyLevel level) {
+  const auto i = static_cast<std::size_t>(level);
+  return i < kLevelNames.size() ? kLevelNames[i] : "none";
+}
+
+std::optional<TopologyLevel> parse_level(std::string_view name) {
+  for (std::size_t i = 0; i < kLevelNames.size(); ++i)
+    if (kLevelNames[i] == name) return static_cast<TopologyLevel>(i);
+  return std::nullopt;
+}
+
+std::string_view TopologyExtractor::value(const Endpoint& e, TopologyLevel level) const {
+  const auto i = static_cast<std::size_t>(level);
+  if (i >= labels_.size()) return {};
+  auto it = e.labels.find(labels_[i]);
+  return it == e.labels.end() ? std::string_view() : std::string_view(it->second);
+}
+
+bool TopologyExtractor::has_topology(const Endpoint& e) const {
+  for (int l = 0; l < 4; ++l)
+    if (!value(e, static_cast<TopologyLevel>(l)).empty()) return true;
+  return false;
+}
+
+TopologyExtractor::Values TopologyExtractor::values(const Endpoint& e) const {
+  Values v;
+  for (std::size_t l = 0; l < v.size(); ++l) v[l] = value(e, static_cast<TopologyLevel>(l));
+  return v;
+}
+
+TopologyLevel TopologyExtractor::compare(const Values& peer, const Endpoint& candidate) const {
+  for (std::size_t l = 0; l < peer.size(); ++l) {
+    const auto level = static_cast<TopologyLevel>(l);
+    if (!peer[l].empty() && peer[l] == value(candidate, level)) return level;
+  }
+  return TopologyLevel::kNone;
+}
+
+TopologyLevel TopologyExtractor::compare(const Endpoint& peer, const Endpoint& candidate) const {
+  return compare(values(peer), candidate);
+}
+
+namespace {
+
+// The label names of the declared extractor's spec (defaults where not
+// given; the factory has checked them).
+TopologyExtractor::LabelNames labels_of(const config::PluginSpec& spec) {
+  TopologyExtractor::LabelNames names = TopologyExtractor::default_labels();
+  const char* keys[] = {"hostname", "rack", "zone", "region"};
+  if (!spec.parameters || !spec.parameters.IsMap()) return names;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const YAML::Node v = spec.parameters[keys[i]];
+    if (v && v.IsScalar() && !v.Scalar().empty()) names[i] = v.Scalar();
+  }
+  return names;
+}
+
+}  // namespace
+
+namespace {
+
+// The warning for a pool of `size` endpoints, `has(label)` telling whether
+// any of them carries `label` with a value.
+template <class Has>
+std::string warning_for(const config::Config& config, std::size_t size, Has has) {
+  std::string users;
+  std::vector<const config::PluginSpec*> extractors;
+  for (const auto& s : config.plugins) {
+    if (s.type == TopologyExtractor::kType) extractors.push_back(&s);
+    if (s.type == "topology-affinity-filter" || s.type == "topology-affinity-scorer")
+      users += (users.empty() ? "" : ", ") + s.name;
+  }
+  if (users.empty() || size == 0) return {};
+  if (extractors.empty())
+    return users + ": no topology-extractor is declared, so no endpoint has a topology and " +
+           "these plugins have no effect";
+  std::string names;
+  for (const auto* x : extractors)
+    for (const auto& label : labels_of(*x)) {
+      if (has(label)) return {};
+      names += (names.empty() ? "" : ", ") + label;
+    }
+  return users + ": no endpoint carries a topology label (" + names +
+         "), so these plugins have no effect";
+}
+
+template <class Map>
+bool has_value(const Map& labels, const std::string& label) {
+  auto it = labels.find(label);
+  return it != labels.end() && !it->second.empty();
+}
+
+}  // namespace
+
+std::string topology_warning(const config::Config& config, std::span<const Labels* const> pool) {
+  return warning_for(config, pool.size(), [&](const std::string& label) {
+    for (const Labels* l : pool)
+      if (has_value(*l, label)) return true;
+    return false;
+  });
+}
+
+std::string topology_warning(const config::Config& config) {
+  return warning_for(config, config.endpoints.size(), [&](const std::string& label) {
+    for (const auto& e : config.endpoints)
+      if (has_value(e.labels, label)) return true;
+    return false;
+  });
+}
+
+}  // namespace sluice::scheduling

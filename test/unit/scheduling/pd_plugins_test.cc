@@ -1,0 +1,576 @@
+// llm-d's prefill/decode and topology plugins (issue 40, item 3):
+// always-disagg-pd-decider, context-length-aware, topology-extractor,
+// topology-affinity-filter and -scorer. Expected scores are worked by hand
+// from llm-d's definitions (context_length_aware.go, topologyaffinity/
+// scorer.go, util/topology/level.go); the arithmetic is in the comments.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <iterator>
+
+#include "config/config.h"
+#include "scheduling/from_config.h"
+#include "scheduling/plugins/always_disagg_pd_decider.h"
+#include "scheduling/plugins/context_length_aware.h"
+#include "scheduling/plugins/topology_affinity.h"
+#include "scheduling_test_util.h"
+
+namespace sluice::scheduling {
+namespace {
+
+using testing::Pool;
+
+std::unique_ptr<Scheduler> build(const std::string& yaml) {
+  return build_scheduler(config::load_config_string(yaml, "test.yaml"));
+}
+
+std::string build_error(const std::string& yaml) {
+  try {
+    build(yaml);
+  } catch (const config::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string header(const SchedulingResult& r, std::string_view name) {
+  for (const auto& [k, v] : r.headers)
+    if (k == name) return v;
+  return "";
+}
+
+std::vector<std::string> addresses(const std::vector<const Endpoint*>& eps) {
+  std::vector<std::string> out;
+  for (const auto* e : eps) out.push_back(e->address);
+  return out;
+}
+
+// --- context-length-aware -------------------------------------------------
+
+TEST(ContextLengthAware, ParsesMinMaxRangesAsLlmd) {
+  auto r = parse_context_range("0-2048");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->min, 0u);
+  EXPECT_EQ(r->max, 2048u);
+  r = parse_context_range(" 2048 - 8192 ");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->min, 2048u);
+  EXPECT_EQ(r->max, 8192u);
+  for (const char* bad : {"", "2048", "a-b", "10-5", "1-2-3", "-5-10", "1.5-3", "-"})
+    EXPECT_FALSE(parse_context_range(bad)) << bad;
+}
+
+TEST(ContextLengthAware, ScoresHandWorked) {
+  // In range 0-2048 at 1000 tokens: width 2048, width score
+  // 1 / (1 + 0.2048) = 0.830013, headroom 1048 / 2048 = 0.511719,
+  // raw 0.7 x 0.830013 + 0.3 x 0.511719 = 0.734525, score
+  // 0.3 + 0.7 x 0.734525 = 0.814167.
+  EXPECT_NEAR(context_range_score(1000, {0, 2048}), 0.814167, 1e-6);
+  // In range 2048-8192 at 5000: width 6144, 1 / 1.6144 = 0.619425,
+  // headroom 3192 / 6144 = 0.519531, raw 0.433598 + 0.155859 = 0.589457,
+  // score 0.3 + 0.412620 = 0.712620.
+  EXPECT_NEAR(context_range_score(5000, {2048, 8192}), 0.712620, 1e-6);
+  // Out of range 2048-131072 at 1000: distance 1048, 0.3 / 2.048 = 0.146484375.
+  EXPECT_DOUBLE_EQ(context_range_score(1000, {2048, 131072}), 0.146484375);
+  // Above 0-2048 at 5000: distance 2952, 0.3 / 3.952 = 0.075911.
+  EXPECT_NEAR(context_range_score(5000, {0, 2048}), 0.075911, 1e-6);
+  // A zero-width range that holds the length: 1.
+  EXPECT_DOUBLE_EQ(context_range_score(100, {100, 100}), 1.0);
+  // Bounds are inclusive: at max the headroom is 0 -> 0.3 + 0.7 x 0.7 x 0.830013.
+  EXPECT_NEAR(context_range_score(2048, {0, 2048}), 0.706707, 1e-6);
+}
+
+TEST(ContextLengthAware, ScorerNoLabelHalfBadLabelZero) {
+  ContextLengthAware p(std::string(ContextLengthAware::kDefaultLabel), false);
+  Pool pool;
+  const std::string label(ContextLengthAware::kDefaultLabel);
+  pool.add("short:1", {{label, "0-2048"}});
+  pool.add("long:1", {{label, "2048-131072"}});
+  pool.add("none:1");
+  pool.add("bad:1", {{label, "lots"}});
+  Request r;
+  r.input_tokens = 1000;
+  CycleState cycle;
+  auto eps = pool.all();
+  std::vector<double> s(eps.size());
+  p.score(cycle, r, eps, s);
+  EXPECT_NEAR(s[0], 0.814167, 1e-6);
+  EXPECT_DOUBLE_EQ(s[1], 0.146484375);
+  EXPECT_DOUBLE_EQ(s[2], 0.5);
+  EXPECT_DOUBLE_EQ(s[3], 0.0);
+}
+
+TEST(ContextLengthAware, FilterOnlyWithEnableFiltering) {
+  const std::string label = "ctx";
+  Pool pool;
+  pool.add("short:1", {{label, "0-2048"}});
+  pool.add("long:1", {{label, "2048-131072"}});
+  pool.add("none:1");
+  pool.add("bad:1", {{label, "2048"}});
+  Request r;
+  r.input_tokens = 1000;
+  CycleState cycle;
+  auto eps = pool.all();
+  ContextLengthAware off(label, false);
+  off.filter(cycle, r, eps);
+  EXPECT_EQ(eps.size(), 4u);
+  ContextLengthAware on(label, true);
+  on.filter(cycle, r, eps);
+  // In range and unlabelled stay; out of range and unparseable go.
+  EXPECT_EQ(addresses(eps), (std::vector<std::string>{"short:1", "none:1"}));
+  // 2048 is in both ranges (inclusive bounds).
+  eps = pool.all();
+  r.input_tokens = 2048;
+  on.filter(cycle, r, eps);
+  EXPECT_EQ(addresses(eps), (std::vector<std::string>{"short:1", "long:1", "none:1"}));
+}
+
+TEST(ContextLengthAware, ConfigErrorsNameThePluginFieldAndLine) {
+  const std::string empty_label = R"(plugins:
+- type: context-length-aware
+  parameters:
+    label: ""
+)";
+  EXPECT_NE(build_error(empty_label)
+                .find("test.yaml:4: plugins[context-length-aware].parameters.label: must not be "
+                      "empty"),
+            std::string::npos)
+      << build_error(empty_label);
+  const std::string bad_bool = R"(plugins:
+- type: context-length-aware
+  parameters:
+    enableFiltering: sometimes
+)";
+  EXPECT_NE(build_error(bad_bool).find(
+                "test.yaml:4: plugins[context-length-aware].parameters.enableFiltering"),
+            std::string::npos)
+      << build_error(bad_bool);
+  const std::string unknown = R"(plugins:
+- type: context-length-aware
+  parameters:
+    labels: ctx
+)";
+  EXPECT_NE(build_error(unknown).find(
+                "test.yaml:4: plugins[context-length-aware].parameters.labels: unknown field"),
+            std::string::npos)
+      << build_error(unknown);
+}
+
+// --- always-disagg-pd-decider and the context-length-aware P/D guide ------
+
+// llm-d/llm-d guides/context-length-aware-pd/router.values.yaml, its
+// EndpointPickerConfig as published but for two plugins other items of
+// issue 40 add: token-producer (its `estimate` backend is sluice's own
+// token estimate) and active-request-scorer (here queue-scorer).
+const char* kContextLengthPd = R"(apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: disagg-headers-handler
+- type: always-disagg-pd-decider
+- type: disagg-profile-handler
+  parameters:
+    deciderPluginName: always-disagg-pd-decider
+- type: prefill-filter
+- type: decode-filter
+- type: context-length-aware
+  parameters:
+    label: llm-d.ai/context-length-range
+    enableFiltering: true
+- type: prefix-cache-scorer
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+schedulingProfiles:
+- name: prefill
+  plugins:
+  - pluginRef: prefill-filter
+  - pluginRef: context-length-aware
+    weight: 1
+  - pluginRef: prefix-cache-scorer
+    weight: 3
+  - pluginRef: queue-scorer
+    weight: 2
+- name: decode
+  plugins:
+  - pluginRef: decode-filter
+  - pluginRef: queue-scorer
+)";
+
+Labels prefill_range(const char* range) {
+  return {{"llm-d.ai/role", "prefill"}, {"llm-d.ai/context-length-range", range}};
+}
+
+TEST(AlwaysDisaggPdDecider, AlwaysDisaggregates) {
+  AlwaysDisaggPdDecider d;
+  CycleState cycle;
+  Request r;  // no tokens, nothing at all
+  Endpoint e;
+  EXPECT_TRUE(d.disaggregate(cycle, r, e));
+}
+
+TEST(ContextLengthAwarePd, GuideConfigSendsPrefillByLength) {
+  auto s = build(kContextLengthPd);
+  ASSERT_EQ(s->profiles().size(), 2u);
+  Pool pool;
+  pool.add("p-short:1", prefill_range("0-2048"));
+  pool.add("p-long:1", prefill_range("2049-131072"));
+  pool.add("d1:1", {{"llm-d.ai/role", "decode"}});
+  auto eps = pool.copy();
+  for (std::uint64_t tokens : {1u, 500u, 2048u, 2049u, 9000u}) {
+    SCOPED_TRACE(tokens);
+    Request r;
+    r.input_tokens = tokens;  // even 1 token: always-disagg
+    CycleState cycle;
+    SchedulingResult res;
+    s->schedule(cycle, r, eps, res);
+    ASSERT_TRUE(res.ok) << res.error;
+    EXPECT_EQ(res.targets[0]->address, "d1:1");
+    EXPECT_EQ(header(res, "x-prefiller-host-port"), tokens <= 2048 ? "p-short:1" : "p-long:1");
+  }
+  // Beyond every range: the filter leaves no prefill endpoint, so decode
+  // does the prefill itself (the handler's rule), not an error.
+  Request r;
+  r.input_tokens = 200000;
+  CycleState cycle;
+  SchedulingResult res;
+  s->schedule(cycle, r, eps, res);
+  ASSERT_TRUE(res.ok) << res.error;
+  EXPECT_EQ(res.targets[0]->address, "d1:1");
+  EXPECT_EQ(header(res, "x-prefiller-host-port"), "");
+}
+
+TEST(AlwaysDisaggPdDecider, UnknownParameterIsAConfigError) {
+  const std::string yaml = R"(plugins:
+- type: always-disagg-pd-decider
+  parameters:
+    nonCachedTokens: 16
+)";
+  EXPECT_NE(build_error(yaml).find("test.yaml:4: plugins[always-disagg-pd-decider].parameters."
+                                   "nonCachedTokens: unknown field"),
+            std::string::npos)
+      << build_error(yaml);
+}
+
+// --- topology -------------------------------------------------------------
+
+Labels topo(const char* host, const char* rack, const char* zone, const char* region) {
+  Labels l;
+  if (*host) l["kubernetes.io/hostname"] = host;
+  if (*rack) l["topology.kubernetes.io/rack"] = rack;
+  if (*zone) l["topology.kubernetes.io/zone"] = zone;
+  if (*region) l["topology.kubernetes.io/region"] = region;
+  return l;
+}
+
+// The peer (decode) on h1/r1/z1/g1 and candidates at every level.
+struct TopologyPool {
+  Pool pool;
+  TopologyPool() {
+    pool.add("peer:1", topo("h1", "r1", "z1", "g1"));
+    pool.add("same-host:1", topo("h1", "r1", "z1", "g1"));
+    pool.add("same-rack:1", topo("h2", "r1", "z1", "g1"));
+    pool.add("same-zone:1", topo("h3", "r2", "z1", "g1"));
+    pool.add("same-region:1", topo("h4", "r3", "z2", "g1"));
+    pool.add("far:1", topo("h5", "r4", "z3", "g2"));
+    pool.add("bare:1");
+    // Rack r1 in another zone: llm-d compares each level on its own, so
+    // this is still "rack" (no outer level is required to match).
+    pool.add("rack-name-elsewhere:1", topo("h6", "r1", "z9", "g9"));
+  }
+  const Endpoint* peer() const { return &pool.endpoints[0]; }
+  std::vector<const Endpoint*> candidates() const {
+    auto all = pool.all();
+    all.erase(all.begin());
+    return all;
+  }
+};
+
+TEST(TopologyExtractor, ComparesAtTheTightestSharedLevel) {
+  TopologyExtractor x(TopologyExtractor::default_labels());
+  TopologyPool t;
+  const auto c = t.candidates();
+  const TopologyLevel want[] = {TopologyLevel::kHost,   TopologyLevel::kRack, TopologyLevel::kZone,
+                                TopologyLevel::kRegion, TopologyLevel::kNone, TopologyLevel::kNone,
+                                TopologyLevel::kRack};
+  ASSERT_EQ(c.size(), std::size(want));
+  for (std::size_t i = 0; i < c.size(); ++i)
+    EXPECT_EQ(x.compare(*t.peer(), *c[i]), want[i]) << c[i]->address;
+  EXPECT_FALSE(x.has_topology(*c[5]));
+  // Empty never matches empty.
+  Endpoint a, b;
+  a.labels = {{"kubernetes.io/hostname", ""}};
+  b.labels = {{"kubernetes.io/hostname", ""}};
+  EXPECT_EQ(x.compare(a, b), TopologyLevel::kNone);
+}
+
+TEST(TopologyExtractor, LabelNamesFromParameters) {
+  // Empty means the default, as llm-d.
+  auto s = build(R"(plugins:
+- type: topology-extractor
+  parameters: {hostname: node, rack: rack, zone: "", region: ""}
+- type: topology-affinity-scorer
+- type: decode-filter
+)");
+  ASSERT_EQ(s->profiles()[0].scorers.size(), 1u);
+  auto* scorer = dynamic_cast<TopologyAffinityScorer*>(s->profiles()[0].scorers[0].scorer);
+  ASSERT_NE(scorer, nullptr);
+  ASSERT_NE(scorer->extractor(), nullptr);
+  const TopologyExtractor& x = *scorer->extractor();
+  EXPECT_EQ(x.labels(),
+            (TopologyExtractor::LabelNames{"node", "rack", "topology.kubernetes.io/zone",
+                                           "topology.kubernetes.io/region"}));
+  Endpoint a, b;
+  a.labels = {{"node", "n1"}, {"rack", "r1"}};
+  b.labels = {{"node", "n2"}, {"rack", "r1"}};
+  EXPECT_EQ(x.compare(a, b), TopologyLevel::kRack);
+}
+
+TEST(TopologyAffinityScorer, LevelCurveHandWorked) {
+  TopologyExtractor x(TopologyExtractor::default_labels());
+  TopologyAffinityScorer s(&x);
+  TopologyPool t;
+  const auto c = t.candidates();
+  Request r;
+  CycleState cycle;
+  std::vector<double> out(c.size(), -1);
+  // No peer (no prefill after decode): all 0.
+  s.score(cycle, r, c, out);
+  for (double v : out) EXPECT_EQ(v, 0.0);
+  cycle.put(kPeerEndpointKey, t.peer());
+  s.score(cycle, r, c, out);
+  // host 1, rack 0.2, zone 0.05, region 0.02, none 0, no labels 0, rack 0.2.
+  EXPECT_EQ(out, (std::vector<double>{1.0, 0.2, 0.05, 0.02, 0.0, 0.0, 0.2}));
+  // Without an extractor there is no topology: all 0.
+  TopologyAffinityScorer blind(nullptr);
+  blind.score(cycle, r, c, out);
+  for (double v : out) EXPECT_EQ(v, 0.0);
+}
+
+TEST(TopologyAffinityFilter, KeepsAtLeastMinAffinityAndFailsOpen) {
+  TopologyExtractor x(TopologyExtractor::default_labels());
+  TopologyPool t;
+  Request r;
+  CycleState cycle;
+  auto run = [&](TopologyLevel min, std::vector<const Endpoint*> eps) {
+    TopologyAffinityFilter f(&x, min);
+    f.filter(cycle, r, eps);
+    return addresses(eps);
+  };
+  // No peer: unchanged.
+  EXPECT_EQ(run(TopologyLevel::kHost, t.candidates()).size(), 7u);
+  cycle.put(kPeerEndpointKey, t.peer());
+  EXPECT_EQ(run(TopologyLevel::kHost, t.candidates()), (std::vector<std::string>{"same-host:1"}));
+  EXPECT_EQ(run(TopologyLevel::kRack, t.candidates()),
+            (std::vector<std::string>{"same-host:1", "same-rack:1", "rack-name-elsewhere:1"}));
+  EXPECT_EQ(run(TopologyLevel::kZone, t.candidates()),
+            (std::vector<std::string>{"same-host:1", "same-rack:1", "same-zone:1",
+                                      "rack-name-elsewhere:1"}));
+  EXPECT_EQ(run(TopologyLevel::kRegion, t.candidates()),
+            (std::vector<std::string>{"same-host:1", "same-rack:1", "same-zone:1", "same-region:1",
+                                      "rack-name-elsewhere:1"}));
+  // None qualifies: fail open, every candidate stays.
+  auto far = t.candidates();
+  far = {far[4], far[5]};
+  EXPECT_EQ(run(TopologyLevel::kRegion, far), (std::vector<std::string>{"far:1", "bare:1"}));
+  // A peer without topology: unchanged.
+  cycle.put(kPeerEndpointKey, &t.pool.endpoints[6]);
+  EXPECT_EQ(run(TopologyLevel::kHost, t.candidates()).size(), 7u);
+}
+
+// llm-d-router deploy/config/pd-topology-epp-config.yaml, as published but
+// for approx-prefix-cache-producer's maxPrefixTokensToMatch (issue 40, item
+// 2, another change) and a decider that always disaggregates, so that every
+// request here runs prefill.
+const char* kPdTopology = R"(apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: approx-prefix-cache-producer
+  parameters:
+    lruCapacityPerServer: 31250
+- type: prefix-cache-scorer
+- type: queue-scorer
+- type: prefill-filter
+- type: decode-filter
+- type: max-score-picker
+- type: topology-extractor
+- type: topology-affinity-filter
+- type: topology-affinity-scorer
+- type: disagg-profile-handler
+  parameters:
+    deciders:
+      prefill: always-disagg-pd-decider
+    topology: {enabled: false}
+- type: always-disagg-pd-decider
+schedulingProfiles:
+- name: prefill
+  plugins:
+  - pluginRef: prefill-filter
+  - pluginRef: topology-affinity-filter
+  - pluginRef: max-score-picker
+  - pluginRef: prefix-cache-scorer
+    weight: 2
+  - pluginRef: queue-scorer
+    weight: 1
+  - pluginRef: topology-affinity-scorer
+    weight: 1
+- name: decode
+  plugins:
+  - pluginRef: decode-filter
+  - pluginRef: max-score-picker
+  - pluginRef: prefix-cache-scorer
+    weight: 2
+  - pluginRef: queue-scorer
+    weight: 1
+)";
+
+Labels with_role(Labels l, const char* role) {
+  l["llm-d.ai/role"] = role;
+  return l;
+}
+
+TEST(TopologyAffinity, PdTopologyConfigPutsPrefillOnTheDecodeHost) {
+  auto s = build(kPdTopology);
+  Pool pool;
+  // The same-host prefill is the busiest: the filter (minAffinity host)
+  // still keeps only it.
+  pool.add("p-other-host:1", with_role(topo("h2", "r1", "z1", "g1"), "prefill"));
+  pool.add("p-same-host:1", with_role(topo("h1", "r1", "z1", "g1"), "prefill"))
+      .metrics.waiting_queue_size = 9;
+  pool.add("d1:1", with_role(topo("h1", "r1", "z1", "g1"), "decode"));
+  auto eps = pool.copy();
+  Request r;
+  r.input_tokens = 10;
+  CycleState cycle;
+  SchedulingResult res;
+  s->schedule(cycle, r, eps, res);
+  ASSERT_TRUE(res.ok) << res.error;
+  EXPECT_EQ(res.targets[0]->address, "d1:1");
+  EXPECT_EQ(header(res, "x-prefiller-host-port"), "p-same-host:1");
+}
+
+TEST(TopologyAffinity, PublishedPdTopologyConfigLoads) {
+  // The published decider (prefix-based-pd-decider) and no handler topology.
+  std::string yaml = kPdTopology;
+  yaml.replace(yaml.find("prefill: always-disagg-pd-decider"),
+               std::strlen("prefill: always-disagg-pd-decider"),
+               "prefill: prefix-based-pd-decider");
+  yaml.replace(yaml.find("    topology: {enabled: false}\n"),
+               std::strlen("    topology: {enabled: false}\n"), "");
+  yaml.replace(yaml.find("- type: always-disagg-pd-decider\n"),
+               std::strlen("- type: always-disagg-pd-decider\n"),
+               "- type: prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 16\n");
+  auto s = build(yaml);
+  ASSERT_EQ(s->profiles().size(), 2u);
+  EXPECT_EQ(s->profiles()[0].filters.size(), 2u);
+  EXPECT_EQ(s->profiles()[0].scorers.size(), 3u);
+}
+
+TEST(TopologyAffinity, ConfigErrorsNameThePluginFieldAndLine) {
+  const std::string bad_level = R"(plugins:
+- type: topology-extractor
+- type: topology-affinity-filter
+  parameters:
+    minAffinity: node
+)";
+  EXPECT_NE(build_error(bad_level).find(
+                "test.yaml:5: plugins[topology-affinity-filter].parameters.minAffinity: "
+                "'node' is not one of host, rack, zone, region"),
+            std::string::npos)
+      << build_error(bad_level);
+  const std::string no_such_producer = R"(plugins:
+- type: topology-extractor
+- type: topology-affinity-scorer
+  parameters:
+    topologyProducerName: topo
+)";
+  EXPECT_NE(build_error(no_such_producer)
+                .find("test.yaml:5: plugins[topology-affinity-scorer].parameters."
+                      "topologyProducerName: 'topo' is not a declared topology-extractor"),
+            std::string::npos)
+      << build_error(no_such_producer);
+  const std::string two = R"(plugins:
+- type: topology-extractor
+  name: a
+- type: topology-extractor
+  name: b
+- type: topology-affinity-scorer
+  parameters: {}
+)";
+  EXPECT_NE(build_error(two).find("plugins[topology-affinity-scorer].parameters: several "
+                                  "topology-extractor plugins"),
+            std::string::npos)
+      << build_error(two);
+  const std::string bad_label = R"(plugins:
+- type: topology-extractor
+  parameters:
+    rack: [a, b]
+)";
+  EXPECT_NE(build_error(bad_label).find("test.yaml:4: plugins[topology-extractor].parameters.rack"),
+            std::string::npos)
+      << build_error(bad_label);
+  const std::string unknown = R"(plugins:
+- type: topology-extractor
+  parameters:
+    host: h
+)";
+  EXPECT_NE(build_error(unknown).find(
+                "test.yaml:4: plugins[topology-extractor].parameters.host: unknown field"),
+            std::string::npos)
+      << build_error(unknown);
+}
+
+TEST(TopologyWarning, NoTopologyLabelOnAnyEndpointIsAWarning) {
+  auto cfg = config::load_config_string(R"(plugins:
+- type: topology-extractor
+  parameters: {rack: rack}
+- type: topology-affinity-scorer
+)",
+                                        "test.yaml");
+  Labels none{{"llm-d.ai/role", "decode"}};
+  Labels racked{{"rack", "r1"}};
+  Labels zoned{{"topology.kubernetes.io/zone", "z1"}};
+  std::vector<const Labels*> pool{&none};
+  EXPECT_EQ(topology_warning(cfg, pool),
+            "topology-affinity-scorer: no endpoint carries a topology label "
+            "(kubernetes.io/hostname, rack, topology.kubernetes.io/zone, "
+            "topology.kubernetes.io/region), so these plugins have no effect");
+  pool.push_back(&racked);
+  EXPECT_EQ(topology_warning(cfg, pool), "");
+  pool = {&none, &zoned};
+  EXPECT_EQ(topology_warning(cfg, pool), "");
+  // An empty pool: nothing to say yet.
+  EXPECT_EQ(topology_warning(cfg, {}), "");
+  // No topology-extractor: no endpoint can have a topology.
+  auto blind = config::load_config_string(
+      "plugins:\n- type: topology-affinity-filter\n- type: decode-filter\n", "test.yaml");
+  pool = {&zoned};
+  EXPECT_NE(topology_warning(blind, pool).find("topology-affinity-filter: no topology-extractor"),
+            std::string::npos);
+  // The config's own endpoints, at startup.
+  auto listed = config::load_config_string(R"(plugins:
+- type: topology-extractor
+- type: topology-affinity-filter
+endpoints:
+- address: 10.0.0.1:8000
+  labels: {llm-d.ai/role: prefill}
+)",
+                                           "test.yaml");
+  EXPECT_NE(topology_warning(listed).find("topology-affinity-filter: no endpoint carries a "
+                                          "topology label (kubernetes.io/hostname, "),
+            std::string::npos);
+  auto zoned_list = config::load_config_string(R"(plugins:
+- type: topology-extractor
+- type: topology-affinity-filter
+endpoints:
+- address: 10.0.0.1:8000
+  labels: {topology.kubernetes.io/zone: z1}
+)",
+                                               "test.yaml");
+  EXPECT_EQ(topology_warning(zoned_list), "");
+  // No topology plugin: nothing.
+  auto plain = config::load_config_string("plugins:\n- type: queue-scorer\n", "test.yaml");
+  pool = {&none};
+  EXPECT_EQ(topology_warning(plain, pool), "");
+}
+
+}  // namespace
+}  // namespace sluice::scheduling
