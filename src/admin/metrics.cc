@@ -1,5 +1,6 @@
-// GET /metrics: the Prometheus exposition, GIE's names where they exist,
-// sluice's under sluice_. Rendered on the admin thread from copies: the I/O
+// GET /metrics: the Prometheus exposition, GIE's names where they exist
+// and llm-d's llm_d_epp_* twins beside them (metrics_llmd.cc), sluice's
+// under sluice_. Rendered on the admin thread from copies: the I/O
 // threads' request statistics, the flows (copied a chunk at a time), and the
 // rest of flow control's state (DispatcherCopy, bounded in size), one
 // section at a time in the order the exposition lists them.
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "admin/handlers.h"
+#include "admin/metrics_sections.h"
 #include "admin/program_aware_metrics.h"
 #include "fleet/fleet_sync.h"
 #include "observe/log.h"
@@ -21,29 +23,6 @@
 namespace sluice::admin {
 
 namespace {
-
-struct TimingCopy {
-  std::string extension_point, type, name;
-  std::array<std::uint64_t, 13> counts{};
-  double sum_seconds = 0;
-};
-
-// Flow control's state for /metrics apart from the flows: bounded in size
-// (queue-duration series are capped by metricsMaxFlows), copied in one
-// dispatcher event.
-struct DispatcherCopy {
-  std::vector<flowcontrol::QueueDurationSeries> queue_durations;
-  double pool_saturation = 0;
-  std::size_t flow_count = 0;
-  std::uint64_t flow_limit_rejections = 0;
-  std::vector<flowcontrol::Controller::BandCeiling> ceilings;
-  std::uint64_t ceiling_holds = 0;
-  std::uint64_t headroom_holds = 0;
-  flowcontrol::Controller::EvictionStats eviction;
-  std::vector<TimingCopy> timings;
-  ProgramAwareCopy program_aware;
-  bool failed = false;
-};
 
 void copy_dispatcher_state(flowcontrol::Controller& c, DispatcherCopy& copy) {
   copy.queue_durations = c.queue_durations();
@@ -66,31 +45,6 @@ void copy_dispatcher_state(flowcontrol::Controller& c, DispatcherCopy& copy) {
   }
 }
 
-// GIE's names for how a queued request's wait ended.
-std::string_view queue_outcome_name(QueueOutcome o) {
-  switch (o) {
-    case QueueOutcome::kDispatched:
-      return "Dispatched";
-    case QueueOutcome::kRejectedCapacity:
-      return "RejectedCapacity";
-    case QueueOutcome::kRejectedNoEndpoints:
-      return "RejectedNoEndpoints";
-    case QueueOutcome::kRejectedOther:
-      return "RejectedOther";
-    case QueueOutcome::kEvictedTTL:
-      return "EvictedTTL";
-    case QueueOutcome::kEvictedContextCancelled:
-      return "EvictedContextCancelled";
-    case QueueOutcome::kEvictedDisplaced:
-      return "EvictedDisplaced";
-    case QueueOutcome::kEvictedOther:
-      return "EvictedOther";
-    case QueueOutcome::kEvictedPreempted:
-      return "EvictedPreempted";
-  }
-  return "Unknown";
-}
-
 // The I/O threads' request statistics, by endpoint address.
 void render_requests(observe::MetricsText& m, proxy::ProxyContext& ctx,
                      const observe::ThreadStats& requests) {
@@ -98,65 +52,12 @@ void render_requests(observe::MetricsText& m, proxy::ProxyContext& ctx,
   for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
     addresses.push_back(ctx.endpoints.at(i).config.address);
   requests.render(m, addresses);
-}
-
-// Time in the queue by flow, and the queues per flow: the largest
-// `max_flows` by queued bytes labelled, the rest summed per priority as
-// fairness_id "(other)", which no flow id can be.
-void render_queues(observe::MetricsText& m, const DispatcherCopy& c, const FlowsSnapshot& flows,
-                   std::size_t max_flows) {
-  m.family("inference_extension_flow_control_request_queue_duration_seconds", "histogram",
-           "Time in the flow-control queue, by flow, priority and how the wait ended.");
-  for (const auto& q : c.queue_durations) {
-    const std::string pr = std::to_string(q.priority);
-    m.histogram("inference_extension_flow_control_request_queue_duration_seconds",
-                {{"fairness_id", q.fairness_id},
-                 {"priority", pr},
-                 {"outcome", queue_outcome_name(q.outcome)}},
-                flowcontrol::LatencyHistogram::kBounds, q.histogram.counts, q.histogram.sum);
-  }
-  struct Q {
-    const std::string* id;
-    int priority;
-    double size, bytes;
-  };
-  std::vector<Q> qs;
-  qs.reserve(flows.flows.size());
-  for (const auto& f : flows.flows)
-    qs.push_back({&f.id, f.priority, static_cast<double>(f.queued), static_cast<double>(f.bytes)});
-  if (qs.size() > max_flows) {
-    std::nth_element(qs.begin(), qs.begin() + static_cast<std::ptrdiff_t>(max_flows), qs.end(),
-                     [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
-  }
-  std::map<int, std::pair<double, double>> other;
-  for (std::size_t i = max_flows; i < qs.size(); ++i) {
-    other[qs[i].priority].first += qs[i].size;
-    other[qs[i].priority].second += qs[i].bytes;
-  }
-  if (qs.size() > max_flows) qs.resize(max_flows);
-  std::sort(qs.begin(), qs.end(), [](const Q& a, const Q& b) { return a.bytes > b.bytes; });
-  for (int pass = 0; pass < 2; ++pass) {
-    const char* name = pass == 0 ? "inference_extension_flow_control_queue_size"
-                                 : "inference_extension_flow_control_queue_bytes";
-    m.family(name, "gauge",
-             pass == 0 ? "Requests queued, by flow." : "Bytes of request bodies queued, by flow.");
-    for (const auto& q : qs) {
-      const std::string pr = std::to_string(q.priority);
-      m.sample(name, {{"fairness_id", *q.id}, {"priority", pr}}, pass == 0 ? q.size : q.bytes);
-    }
-    for (const auto& [p, v] : other) {
-      const std::string pr = std::to_string(p);
-      m.sample(name, {{"fairness_id", std::string(observe::kOverflowLabel)}, {"priority", pr}},
-               pass == 0 ? v.first : v.second);
-    }
-  }
+  render_llmd_requests(m, requests);
 }
 
 // The dispatch decisions: pool saturation, band ceilings, holds, evictions.
 void render_dispatch(observe::MetricsText& m, const DispatcherCopy& c) {
-  m.family("inference_extension_flow_control_pool_saturation", "gauge",
-           "Pool saturation by the saturation detector (1: no endpoint has room).");
-  m.sample("inference_extension_flow_control_pool_saturation", {}, c.pool_saturation);
+  render_saturation(m, c);
   if (!c.ceilings.empty()) {
     m.family("sluice_flow_control_band_ceiling", "gauge",
              "The usage-limit policy's dispatch ceiling per band at the last decision (a band "
@@ -182,56 +83,6 @@ void render_dispatch(observe::MetricsText& m, const DispatcherCopy& c) {
            static_cast<double>(c.eviction.confirmed));
   m.sample("sluice_flow_control_evictions_total", {{"result", "timed_out"}},
            static_cast<double>(c.eviction.timed_out));
-}
-
-// The pool, from the scraped metrics.
-void render_pool(observe::MetricsText& m, proxy::ProxyContext& ctx) {
-  double kv = 0, queue = 0;
-  int ready = 0, with_metrics = 0;
-  const auto fresh = ctx.config.saturation_detector.metrics_staleness_threshold;
-  for (std::size_t i = 0; i < ctx.endpoints.size(); ++i) {
-    const auto& ep = ctx.endpoints.at(i);
-    if (ep.removed.load()) continue;
-    const auto at = ep.metrics_ns.load(std::memory_order_acquire);
-    if (at == 0) continue;
-    ++with_metrics;
-    kv += ep.kv_cache_usage.load();
-    queue += ep.waiting.load();
-    if (datalayer::Clock::now() - datalayer::Clock::time_point(datalayer::Clock::duration(at)) <=
-        fresh)
-      ++ready;
-  }
-  m.family("inference_pool_average_kv_cache_utilization", "gauge",
-           "Mean KV-cache utilization of the pool's endpoints.");
-  m.sample("inference_pool_average_kv_cache_utilization", {{"name", "sluice"}},
-           with_metrics ? kv / with_metrics : 0);
-  m.family("inference_pool_average_queue_size", "gauge",
-           "Mean number of requests waiting on the pool's endpoints.");
-  m.sample("inference_pool_average_queue_size", {{"name", "sluice"}},
-           with_metrics ? queue / with_metrics : 0);
-  m.family("inference_pool_ready_pods", "gauge", "Endpoints with fresh metrics.");
-  m.sample("inference_pool_ready_pods", {{"name", "sluice"}}, ready);
-}
-
-// Scheduler timings: whole cycles, and each plugin's calls.
-void render_scheduler(observe::MetricsText& m, const DispatcherCopy& c) {
-  if (c.timings.empty()) return;
-  const auto& bounds = scheduling::Timing::kBounds;
-  m.family("inference_extension_scheduler_e2e_duration_seconds", "histogram",
-           "One scheduling cycle, all profiles.");
-  for (const auto& t : c.timings)
-    if (t.extension_point == "Cycle")
-      m.histogram("inference_extension_scheduler_e2e_duration_seconds", {}, bounds, t.counts,
-                  t.sum_seconds);
-  m.family("inference_extension_plugin_duration_seconds", "histogram",
-           "One call of a scheduling plugin.");
-  for (const auto& t : c.timings) {
-    if (t.extension_point == "Cycle") continue;
-    m.histogram(
-        "inference_extension_plugin_duration_seconds",
-        {{"extension_point", t.extension_point}, {"plugin_type", t.type}, {"plugin_name", t.name}},
-        bounds, t.counts, t.sum_seconds);
-  }
 }
 
 // sluice's own admission limits: flows, connections, request-body bytes.

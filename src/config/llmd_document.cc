@@ -12,10 +12,13 @@ namespace {
 
 // The plugins that read the request's body (its prompt, model or length):
 // with passthrough-parser alone, nothing would feed them.
-constexpr std::array<std::string_view, 7> kBodyPlugins = {
-    "approx-prefix-cache-producer", "prefix-cache-scorer",   "prefix-based-pd-decider",
-    "lora-affinity-scorer",         "prefix-cache-affinity-filter", "context-length-aware",
-    "no-hit-lru-scorer"};
+constexpr std::array<std::string_view, 7> kBodyPlugins = {"approx-prefix-cache-producer",
+                                                          "prefix-cache-scorer",
+                                                          "prefix-based-pd-decider",
+                                                          "lora-affinity-scorer",
+                                                          "prefix-cache-affinity-filter",
+                                                          "context-length-aware",
+                                                          "no-hit-lru-scorer"};
 
 bool is_parser_type(const std::string& t) {
   return t == "openai-parser" || t == "passthrough-parser";

@@ -51,8 +51,8 @@ bool expects_refusal(const std::string& text, std::vector<std::string>& types) {
 class LlmdGuide : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LlmdGuide, ServesAsItsShapeSaysOrNamesWhatItLacks) {
-  const std::string text = read_text(std::string(SLUICE_LLMD_FIXTURES_DIR) + "/" + GetParam() +
-                                     ".yaml");
+  const std::string text =
+      read_text(std::string(SLUICE_LLMD_FIXTURES_DIR) + "/" + GetParam() + ".yaml");
   ASSERT_FALSE(text.empty());
   std::vector<std::string> missing;
   const bool refused = expects_refusal(text, missing);
@@ -63,17 +63,18 @@ TEST_P(LlmdGuide, ServesAsItsShapeSaysOrNamesWhatItLacks) {
   // prefill, in one zone.
   const std::string endpoints =
       "endpoints:\n"
-      "- address: " + decode->address() +
+      "- address: " +
+      decode->address() +
       "\n  labels: {llm-d.ai/role: decode, topology.kubernetes.io/zone: a}\n"
-      "- address: " + prefill->address() +
-      "\n  labels: {llm-d.ai/role: prefill, topology.kubernetes.io/zone: a}\n";
+      "- address: " +
+      prefill->address() + "\n  labels: {llm-d.ai/role: prefill, topology.kubernetes.io/zone: a}\n";
   TempFile cfg("server:\n  listen: 127.0.0.1:0\n  threads: 1\n" + text + endpoints);
   if (refused) {
     Process::Options o;
     o.wait_for_listen = false;
     o.capture_stderr = true;
-    auto p = Process::start({SLUICE_BIN, "--config", cfg.path(), "--admin-listen", "127.0.0.1:0"},
-                            o);
+    auto p =
+        Process::start({SLUICE_BIN, "--config", cfg.path(), "--admin-listen", "127.0.0.1:0"}, o);
     ASSERT_TRUE(p);
     EXPECT_NE(p->wait(20000ms), 0);
     const std::string err = p->stderr_text();

@@ -120,8 +120,7 @@ TEST(LlmdPassthrough, ATenantLimitedByModelOrMaxTokensIsRefusedAnUnreadRequest) 
   }
   EXPECT_EQ(forwarded(up), 0u);
   // The same tenant on an OpenAI path, and an unlimited one anywhere: served.
-  EXPECT_EQ(c.post_json("/v1/completions", R"({"model":"m","prompt":"x"})",
-                        bearer(limited.secret))
+  EXPECT_EQ(c.post_json("/v1/completions", R"({"model":"m","prompt":"x"})", bearer(limited.secret))
                 .status,
             200);
   EXPECT_EQ(c.request("POST", "/generate", "{}", bearer(open.secret)).status, 200);

@@ -83,10 +83,11 @@ TEST(LlmdTtl, BandTtlsAndTheHeaderShortenTheWaitNeverLengthenIt) {
   {
     RawConnection raw(kHost, sluice->port());
     const std::string body = completion_body(1);
-    ASSERT_TRUE(raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-                         "Content-Type: application/json\r\nx-llm-d-inference-ttl: 1s\r\n"
-                         "x-llm-d-inference-ttl: 2s\r\nContent-Length: " +
-                         std::to_string(body.size()) + "\r\n\r\n" + body));
+    ASSERT_TRUE(
+        raw.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                 "Content-Type: application/json\r\nx-llm-d-inference-ttl: 1s\r\n"
+                 "x-llm-d-inference-ttl: 2s\r\nContent-Length: " +
+                 std::to_string(body.size()) + "\r\n\r\n" + body));
     bool closed = false;
     const std::string answer = raw.read_until_close(5000ms, &closed);
     EXPECT_EQ(answer.rfind("HTTP/1.1 400 ", 0), 0u) << answer;

@@ -38,16 +38,17 @@ schedulingProfiles:
 TEST(LlmdDocument, ApiVersionV1LoadsInEveryShapeLlmdReads) {
   // v1 regrouped two dataLayer sections; the v1alpha1 layout the guides
   // keep loads under v1 too.
-  for (const std::string data_layer : {
-           "dataLayer:\n  injectDefaults: false\n  discovery:\n    endpoints:\n"
-           "      pluginRef: notify\n  crossReplica:\n    syncInterval: 500ms\n",
-           "dataLayer:\n  discovery:\n    pluginRef: notify\n  crossReplicaSyncInterval: 500ms\n",
-           ""}) {
-    const std::string text = "apiVersion: llm-d.ai/v1\nkind: EndpointPickerConfig\n"
-                             "plugins:\n- type: endpoint-notification-source\n  name: notify\n" +
-                             kPlugins.substr(std::string("plugins:\n").size()) + data_layer +
-                             "flowControl:\n  maxRequests: 1k\n  defaultRequestTTL: 30s\n"
-                             "requestHandler:\n  propagatePriority: true\n";
+  for (const std::string data_layer :
+       {"dataLayer:\n  injectDefaults: false\n  discovery:\n    endpoints:\n"
+        "      pluginRef: notify\n  crossReplica:\n    syncInterval: 500ms\n",
+        "dataLayer:\n  discovery:\n    pluginRef: notify\n  crossReplicaSyncInterval: 500ms\n",
+        ""}) {
+    const std::string text =
+        "apiVersion: llm-d.ai/v1\nkind: EndpointPickerConfig\n"
+        "plugins:\n- type: endpoint-notification-source\n  name: notify\n" +
+        kPlugins.substr(std::string("plugins:\n").size()) + data_layer +
+        "flowControl:\n  maxRequests: 1k\n  defaultRequestTTL: 30s\n"
+        "requestHandler:\n  propagatePriority: true\n";
     Config c;
     ASSERT_NO_THROW(c = load_config_string(text, "v1.yaml")) << text;
     EXPECT_EQ(c.api_version, "llm-d.ai/v1");
@@ -150,8 +151,8 @@ TEST(LlmdDocument, PerBandDefaultRequestTtl) {
   EXPECT_TRUE(fc.bands[2].ttl_set);
   EXPECT_EQ(fc.bands[2].ttl, std::optional<nanoseconds>(5s));
   EXPECT_EQ(fc.default_request_ttl, std::optional<nanoseconds>(30s));
-  const auto e = error_of(
-      "flowControl:\n  priorityBands:\n  - priority: 1\n    defaultRequestTTL: -1s\n");
+  const auto e =
+      error_of("flowControl:\n  priorityBands:\n  - priority: 1\n    defaultRequestTTL: -1s\n");
   EXPECT_NE(e.find("test.yaml:4: flowControl.priorityBands[0].defaultRequestTTL"),
             std::string::npos)
       << e;
