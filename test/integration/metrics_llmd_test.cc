@@ -194,7 +194,9 @@ TEST(MetricsLlmd, EveryLlmdNameBesideItsGieTwinWithTheSameValues) {
     const bool h = t.type == "histogram";
     const auto gie = family(e, t.gie, h);
     const auto llmd = family(e, t.llmd, h);
-    if (!t.may_be_empty) EXPECT_FALSE(gie.empty());
+    if (!t.may_be_empty) {
+      EXPECT_FALSE(gie.empty());
+    }
     ASSERT_EQ(gie.size(), llmd.size());
     for (std::size_t i = 0; i < gie.size(); ++i) {
       EXPECT_EQ(llmd[i]->name.substr(t.llmd.size()), gie[i]->name.substr(t.gie.size()));

@@ -85,7 +85,9 @@ TEST(PdPlugins, ContextLengthAwareGuideSendsPrefillByLength) {
     EXPECT_EQ(r.header("x-mock-prefiller-host-port"),
               longer ? p_long->address() : p_short->address())
         << "request " << i;
-    if (stream) EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos) << r.body;
+    if (stream) {
+      EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos) << r.body;
+    }
   }
   // A chat completion as well: one word still disaggregates.
   auto r = client.post_json(

@@ -202,9 +202,10 @@ TEST(LlmdDocument, TheConfigurationPageListsEveryLlmdPluginType) {
   const std::string section = text.substr(table, text.find("\n## ", table + 1) - table);
   for (const auto& e : kUnsupportedLlmdPlugins)
     EXPECT_NE(section.find("| `" + std::string(e.type) + "` |"), std::string::npos) << e.type;
-  for (const auto& e : kBuiltinExtensionTypes)
-    if (e.declarable)
-      EXPECT_NE(section.find("| `" + std::string(e.type) + "` |"), std::string::npos) << e.type;
+  for (const auto& e : kBuiltinExtensionTypes) {
+    if (!e.declarable) continue;
+    EXPECT_NE(section.find("| `" + std::string(e.type) + "` |"), std::string::npos) << e.type;
+  }
 }
 
 }  // namespace
