@@ -483,7 +483,6 @@ struct UpstreamCredentials {
 // passthrough-parser forwards, without reading the body, what no parser
 // before it claims: every request when it is the only one.
 struct RequestHandlerSpec {
-  bool set = false;                  // the section, or a top-level parser:, was given
   bool openai = true;                // the OpenAI paths are parsed
   bool passthrough = false;          // other paths are forwarded unparsed
   bool propagate_priority = false;   // the band's priority in every body (vLLM's `priority`)

@@ -73,7 +73,6 @@ void read_request_handler(const Reader& r, Config& c, const YAML::Node& node) {
            "two parsers: the top-level parser: and requestHandler.parsers; keep one");
     r.sequence(list, f.child("parsers"));
     if (list.size() == 0) fail(r.source, list, f.child("parsers"), "must not be empty");
-    rh.set = true;
     rh.openai = false;
     std::string fallback;  // the passthrough parser met, if any
     for (std::size_t i = 0; i < list.size(); ++i) {
