@@ -158,6 +158,21 @@ TEST(LlmdDocument, PerBandDefaultRequestTtl) {
       << e;
 }
 
+// Item 6: a band is bounded as llm-d's are (5000 requests), and 0 in the
+// file is that default, not "unlimited".
+TEST(LlmdDocument, ABandHoldsFiveThousandRequestsByDefault) {
+  auto c = load_config_string(
+      "featureGates: [flowControl]\nflowControl:\n  priorityBands:\n  - priority: 1\n"
+      "  - priority: 2\n    maxRequests: 0\n  - priority: 3\n    maxRequests: 7\n",
+      "t.yaml");
+  const auto& fc = c.flow_control;
+  ASSERT_EQ(fc.bands.size(), 3u);
+  EXPECT_EQ(fc.default_band.max_requests, 5000u);
+  EXPECT_EQ(fc.bands[0].max_requests, 5000u);
+  EXPECT_EQ(fc.bands[1].max_requests, 5000u);
+  EXPECT_EQ(fc.bands[2].max_requests, 7u);
+}
+
 TEST(LlmdDocument, UnsupportedPluginsFailInOneMessageNamingEachWithItsAlternative) {
   const auto e = error_of(
       "plugins:\n- type: queue-scorer\n- type: tokenizer\n  parameters:\n    socket: /x\n"
