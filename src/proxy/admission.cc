@@ -308,6 +308,8 @@ bool Exchange::steer(const protocol::OpenAIRequest& parsed, flowcontrol::Enqueue
 
 void Exchange::enqueue(flowcontrol::EnqueueRequest e) {
   phase_ = Phase::kQueued;
+  rec_.queued = true;
+  rec_.enqueued_at = std::chrono::steady_clock::now();
   cancel_sent_ = false;
   conn_.watch_saw_bytes_ = false;
   // Queued, a whole body is flow control's to bound (maxBytes, displacement,

@@ -138,6 +138,7 @@ void Exchange::begin_request(bool head_read) {
   rec_.head_unread = !head_read;
   rec_.start = std::chrono::steady_clock::now();
   rec_.dispatched = false;
+  rec_.queued = false;
   up_.endpoint = -1;
   rec_.model.clear();
   rec_.flow_id.clear();

@@ -156,7 +156,9 @@ class Exchange {
     bool open = false;
     bool head_unread = false;  // refused before its head was parsed: no method/path to log
     bool dispatched = false;
+    bool queued = false;  // went through flow control's queue (enqueue to dispatch)
     std::chrono::steady_clock::time_point start{};
+    std::chrono::steady_clock::time_point enqueued_at{};
     std::chrono::steady_clock::time_point dispatched_at{};
     std::string model;
     std::string flow_id;

@@ -158,6 +158,16 @@ void Exchange::build_client_head() {
   h += "\r\nx-request-id: ";
   h += request_id_;
   h += "\r\n";
+  if (rec_.queued && rec_.dispatched) {
+    // llm-d's: whole milliseconds from enqueue to dispatch, before the first
+    // token; absent when flow control did not hold the request.
+    h += "x-llm-d-flow-queue-duration-ms: ";
+    wire::append_number(
+        h, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          rec_.dispatched_at - rec_.enqueued_at)
+                                          .count()));
+    h += "\r\n";
+  }
   h += up_.response_headers;
   if (relay_.framing == Framing::kRaw && (p.content_length() || p.is_done())) {
     h += "Content-Length: ";

@@ -1,7 +1,7 @@
 // llm-d v1.0's queue TTLs end to end (issue 40, item 1): a band's own
 // defaultRequestTTL (0s: none) over flowControl's, and llm-d's
 // x-llm-d-inference-ttl header, a Go duration that can only shorten the
-// wait.
+// wait; and the x-llm-d-flow-queue-duration-ms answer header.
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -96,6 +96,19 @@ TEST(LlmdTtl, BandTtlsAndTheHeaderShortenTheWaitNeverLengthenIt) {
   EXPECT_EQ(busy.finish().status, 200);
   waiter.join();
   EXPECT_EQ(unbounded.status, 200) << unbounded.body;
+  // llm-d's x-llm-d-flow-queue-duration-ms: whole milliseconds in the queue.
+  // The unbounded one waited through the 300, 50 and 100 ms waits above;
+  // the occupier found the slot free.
+  const std::string waited = unbounded.header("x-llm-d-flow-queue-duration-ms");
+  ASSERT_FALSE(waited.empty());
+  EXPECT_GE(std::stoll(waited), 450) << waited;
+  const std::string occupier = busy.finish().header("x-llm-d-flow-queue-duration-ms");
+  ASSERT_FALSE(occupier.empty());
+  EXPECT_LT(std::stoll(occupier), std::stoll(waited));
+  // Not held by flow control (GET /v1/models): no such header.
+  auto models = c.request("GET", "/v1/models");
+  EXPECT_EQ(models.status, 200);
+  EXPECT_EQ(models.header("x-llm-d-flow-queue-duration-ms"), "");
   // Nothing lost: the occupier and the unbounded one reached the endpoint.
   EXPECT_EQ(scrape_metric(kHost, mock->port(), "mock_requests_total"), 2);
   EXPECT_EQ(sluice->stop(), 0);
