@@ -9,20 +9,14 @@
 #include "config/config.h"
 #include "config/llmd_plugins.h"
 #include "sluice/extensions.h"
+#include "unit/config_errors.h"
 
 namespace sluice::config {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string error_of(const std::string& text) {
-  try {
-    load_config_string(text, "test.yaml");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+constexpr auto* error_of = &unit::load_error;
 
 const std::string kPlugins = R"(plugins:
 - type: queue-scorer
@@ -183,7 +177,7 @@ TEST(LlmdDocument, UnsupportedPluginsFailInOneMessageNamingEachWithItsAlternativ
             std::string::npos)
       << e;
   EXPECT_NE(e.find("line 6: precise-prefix-cache-scorer needs the engines' KV-cache events over "
-                   "ZMQ; instead: prefix-cache-scorer"),
+                   "ZMQ, and a tokenizer; instead: prefix-cache-scorer"),
             std::string::npos)
       << e;
   EXPECT_NE(e.find("line 7: predicted-latency-producer needs a trained latency predictor"),
