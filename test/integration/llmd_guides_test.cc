@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "integration/harness.h"
+#include "support/fixture_text.h"
 #include "support/http_client.h"
 
 namespace sluice::test {
@@ -29,12 +30,7 @@ std::vector<std::string> fixture_names() {
   return out;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test_support::read_text;
 
 // "# expect: serve" or "# expect: refused TYPE ...": the types, or none.
 bool expects_refusal(const std::string& text, std::vector<std::string>& types) {

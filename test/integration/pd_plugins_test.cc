@@ -8,6 +8,7 @@
 #include <string>
 
 #include "harness.h"
+#include "support/fixture_text.h"
 
 namespace sluice::test {
 namespace {
@@ -15,41 +16,8 @@ namespace {
 constexpr const char* kHost = "127.0.0.1";
 
 // llm-d/llm-d guides/context-length-aware-pd/router.values.yaml's
-// EndpointPickerConfig, but for token-producer (its `estimate` backend is
-// sluice's own estimate, 4 characters a token) and active-request-scorer
-// (another item of issue 40; here queue-scorer).
-const char* kContextLengthPd = R"(apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: disagg-headers-handler
-- type: always-disagg-pd-decider
-- type: disagg-profile-handler
-  parameters:
-    deciderPluginName: always-disagg-pd-decider
-- type: prefill-filter
-- type: decode-filter
-- type: context-length-aware
-  parameters:
-    label: llm-d.ai/context-length-range
-    enableFiltering: true
-- type: prefix-cache-scorer
-- type: queue-scorer
-- type: kv-cache-utilization-scorer
-schedulingProfiles:
-- name: prefill
-  plugins:
-  - pluginRef: prefill-filter
-  - pluginRef: context-length-aware
-    weight: 1
-  - pluginRef: prefix-cache-scorer
-    weight: 3
-  - pluginRef: queue-scorer
-    weight: 2
-- name: decode
-  plugins:
-  - pluginRef: decode-filter
-  - pluginRef: queue-scorer
-)";
+// EndpointPickerConfig, as the guides' fixtures hold it.
+const std::string kContextLengthPd = test_support::llmd_fixture("context-length-aware-pd.yaml");
 
 std::string prompt_of_chars(std::size_t n, int i) {
   std::string p = "Request " + std::to_string(i) + ": ";

@@ -2,18 +2,12 @@
 
 #include "config/config.h"
 #include "config/units.h"
+#include "unit/config_errors.h"
 
 namespace sluice::config {
 namespace {
 
-std::string error_of(const std::string& text) {
-  try {
-    load_config_string(text, "test.yaml");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+constexpr auto* error_of = &unit::load_error;
 
 constexpr const char* kObjectives = R"(
 objectives:

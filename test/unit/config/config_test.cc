@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "support/requires.h"
+#include "unit/config_errors.h"
 
 namespace sluice::config {
 namespace {
@@ -23,14 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // Loads text and returns the error message, or "" if it loaded.
-std::string error_of(const std::string& text) {
-  try {
-    load_config_string(text, "test.yaml");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+constexpr auto* error_of = &unit::load_error;
 
 TEST(Config, EmptyIsAllDefaults) {
   auto c = load_config_string("", "empty.yaml");

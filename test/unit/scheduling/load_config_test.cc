@@ -12,6 +12,7 @@
 #include "scheduling/plugins/prefix_cache_scorer.h"
 #include "scheduling/prefix_hasher.h"
 #include "scheduling_test_util.h"
+#include "unit/config_errors.h"
 
 namespace sluice::scheduling {
 namespace {
@@ -23,12 +24,7 @@ std::unique_ptr<Scheduler> build(const std::string& yaml) {
 }
 
 std::string build_error(const std::string& yaml) {
-  try {
-    build(yaml);
-  } catch (const config::ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return unit::config_error_of([&] { build(yaml); }, "(no error)");
 }
 
 // One plugin of `type` with `params` (YAML lines indented 4), after a

@@ -14,6 +14,8 @@
 #include "scheduling/plugins/context_length_aware.h"
 #include "scheduling/plugins/topology_affinity.h"
 #include "scheduling_test_util.h"
+#include "support/fixture_text.h"
+#include "unit/config_errors.h"
 
 namespace sluice::scheduling {
 namespace {
@@ -25,12 +27,7 @@ std::unique_ptr<Scheduler> build(const std::string& yaml) {
 }
 
 std::string build_error(const std::string& yaml) {
-  try {
-    build(yaml);
-  } catch (const config::ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return unit::config_error_of([&] { build(yaml); }, "(no error)");
 }
 
 std::string header(const SchedulingResult& r, std::string_view name) {
@@ -158,42 +155,9 @@ TEST(ContextLengthAware, ConfigErrorsNameThePluginFieldAndLine) {
 
 // --- always-disagg-pd-decider and the context-length-aware P/D guide ------
 
-// llm-d/llm-d guides/context-length-aware-pd/router.values.yaml, its
-// EndpointPickerConfig as published but for two plugins other items of
-// issue 40 add: token-producer (its `estimate` backend is sluice's own
-// token estimate) and active-request-scorer (here queue-scorer).
-const char* kContextLengthPd = R"(apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: disagg-headers-handler
-- type: always-disagg-pd-decider
-- type: disagg-profile-handler
-  parameters:
-    deciderPluginName: always-disagg-pd-decider
-- type: prefill-filter
-- type: decode-filter
-- type: context-length-aware
-  parameters:
-    label: llm-d.ai/context-length-range
-    enableFiltering: true
-- type: prefix-cache-scorer
-- type: queue-scorer
-- type: kv-cache-utilization-scorer
-schedulingProfiles:
-- name: prefill
-  plugins:
-  - pluginRef: prefill-filter
-  - pluginRef: context-length-aware
-    weight: 1
-  - pluginRef: prefix-cache-scorer
-    weight: 3
-  - pluginRef: queue-scorer
-    weight: 2
-- name: decode
-  plugins:
-  - pluginRef: decode-filter
-  - pluginRef: queue-scorer
-)";
+// llm-d/llm-d guides/context-length-aware-pd/router.values.yaml's
+// EndpointPickerConfig, as the guides' fixtures hold it.
+const std::string kContextLengthPd = test_support::llmd_fixture("context-length-aware-pd.yaml");
 
 Labels prefill_range(const char* range) {
   return {{"llm-d.ai/role", "prefill"}, {"llm-d.ai/context-length-range", range}};

@@ -17,6 +17,7 @@
 #include "scheduling/plugins/single_profile_handler.h"
 #include "scheduling/prefix_hasher.h"
 #include "scheduling_test_util.h"
+#include "unit/config_errors.h"
 
 namespace sluice::scheduling {
 namespace {
@@ -40,12 +41,7 @@ void random_load(Endpoint& e, std::mt19937_64& rng) {
 }
 
 std::string build_error(const std::string& yaml) {
-  try {
-    build(yaml);
-  } catch (const config::ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return unit::config_error_of([&] { build(yaml); }, "(no error)");
 }
 
 TEST(BuildScheduler, DefaultProfileWhenTheConfigHasNone) {
