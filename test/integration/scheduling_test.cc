@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "support/fixture_text.h"
 
 namespace sluice::test {
 namespace {
@@ -316,23 +317,8 @@ TEST(Scheduling, OptimizedBaselineGuideServesChatAndStreamsStickingToTheWarmEndp
     mocks.push_back(start_mock({"--seed", std::to_string(i + 1)}));
     addrs.push_back(mocks.back()->address());
   }
-  TempFile cfg(make_config(addrs) + R"(plugins:
-- type: token-load-scorer
-- type: inflight-load-producer
-- type: approx-prefix-cache-producer
-  parameters:
-    maxPrefixTokensToMatch: 40960
-- type: prefix-cache-affinity-filter
-  parameters:
-    affinityThreshold: 0.80
-    maxTokensInFlightPenalty: 286720
-    maxTTFTPenaltyMs: 0
-schedulingProfiles:
-- name: default
-  plugins:
-  - pluginRef: prefix-cache-affinity-filter
-  - pluginRef: token-load-scorer
-)");
+  TempFile cfg(make_config(addrs) + test_support::llmd_fixture("optimized-baseline-guide.yaml"));
+
   auto sluice = start_sluice(cfg);
   std::string system = "You are a careful assistant. ";
   while (system.size() < 4000) system += "Answer in one short sentence, politely. ";

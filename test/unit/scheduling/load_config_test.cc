@@ -12,6 +12,7 @@
 #include "scheduling/plugins/prefix_cache_scorer.h"
 #include "scheduling/prefix_hasher.h"
 #include "scheduling_test_util.h"
+#include "support/fixture_text.h"
 #include "unit/config_errors.h"
 
 namespace sluice::scheduling {
@@ -228,25 +229,8 @@ std::uint32_t send(Scheduler& s, CycleState& cycle, const Request& r, std::vecto
 
 // llm-d/llm-d guides/optimized-baseline/router/optimized-baseline.values.yaml:
 // the scorer is declared before the producer it reads.
-const char* kOptimizedBaselineGuide = R"(apiVersion: llm-d.ai/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: token-load-scorer
-- type: inflight-load-producer
-- type: approx-prefix-cache-producer
-  parameters:
-      maxPrefixTokensToMatch: 40960
-- type: prefix-cache-affinity-filter
-  parameters:
-    affinityThreshold: 0.80
-    maxTokensInFlightPenalty: 286720
-    maxTTFTPenaltyMs: 0
-schedulingProfiles:
-- name: default
-  plugins:
-  - pluginRef: prefix-cache-affinity-filter
-  - pluginRef: token-load-scorer
-)";
+const std::string kOptimizedBaselineGuide =
+    test_support::llmd_fixture("optimized-baseline-guide.yaml");
 
 TEST(LoadConfig, TheOptimizedBaselineGuideLoadsAndSticksToTheWarmEndpoint) {
   auto s = build(kOptimizedBaselineGuide);
