@@ -302,6 +302,24 @@ TEST(TopologyExtractor, ComparesAtTheTightestSharedLevel) {
   EXPECT_EQ(x.compare(a, b), TopologyLevel::kNone);
 }
 
+// The filter's bounded comparison (it reads labels only up to its
+// minAffinity): a level looser than the bound counts as none, a tighter one
+// as itself.
+TEST(TopologyExtractor, ComparesNoLooserThanTheBound) {
+  TopologyExtractor x(TopologyExtractor::default_labels());
+  TopologyPool t;
+  const auto c = t.candidates();  // same-host, same-rack, same-zone, same-region, far, bare, ...
+  const auto at = x.values(*t.peer());
+  EXPECT_EQ(x.compare(at, *c[0], TopologyLevel::kHost), TopologyLevel::kHost);
+  EXPECT_EQ(x.compare(at, *c[1], TopologyLevel::kHost), TopologyLevel::kNone);
+  EXPECT_EQ(x.compare(at, *c[1], TopologyLevel::kRack), TopologyLevel::kRack);
+  EXPECT_EQ(x.compare(at, *c[2], TopologyLevel::kRack), TopologyLevel::kNone);
+  EXPECT_EQ(x.compare(at, *c[2], TopologyLevel::kZone), TopologyLevel::kZone);
+  EXPECT_EQ(x.compare(at, *c[3], TopologyLevel::kZone), TopologyLevel::kNone);
+  EXPECT_EQ(x.compare(at, *c[3], TopologyLevel::kRegion), TopologyLevel::kRegion);
+  EXPECT_EQ(x.compare(at, *c[6], TopologyLevel::kRack), TopologyLevel::kRack);
+}
+
 TEST(TopologyExtractor, LabelNamesFromParameters) {
   // Empty means the default, as llm-d.
   auto s = build(R"(plugins:
