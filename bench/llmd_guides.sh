@@ -9,8 +9,8 @@
 #
 #   bash bench/llmd_guides.sh [BUILD_DIR]        (default build/release)
 #
-# Knobs (env): DURATION=40 (s of arrivals), WARMUP=10 (s, excluded from
-# TTFT), ROUNDS=3, MOCKS=8, RATE=18 (requests/s, Poisson), PREFIXES=32
+# Knobs (env): DURATION=30 (s of arrivals), WARMUP=10 (s, excluded from
+# TTFT), ROUNDS=3, MOCKS=8, RATE=48 (requests/s, Poisson), PREFIXES=32
 # (shared system prompts), PREFIX_TOKENS=2048, PROMPT_MIN=2300,
 # PROMPT_MAX=2600, MAX_TOKENS=32, PROFILES="default guide perf",
 # MOCK_ARGS (default: 8 sequences, 100 us/token prefill, 5 ms per decode
@@ -32,11 +32,11 @@ set -euo pipefail
 
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:-$ROOT/build/release}
-DURATION=${DURATION:-40}
+DURATION=${DURATION:-30}
 WARMUP=${WARMUP:-10}
 ROUNDS=${ROUNDS:-3}
 MOCKS=${MOCKS:-8}
-RATE=${RATE:-18}
+RATE=${RATE:-48}
 PREFIXES=${PREFIXES:-32}
 PREFIX_TOKENS=${PREFIX_TOKENS:-2048}
 PROMPT_MIN=${PROMPT_MIN:-2300}

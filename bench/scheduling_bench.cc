@@ -192,6 +192,7 @@ const std::vector<PluginCase>& plugin_cases() {
       alone("queue-scorer"),
       alone("kv-cache-utilization-scorer"),
       alone("prefix-cache-scorer"),
+      alone("prefill-filter"),  // today's label-reading filter (by-label)
       alone("token-load-scorer"),
       alone("active-request-scorer"),
       alone("load-aware-scorer"),
