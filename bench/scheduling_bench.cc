@@ -11,15 +11,18 @@
 //                              thread in sluice) plus the prefix-cache
 //                              lookup and scoring over 64 endpoints.
 //   BM_Plugin/K                one scheduling cycle over 512 endpoints with
-//                              the profile of case K (kPluginCases: one
-//                              plugin alone, today's or llm-d's of issue
-//                              40, or a whole profile), the post-dispatch
-//                              update, and the completion of the request
-//                              sent 64 cycles before (load producers keep
-//                              64 requests in flight). Reports the cycle's
-//                              p50/p99 ns and plugin_ns, the ns per cycle
-//                              spent in the plugin under test's own calls
-//                              (the scheduler's per-plugin timing).
+//                              the profile of case K (plugin_cases(): each
+//                              plugin of issue 40 beside today's queue,
+//                              kv-cache and prefix-cache scorers, or in a
+//                              P/D prefill profile; whole profiles), the
+//                              post-dispatch update, and the completion of
+//                              the request sent 64 cycles before (load
+//                              producers keep 64 requests in flight).
+//                              Reports the cycle's p50/p99 ns and, from the
+//                              scheduler's per-plugin timing, the ns per
+//                              cycle spent in the plugin under test
+//                              (plugin_ns) and in today's scorers and
+//                              prefill-filter of the same cycles.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -160,11 +163,27 @@ constexpr const char* kProducers =
     "- type: approx-prefix-cache-producer\n"
     "  parameters: {maxPrefixTokensToMatch: 4096}\n";
 
-// A profile of TYPE alone (PARAMS: its parameters line, or empty).
-PluginCase alone(const std::string& type, const std::string& params = "") {
-  return {type, type,
-          "plugins:\n" + std::string(kProducers) + "- type: " + type + "\n" + params +
-              "schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: " + type + "\n"};
+// Today's scorers as the default profile weighs them (queue 2, KV cache 2,
+// prefix 3), as YAML profile entries.
+constexpr const char* kTodaysScorers =
+    "  - pluginRef: queue-scorer\n    weight: 2\n"
+    "  - pluginRef: kv-cache-utilization-scorer\n    weight: 2\n"
+    "  - pluginRef: prefix-cache-scorer\n    weight: 3\n";
+
+// TYPE (PARAMS: its parameters line, or empty) in the default profile,
+// beside today's scorers: every plugin meets the same pool and the same
+// prefix index (routed mostly by today's scorers), and today's scorers'
+// own cost is timed in the same cycles. Without TYPE: the default profile,
+// spelled out.
+PluginCase beside(const std::string& type, const std::string& params = "") {
+  std::string yaml = "plugins:\n" + std::string(kProducers) +
+                     "- type: queue-scorer\n- type: kv-cache-utilization-scorer\n"
+                     "- type: prefix-cache-scorer\n";
+  if (!type.empty()) yaml += "- type: " + type + "\n" + params;
+  yaml += "schedulingProfiles:\n- name: default\n  plugins:\n";
+  if (!type.empty()) yaml += "  - pluginRef: " + type + "\n";
+  return {type.empty() ? "today's scorers (the default profile)" : type, type,
+          yaml + kTodaysScorers};
 }
 
 // P/D over a pool where every endpoint has role "both": the decode profile
@@ -189,16 +208,14 @@ PluginCase in_prefill(const std::string& type, bool pairing = false) {
 
 const std::vector<PluginCase>& plugin_cases() {
   static const std::vector<PluginCase> cases = {
-      alone("queue-scorer"),
-      alone("kv-cache-utilization-scorer"),
-      alone("prefix-cache-scorer"),
-      alone("prefill-filter"),  // today's label-reading filter (by-label)
-      alone("token-load-scorer"),
-      alone("active-request-scorer"),
-      alone("load-aware-scorer"),
-      alone("no-hit-lru-scorer"),
-      alone("prefix-cache-affinity-filter", "  parameters: {maxTTFTPenaltyMs: 18000}\n"),
-      alone("context-length-aware", "  parameters: {enableFiltering: true}\n"),
+      beside(""),
+      beside("prefill-filter"),  // today's label-reading filter (by-label)
+      beside("token-load-scorer"),
+      beside("active-request-scorer"),
+      beside("load-aware-scorer"),
+      beside("no-hit-lru-scorer"),
+      beside("prefix-cache-affinity-filter", "  parameters: {maxTTFTPenaltyMs: 18000}\n"),
+      beside("context-length-aware", "  parameters: {enableFiltering: true}\n"),
       in_prefill("topology-affinity-filter"),
       in_prefill("topology-affinity-scorer"),
       {"default profile (no schedulingProfiles)", "", "{}\n"},
@@ -293,8 +310,14 @@ void BM_Plugin(benchmark::State& state) {
       ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
   }
   report(state, ns);
-  if (!c.plugin.empty())
-    state.counters["plugin_ns"] = plugin_ns_per_cycle(*scheduler, c.plugin, state.iterations());
+  const std::pair<const char*, std::string> timed[] = {{"plugin_ns", c.plugin},
+                                                       {"queue_ns", "queue-scorer"},
+                                                       {"kv_ns", "kv-cache-utilization-scorer"},
+                                                       {"prefix_ns", "prefix-cache-scorer"},
+                                                       {"prefill_filter_ns", "prefill-filter"}};
+  for (const auto& [counter, name] : timed)
+    if (!name.empty() && scheduler->plugin(name))
+      state.counters[counter] = plugin_ns_per_cycle(*scheduler, name, state.iterations());
 }
 BENCHMARK(BM_Plugin)->DenseRange(0, static_cast<int>(plugin_cases().size()) - 1);
 
