@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sluice/plugin.h"
 #include "sluice/scheduling/interfaces.h"
@@ -51,8 +52,22 @@ class ContextLengthAware final : public Plugin, public Filter, public Scorer {
   bool filtering() const { return enable_filtering_; }
 
  private:
+  // What the filter read of an endpoint's label, by slot, for the scorer of
+  // the same cycle, which then reads no label again (a map lookup and a
+  // parse per endpoint). Bounded by the pool's slots; `stamp` names the
+  // filter call that wrote it.
+  struct LabelRead {
+    std::uint64_t stamp = 0;
+    bool labelled = false;
+    std::optional<ContextRange> range;
+  };
+  LabelRead read_label(const Endpoint& e) const;
+
   std::string label_;
   bool enable_filtering_;
+  std::vector<LabelRead> by_slot_;
+  std::uint64_t filter_calls_ = 0;
+  CycleKey<std::uint64_t> filtered_key_;  // the filter call of this cycle
 };
 
 }  // namespace sluice::scheduling

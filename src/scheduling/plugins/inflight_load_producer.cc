@@ -48,10 +48,14 @@ void InFlightLoadProducer::token_load(CycleState& cycle, const Request& request,
   const PrefixMatch* m = prefix_ ? &prefix_->match(cycle, request) : nullptr;
   const std::uint64_t total = m ? m->total_blocks : 0;
   if (m) fill_by_slot(*m);
+  // Most endpoints hold none of the prompt: what it adds there is computed
+  // once, not once per endpoint.
+  const std::uint64_t cold = request_tokens(request, 0, total);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const std::uint32_t slot = slots[i];
     const std::uint64_t matched = m && slot < by_slot_.size() ? by_slot_[slot] : 0;
-    out[i] = static_cast<double>(tokens_in_flight(slot) + request_tokens(request, matched, total));
+    const std::uint64_t adds = matched ? request_tokens(request, matched, total) : cold;
+    out[i] = static_cast<double>(tokens_in_flight(slot) + adds);
   }
   if (m) clear_by_slot(*m);
 }

@@ -6,7 +6,7 @@ namespace sluice::scheduling {
 
 double LoadAwareScorer::score_of(double waiting) const {
   if (waiting <= 0) return 0.5;
-  return 0.5 * (1.0 - std::min(waiting, threshold_) / threshold_);
+  return 0.5 * (1.0 - std::min(waiting, threshold_) * inv_threshold_);
 }
 
 void LoadAwareScorer::score(CycleState&, const Request&,

@@ -17,7 +17,9 @@ class LoadAwareScorer final : public Plugin, public Scorer {
   static constexpr std::string_view kType = "load-aware-scorer";
   static constexpr std::int64_t kDefaultThreshold = 128;
   LoadAwareScorer(double threshold, bool count_dispatched)
-      : threshold_(threshold), count_dispatched_(count_dispatched) {}
+      : threshold_(threshold),
+        inv_threshold_(1.0 / threshold),
+        count_dispatched_(count_dispatched) {}
   std::string_view type() const override { return kType; }
   std::uint32_t columns_read() const override {
     return count_dispatched_ ? CandidateColumns::kQueue : 0u;
@@ -31,6 +33,7 @@ class LoadAwareScorer final : public Plugin, public Scorer {
  private:
   double score_of(double waiting) const;
   double threshold_;
+  double inv_threshold_;  // a multiplication per endpoint, not a division
   bool count_dispatched_;
 };
 

@@ -5,15 +5,25 @@
 namespace sluice::scheduling {
 
 bool NoHitLruScorer::cold(const PrefixMatch& m, std::span<const std::uint32_t> slots) {
-  if (m.matched.empty()) return true;
-  for (std::uint32_t s : slots) {
-    if (s >= candidate_.size()) candidate_.resize(s + 1, 0);
-    candidate_[s] = 1;
+  // Mark the few endpoints holding a block, then look for one among the
+  // candidates (stopping at the first): one pass over the candidates at
+  // most, none for a request nobody holds.
+  bool held = false;
+  for (const auto& [slot, blocks] : m.matched) {
+    if (blocks == 0) continue;
+    if (slot >= held_.size()) held_.resize(slot + 1, 0);
+    held_[slot] = 1;
+    held = true;
   }
   bool hit = false;
+  if (held)
+    for (std::uint32_t s : slots)
+      if (s < held_.size() && held_[s]) {
+        hit = true;
+        break;
+      }
   for (const auto& [slot, blocks] : m.matched)
-    hit = hit || (blocks > 0 && slot < candidate_.size() && candidate_[slot]);
-  for (std::uint32_t s : slots) candidate_[s] = 0;
+    if (slot < held_.size()) held_[slot] = 0;
   return !hit;
 }
 

@@ -43,9 +43,9 @@ class NoHitLruScorer final : public Plugin, public ColumnScorer, public RequestL
 
   ApproxPrefixCacheProducer* producer_;
   std::uint32_t lru_size_;
-  std::vector<std::uint32_t> order_;     // slots, least recently used first
-  std::vector<std::uint32_t> pos_;       // by slot: place in order_, or kAbsent
-  std::vector<std::uint8_t> candidate_;  // scratch by slot
+  std::vector<std::uint32_t> order_;  // slots, least recently used first
+  std::vector<std::uint32_t> pos_;    // by slot: place in order_, or kAbsent
+  std::vector<std::uint8_t> held_;    // scratch by slot: holds a block
   CycleKey<bool> cold_key_;
 };
 

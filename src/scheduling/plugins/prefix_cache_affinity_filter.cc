@@ -37,16 +37,25 @@ void PrefixCacheAffinityFilter::filter(CycleState& cycle, const Request& request
   const double total = static_cast<double>(m.total_blocks);
   constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t best_sticky = kNone, best_other = kNone;
-  for (const Endpoint* e : candidates) {
-    const std::uint64_t t = load_ ? load_->tokens_in_flight(e->index) : 0;
-    std::uint64_t& best = sticky(e->index, total) ? best_sticky : best_other;
+  // One pass over the candidates' records; the verdicts are kept for the
+  // narrowing below, which then reads no record again.
+  is_sticky_.resize(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const std::uint32_t slot = candidates[i]->index;
+    const std::uint64_t t = load_ ? load_->tokens_in_flight(slot) : 0;
+    is_sticky_[i] = sticky(slot, total);
+    std::uint64_t& best = is_sticky_[i] ? best_sticky : best_other;
     best = std::min(best, t);
   }
   // No sticky endpoint keeps all; so do the gates, with others to go to.
   const bool narrow =
       best_sticky != kNone && (best_other == kNone || stays_sticky(best_sticky, best_other));
-  if (narrow)
-    std::erase_if(candidates, [&](const Endpoint* e) { return !sticky(e->index, total); });
+  if (narrow) {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < candidates.size(); ++i)
+      if (is_sticky_[i]) candidates[kept++] = candidates[i];
+    candidates.resize(kept);
+  }
   for (const auto& [slot, blocks] : m.matched) by_slot_[slot] = 0;
 }
 

@@ -47,7 +47,8 @@ class PrefixCacheAffinityFilter final : public Plugin, public Filter {
   ApproxPrefixCacheProducer* prefix_;
   InFlightLoadProducer* load_;  // null when neither gate is on
   std::mt19937_64 rng_;
-  std::vector<std::uint32_t> by_slot_;  // scratch: matched blocks by slot
+  std::vector<std::uint32_t> by_slot_;   // scratch: matched blocks by slot
+  std::vector<std::uint8_t> is_sticky_;  // scratch: by candidate
 };
 
 }  // namespace sluice::scheduling

@@ -1,5 +1,7 @@
 #include "scheduling/plugins/topology.h"
 
+#include <algorithm>
+
 #include "config/config.h"
 
 namespace sluice::scheduling {
@@ -38,8 +40,10 @@ TopologyExtractor::Values TopologyExtractor::values(const Endpoint& e) const {
   return v;
 }
 
-TopologyLevel TopologyExtractor::compare(const Values& peer, const Endpoint& candidate) const {
-  for (std::size_t l = 0; l < peer.size(); ++l) {
+TopologyLevel TopologyExtractor::compare(const Values& peer, const Endpoint& candidate,
+                                         TopologyLevel loosest) const {
+  const std::size_t last = std::min(peer.size() - 1, static_cast<std::size_t>(loosest));
+  for (std::size_t l = 0; l <= last; ++l) {
     const auto level = static_cast<TopologyLevel>(l);
     if (!peer[l].empty() && peer[l] == value(candidate, level)) return level;
   }

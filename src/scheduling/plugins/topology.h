@@ -68,7 +68,10 @@ class TopologyExtractor final : public Plugin {
   // with every candidate); they point into the peer's labels.
   using Values = std::array<std::string_view, 4>;
   Values values(const Endpoint& e) const;
-  TopologyLevel compare(const Values& peer, const Endpoint& candidate) const;
+  // The tightest shared level no looser than `loosest` (kNone past it):
+  // reads the candidate's labels only up to that level.
+  TopologyLevel compare(const Values& peer, const Endpoint& candidate,
+                        TopologyLevel loosest = TopologyLevel::kRegion) const;
 
  private:
   LabelNames labels_;

@@ -19,10 +19,20 @@ void TopologyAffinityFilter::filter(CycleState& cycle, const Request&,
   const Endpoint* peer = peer_with_topology(cycle, extractor_);
   if (!peer) return;
   const TopologyExtractor::Values at = extractor_->values(*peer);
-  auto near = [&](const Endpoint* e) { return extractor_->compare(at, *e) <= min_affinity_; };
-  // None qualifies: fail open (count first, so the list is left whole).
-  if (std::none_of(candidates.begin(), candidates.end(), near)) return;
-  std::erase_if(candidates, [&](const Endpoint* e) { return !near(e); });
+  // One pass, reading each candidate's labels only up to minAffinity's
+  // level (what lies beyond cannot make it qualify); the verdicts are kept
+  // so that none qualifying leaves the list whole (fail open).
+  near_.resize(candidates.size());
+  bool any = false;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    near_[i] = extractor_->compare(at, *candidates[i], min_affinity_) <= min_affinity_;
+    any = any || near_[i];
+  }
+  if (!any) return;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    if (near_[i]) candidates[kept++] = candidates[i];
+  candidates.resize(kept);
 }
 
 void TopologyAffinityScorer::score(CycleState& cycle, const Request&,

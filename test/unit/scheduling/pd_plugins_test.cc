@@ -97,6 +97,34 @@ TEST(ContextLengthAware, ScorerNoLabelHalfBadLabelZero) {
   EXPECT_DOUBLE_EQ(s[3], 0.0);
 }
 
+// With filtering on, the scorer of the same cycle reuses what the filter
+// read of each label; the scores are the hand-worked ones above. In a later
+// cycle without the filter, it reads the labels again (a label changed in
+// between counts).
+TEST(ContextLengthAware, ScorerAfterTheFilterScoresAsAloneAndReadsLabelsAnewNextCycle) {
+  ContextLengthAware p(std::string(ContextLengthAware::kDefaultLabel), true);
+  Pool pool;
+  const std::string label(ContextLengthAware::kDefaultLabel);
+  pool.add("short:1", {{label, "0-2048"}});
+  pool.add("none:1");
+  pool.add("long:1", {{label, "2048-131072"}});
+  Request r;
+  r.input_tokens = 1000;
+  CycleState cycle;
+  auto eps = pool.all();
+  p.filter(cycle, r, eps);
+  ASSERT_EQ(eps.size(), 2u);  // long:1 dropped: 1000 is out of its range
+  std::vector<double> s(eps.size());
+  p.score(cycle, r, eps, s);
+  EXPECT_NEAR(s[0], 0.814167, 1e-6);
+  EXPECT_DOUBLE_EQ(s[1], 0.5);
+  pool.endpoints[0].labels[label] = "lots";  // unparseable now
+  CycleState next;
+  p.score(next, r, eps, s);
+  EXPECT_DOUBLE_EQ(s[0], 0.0);
+  EXPECT_DOUBLE_EQ(s[1], 0.5);
+}
+
 TEST(ContextLengthAware, FilterOnlyWithEnableFiltering) {
   const std::string label = "ctx";
   Pool pool;
@@ -264,6 +292,24 @@ TEST(TopologyExtractor, ComparesAtTheTightestSharedLevel) {
   a.labels = {{"kubernetes.io/hostname", ""}};
   b.labels = {{"kubernetes.io/hostname", ""}};
   EXPECT_EQ(x.compare(a, b), TopologyLevel::kNone);
+}
+
+// The filter's bounded comparison (it reads labels only up to its
+// minAffinity): a level looser than the bound counts as none, a tighter one
+// as itself.
+TEST(TopologyExtractor, ComparesNoLooserThanTheBound) {
+  TopologyExtractor x(TopologyExtractor::default_labels());
+  TopologyPool t;
+  const auto c = t.candidates();  // same-host, same-rack, same-zone, same-region, far, bare, ...
+  const auto at = x.values(*t.peer());
+  EXPECT_EQ(x.compare(at, *c[0], TopologyLevel::kHost), TopologyLevel::kHost);
+  EXPECT_EQ(x.compare(at, *c[1], TopologyLevel::kHost), TopologyLevel::kNone);
+  EXPECT_EQ(x.compare(at, *c[1], TopologyLevel::kRack), TopologyLevel::kRack);
+  EXPECT_EQ(x.compare(at, *c[2], TopologyLevel::kRack), TopologyLevel::kNone);
+  EXPECT_EQ(x.compare(at, *c[2], TopologyLevel::kZone), TopologyLevel::kZone);
+  EXPECT_EQ(x.compare(at, *c[3], TopologyLevel::kZone), TopologyLevel::kNone);
+  EXPECT_EQ(x.compare(at, *c[3], TopologyLevel::kRegion), TopologyLevel::kRegion);
+  EXPECT_EQ(x.compare(at, *c[6], TopologyLevel::kRack), TopologyLevel::kRack);
 }
 
 TEST(TopologyExtractor, LabelNamesFromParameters) {
