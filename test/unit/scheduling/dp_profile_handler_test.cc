@@ -49,14 +49,19 @@ std::string dp_config(const std::string& parameters) {
          "    weight: 2\n";
 }
 
-SchedulingResult schedule(Scheduler& s, Pool& pool) {
-  auto eps = pool.copy();
+// The result points into the endpoints' view: both live in `view`.
+struct Scheduled {
+  std::vector<Endpoint> view;
+  SchedulingResult res;
+};
+
+const SchedulingResult& schedule(Scheduler& s, const Pool& pool, Scheduled& out) {
+  out.view = pool.copy();
   Request r;
   r.input_tokens = 10;
   CycleState cycle;
-  SchedulingResult res;
-  s.schedule(cycle, r, eps, res);
-  return res;
+  s.schedule(cycle, r, out.view, out.res);
+  return out.res;
 }
 
 // Three ranks on two hosts, queues 3, 0 and 5. queue-scorer: (max - q) /
@@ -72,7 +77,8 @@ Pool three_ranks() {
 TEST(DataParallelProfileHandler, TheRankStaysTheTargetAndTheHostsPrimaryPortIsTheConnection) {
   auto s = build(dp_config("  parameters:\n    primaryPort: 8000\n"));
   Pool pool = three_ranks();
-  auto res = schedule(*s, pool);
+  Scheduled run;
+  const auto& res = schedule(*s, pool, run);
   ASSERT_TRUE(res.ok) << res.error;
   EXPECT_EQ(res.primary_profile, "default");
   ASSERT_FALSE(res.targets.empty());
@@ -88,7 +94,8 @@ TEST(DataParallelProfileHandler, TheRankStaysTheTargetAndTheHostsPrimaryPortIsTh
 TEST(DataParallelProfileHandler, PrimaryPortDefaultsTo8000) {
   auto s = build(dp_config(""));
   Pool pool = three_ranks();
-  auto res = schedule(*s, pool);
+  Scheduled run;
+  const auto& res = schedule(*s, pool, run);
   ASSERT_TRUE(res.ok) << res.error;
   EXPECT_EQ(res.upstream_port, 8000);
 }
@@ -97,7 +104,8 @@ TEST(DataParallelProfileHandler, PrimaryPortBoundsAreAccepted) {
   for (int port : {1, 9000, 65535}) {
     auto s = build(dp_config("  parameters:\n    primaryPort: " + std::to_string(port) + "\n"));
     Pool pool = three_ranks();
-    auto res = schedule(*s, pool);
+    Scheduled run;
+    const auto& res = schedule(*s, pool, run);
     ASSERT_TRUE(res.ok) << res.error;
     EXPECT_EQ(res.upstream_port, port);
   }
@@ -108,7 +116,8 @@ TEST(DataParallelProfileHandler, PrimaryPortBoundsAreAccepted) {
 TEST(DataParallelProfileHandler, PrimaryPortZeroKeepsTheRanksOwnPort) {
   auto s = build(dp_config("  parameters:\n    primaryPort: 0\n"));
   Pool pool = three_ranks();
-  auto res = schedule(*s, pool);
+  Scheduled run;
+  const auto& res = schedule(*s, pool, run);
   ASSERT_TRUE(res.ok) << res.error;
   EXPECT_EQ(res.targets[0]->address, "10.0.0.1:8002");
   EXPECT_EQ(res.upstream_port, 0);
@@ -120,7 +129,8 @@ TEST(DataParallelProfileHandler, AnIpv6RankIsPickedAndWrittenInBrackets) {
   Pool pool;
   pool.add("[fd00::1]:8001").metrics.waiting_queue_size = 4;
   pool.add("[fd00::2]:8003").metrics.waiting_queue_size = 1;
-  auto res = schedule(*s, pool);
+  Scheduled run;
+  const auto& res = schedule(*s, pool, run);
   ASSERT_TRUE(res.ok) << res.error;
   EXPECT_EQ(res.targets[0]->address, "[fd00::2]:8003");
   // What the proxy writes for that endpoint (host fd00::2, port 8003), and
@@ -149,7 +159,8 @@ TEST(DataParallelProfileHandler, AProfileThatFindsNoRankIsTheAnswersError) {
   auto s = build(dp_config(""));
   Pool pool;
   pool.add("10.0.0.1:8001", {{"llm-d.ai/role", "prefill"}});  // decode-filter drops it
-  auto res = schedule(*s, pool);
+  Scheduled run;
+  const auto& res = schedule(*s, pool, run);
   EXPECT_FALSE(res.ok);
   EXPECT_FALSE(res.error.empty());
 }
