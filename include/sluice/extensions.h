@@ -145,6 +145,8 @@ inline constexpr ExtensionType kBuiltinExtensionTypes[] = {
     {"topology-extractor", ExtensionKind::kDataProducer},
     {"topology-affinity-filter", ExtensionKind::kFilter},
     {"topology-affinity-scorer", ExtensionKind::kScorer},
+    // issue 40, data parallelism (src/extensions/builtin_dp.cc):
+    {"data-parallel-profile-handler", ExtensionKind::kProfileHandler},
     {"openai-parser", ExtensionKind::kBuiltIn},
     {"disagg-headers-handler", ExtensionKind::kBuiltIn},
     {"metrics-data-source", ExtensionKind::kBuiltIn},

@@ -78,10 +78,6 @@ inline constexpr LlmdPluginType kUnsupportedLlmdPlugins[] = {
      "by-label-selector on endpoint labels"},
     {"utilization-filter", LlmdSupport::kNotYet, "not ported yet",
      "saturation-aware dispatch (featureGates: [flowControl])"},
-    {"data-parallel-profile-handler", LlmdSupport::kNotYet,
-     "a decision that sends to another port of the chosen rank's host (primaryPort)",
-     "single-profile-handler with each rank as an endpoint (llm-d deprecates this handler "
-     "for that)"},
     {"always-disagg-multimodal-decider", LlmdSupport::kNotYet, "encoder endpoints (the E of E/P/D)",
      "prefix-based-pd-decider"},
     {"encode-filter", LlmdSupport::kNotYet, "encoder endpoints (the E of E/P/D)",

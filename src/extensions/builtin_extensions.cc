@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "extensions/builtin_admit.h"
+#include "extensions/builtin_dp.h"
 #include "extensions/builtin_load.h"
 #include "extensions/builtin_pd.h"
 #include "flowcontrol/displacement_policies.h"
@@ -278,6 +279,7 @@ ExtensionRegistry make_builtin() {
   add_admit_plugins(r);
   add_load_plugins(r);
   add_pd_plugins(r);
+  add_dp_plugins(r);
   for (const auto& e : kBuiltinExtensionTypes) {
     auto kind = r.kind_of(e.type);
     if (e.kind == ExtensionKind::kBuiltIn) {

@@ -961,6 +961,8 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
   scheduler_->dispatched(item->cycle, req, result_);
   render_headers(result_.headers, d.request_headers);
   render_headers(result_.response_headers, d.response_headers);
+  d.upstream_port = result_.upstream_port;
+  d.rank_header = result_.rank_header;
   return ep;
 }
 

@@ -112,6 +112,10 @@ struct Decision {
   // response towards the client (e.g. x-session-token).
   std::string request_headers;
   std::string response_headers;
+  // Dispatched: the scheduler's SchedulingResult::upstream_port (0: the
+  // endpoint's own port) and rank_header (empty: none), for every attempt.
+  std::uint16_t upstream_port = 0;
+  std::string_view rank_header;
   // Rejected by the scheduler: why (for the log and the error body).
   std::string detail;
   // Dispatched past the detector's limit by headroom.overAdmission: the

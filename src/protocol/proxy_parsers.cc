@@ -179,8 +179,9 @@ bool ProxyRequestParser::take_steering(string_view name_string, string_view valu
     if (!once(64) || alias(head_.slo_ttft_ms, head_.slo_ttft_llmd)) return true;
   } else if (iequals(name_string, "x-session-token")) {
     capture = &head_.session_token;
-  } else if (iequals(name_string, "x-prefiller-host-port")) {
-    return true;  // set by the scheduler only (P/D): a client's copy is dropped
+  } else if (iequals(name_string, "x-prefiller-host-port") ||
+             iequals(name_string, "x-data-parallel-host-port")) {
+    return true;  // set by the scheduler only (P/D, data parallelism): a client's copy is dropped
   }
   if (!capture) return false;
   capture->assign(value.data(), value.size());

@@ -195,6 +195,8 @@ void Exchange::forward_without_admission() {
   up_.fallbacks.fill(-1);
   up_.request_headers.clear();
   up_.response_headers.clear();
+  up_.upstream_port = 0;
+  up_.rank_header = {};
   up_.retried = false;
   try_next_endpoint();
 }
@@ -388,6 +390,8 @@ void Exchange::on_dispatched(const flowcontrol::Decision& d) {
   up_.held_endpoints = d.held_endpoints;
   up_.request_headers = d.request_headers;
   up_.response_headers = d.response_headers;
+  up_.upstream_port = d.upstream_port;
+  up_.rank_header = d.rank_header;
   if (d.endpoint < 0 || static_cast<std::size_t>(d.endpoint) >= ctx_.endpoints.size())
     return try_next_endpoint();
   dispatch_to(d.endpoint);

@@ -114,6 +114,10 @@ class Exchange {
     std::array<std::int32_t, 3> fallbacks{-1, -1, -1};
     std::string request_headers;
     std::string response_headers;
+    // Data parallelism: the port to connect to on the endpoint's host (0:
+    // its own) and the header naming the endpoint (empty: none).
+    std::uint16_t upstream_port = 0;
+    std::string_view rank_header;
     std::uint32_t over_admission = 0;  // the decision's allowance past the detector
     // The decision's held headroom (flowcontrol::Decision::held_*).
     std::uint32_t held_reserve = 0;

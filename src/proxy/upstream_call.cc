@@ -11,6 +11,7 @@
 #include "proxy/exchange.h"
 #include "proxy/wire.h"
 #include "scheduling/least_in_flight.h"
+#include "scheduling/plugins/data_parallel_profile_handler.h"
 
 namespace sluice::proxy {
 
@@ -118,7 +119,10 @@ void Exchange::send_to(int endpoint) {
   up_.conn = thread_.pool().take(endpoint);
   // A pooled connection made before a reload turned TLS on or off for this
   // endpoint is not used: no request goes in clear once TLS is asked for.
-  if (up_.conn && up_.conn->stream.tls() != wants_tls(endpoint)) {
+  // Nor one to another port of its host than this request's (a reload
+  // turned data parallelism on or off, or changed primaryPort).
+  if (up_.conn &&
+      (up_.conn->stream.tls() != wants_tls(endpoint) || up_.conn->port != up_.upstream_port)) {
     up_.conn->stream.close();
     up_.conn.reset();
   }
@@ -134,14 +138,18 @@ void Exchange::send_to(int endpoint) {
 // steering, hop-by-hop and framing fields, with sluice's Host, request id
 // and Content-Length. One buffer, written together with the body.
 void Exchange::build_upstream_head(int endpoint) {
-  const auto& address = ctx_.endpoints.at(endpoint).config.address;
+  const auto& config = ctx_.endpoints.at(endpoint).config;
+  const auto& address = config.address;
   auto& h = up_.head;
   h.clear();
   h += request_.method_string;
   h += ' ';
   h += request_.target;
   h += " HTTP/1.1\r\nHost: ";
-  h += address;
+  if (up_.upstream_port != 0)  // data parallelism: the host's primary port
+    scheduling::DataParallelProfileHandler::append_rank_address(h, config.host, up_.upstream_port);
+  else
+    h += address;
   h += "\r\n";
   h += request_.forward_headers;
   // The engine's own credential when one is configured, and then never the
@@ -156,6 +164,14 @@ void Exchange::build_upstream_head(int endpoint) {
     h += request_.authorization_lines;
   }
   h += up_.request_headers;
+  // The rank this attempt goes to (a fallback names its own); the client's
+  // own field of that name was dropped by the parser.
+  if (!up_.rank_header.empty()) {
+    h += up_.rank_header;
+    h += ": ";
+    scheduling::DataParallelProfileHandler::append_rank_address(h, config.host, config.port);
+    h += "\r\n";
+  }
   h += "x-request-id: ";
   h += request_id_;
   h += "\r\n";
@@ -181,10 +197,14 @@ void Exchange::connect_upstream() {
   up_.reused = false;
   thread_.stats().endpoint(static_cast<std::size_t>(up_.endpoint)).connections_new += 1;
   up_.conn = std::make_unique<UpstreamConnection>(conn_.client_.get_executor(), up_.endpoint);
+  up_.conn->port = up_.upstream_port;
+  // The endpoint's address, or (data parallelism) its host's primary port:
+  // the same resolved host, so no lookup and no allocation.
+  auto to = ctx_.endpoints.at(static_cast<std::size_t>(up_.endpoint)).resolved;
+  if (up_.upstream_port != 0) to.port(up_.upstream_port);
   up_.conn->stream.expires_after(ctx_.config.server.upstream_connect_timeout);
   up_.conn->stream.async_connect(
-      ctx_.endpoints.at(static_cast<std::size_t>(up_.endpoint)).resolved,
-      [self = guard()](error_code ec) { self->exchange_.on_connect(ec); });
+      to, [self = guard()](error_code ec) { self->exchange_.on_connect(ec); });
 }
 
 void Exchange::on_connect(error_code ec) {

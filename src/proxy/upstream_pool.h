@@ -14,6 +14,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -34,6 +35,11 @@ struct UpstreamConnection : HintedReads::Hook {
   Stream stream;
   boost::beast::flat_buffer buffer;
   std::size_t endpoint;
+  // The port connected to on the endpoint's host when not its own (data
+  // parallelism: the host's primaryPort), else 0. Pooled with the
+  // endpoint's connections, under the same bound; taken only by a request
+  // for the same port.
+  std::uint16_t port = 0;
   std::chrono::steady_clock::time_point idle_since{};  // set when given back
 };
 

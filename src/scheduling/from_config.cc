@@ -6,6 +6,7 @@
 #include "scheduling/plugins/approx_prefix_cache_producer.h"
 #include "scheduling/plugins/by_label_filter.h"
 #include "scheduling/plugins/by_label_selector_filter.h"
+#include "scheduling/plugins/data_parallel_profile_handler.h"
 #include "scheduling/plugins/disagg_profile_handler.h"
 #include "scheduling/plugins/in_flight_requests_scorer.h"
 #include "scheduling/plugins/kv_cache_utilization_scorer.h"
@@ -279,10 +280,11 @@ NamedHandler declared_handler(const config::Config& c, const std::vector<Profile
                 "a second profile handler ('" + out.name + "' is one)");
       out.handler = h;
       out.name = s.name;
-      if (s.type == SingleProfileHandler::kType && built.size() > 1)
-        fail_at(c, s.line, "plugins[" + s.name + "]",
-                "single-profile-handler runs one profile, but " + std::to_string(built.size()) +
-                    " are configured");
+      if ((s.type == SingleProfileHandler::kType || s.type == DataParallelProfileHandler::kType) &&
+          built.size() > 1)
+        fail_at(
+            c, s.line, "plugins[" + s.name + "]",
+            s.type + " runs one profile, but " + std::to_string(built.size()) + " are configured");
       if (auto* d = dynamic_cast<DisaggProfileHandler*>(h)) {
         bool found = false;
         for (const auto& p : built) found = found || p.name == d->decode_profile();

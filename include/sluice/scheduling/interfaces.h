@@ -12,8 +12,10 @@
 // beyond the call (the snapshot changes between cycles).
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -192,6 +194,15 @@ struct SchedulingResult {
   std::vector<std::pair<std::string, std::string>> headers;
   // Response headers to add towards the client (e.g. x-session-token).
   std::vector<std::pair<std::string, std::string>> response_headers;
+  // Data parallelism (data-parallel-profile-handler): the request goes to
+  // the target's host on this port instead of the endpoint's own (0: its
+  // own), while the target stays the endpoint it is accounted to (in
+  // flight, load, metrics, prefix state).
+  std::uint16_t upstream_port = 0;
+  // Not empty: the proxy adds "<rank_header>: <host:port>" naming the
+  // endpoint it actually sends to (IPv6 bracketed), written per attempt so
+  // that a fallback names its own rank. Static storage (a constant).
+  std::string_view rank_header;
 };
 
 class ProfileHandler {
