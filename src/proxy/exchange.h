@@ -158,6 +158,10 @@ class Exchange {
     bool dispatched = false;
     std::chrono::steady_clock::time_point start{};
     std::chrono::steady_clock::time_point dispatched_at{};
+    // The first response body bytes (none yet: the epoch), and whether the
+    // response was an event stream (llm_d_epp_request_ttft_seconds).
+    std::chrono::steady_clock::time_point first_byte{};
+    bool streaming = false;
     std::string model;
     std::string flow_id;
     int priority = 0;

@@ -316,10 +316,21 @@ endpoints:
   EXPECT_TRUE(checked) << admin.request("GET", "/metrics").body;
   EXPECT_TRUE(eventually(
       [&] { return at(scrape(), "llm_d_epp_inflight_requests", decode->address()) == "0"; }));
-  // A stream and a whole answer served: three P/D decisions.
+  // A stream and a whole answer served: one time to first byte each
+  // (llm_d_epp_request_ttft_seconds, by streaming); three P/D decisions.
   HttpClient c2(kHost, sluice->port());
   EXPECT_TRUE(c2.stream("/v1/completions", completion_body(2, true)).complete);
   EXPECT_EQ(c2.post_json("/v1/completions", completion_body(2)).status, 200);
+  // The I/O thread records a request once its answer is written: the
+  // client may scrape first.
+  const auto ttfts = [&](const Exposition& x) {
+    return value_of(x, "llm_d_epp_request_ttft_seconds_count",
+                    {{"model_name", "mock-model"}, {"streaming", "true"}}) +
+           "," +
+           value_of(x, "llm_d_epp_request_ttft_seconds_count",
+                    {{"model_name", "mock-model"}, {"streaming", "false"}});
+  };
+  EXPECT_TRUE(eventually([&] { return ttfts(scrape()) == "1,1"; })) << ttfts(scrape());
   const std::string text = admin.request("GET", "/metrics").body;
   EXPECT_EQ(promtool_findings(text), "");
   const Exposition e = parse(text);

@@ -149,6 +149,35 @@ TEST(MetricsLlmd, RequestFamiliesEqualTheirGieTwins) {
   EXPECT_TRUE(has(g.text(), "inference_objective_running_requests{model_name=\"m\"} 2"));
 }
 
+// llm-d's request_ttft_seconds (received to the first response byte), by
+// model and streaming: model m streamed two answers, first bytes at 0.375 s
+// and 0.0625 s (buckets 0.5 and 0.1; sum 0.4375), and one whole answer whose
+// body came at 2 s (bucket 2.5); model n none, so no series for it.
+TEST(MetricsLlmd, TtftByModelAndStreaming) {
+  observe::ThreadStats stats;
+  auto& s = stats.model("m");
+  s.requests = 3;
+  s.ttft[1].record_seconds(0.375);
+  s.ttft[1].record_seconds(0.0625);
+  s.ttft[0].record_seconds(2);
+  stats.model("n").requests = 1;
+  observe::MetricsText m;
+  render_llmd_requests(m, stats);
+  const std::string& t = m.text();
+  EXPECT_TRUE(has(t, "# TYPE llm_d_epp_request_ttft_seconds histogram")) << t;
+  const std::string st = "model_name=\"m\",target_model_name=\"m\",streaming=\"true\"";
+  const std::string whole = "model_name=\"m\",target_model_name=\"m\",streaming=\"false\"";
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + st + ",le=\"0.05\"} 0")) << t;
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + st + ",le=\"0.1\"} 1"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + st + ",le=\"0.25\"} 1"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + st + ",le=\"0.5\"} 2"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_sum{" + st + "} 0.4375"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_count{" + st + "} 2"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + whole + ",le=\"1\"} 0"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + whole + ",le=\"2.5\"} 1"));
+  EXPECT_EQ(t.find("llm_d_epp_request_ttft_seconds_count{model_name=\"n\""), std::string::npos);
+}
+
 // One cycle of 3 µs (the 5e-6 bucket) and one scorer call of 40 µs (5e-5).
 TEST(MetricsLlmd, SchedulerTimingsUnderBothNames) {
   DispatcherCopy copy;
