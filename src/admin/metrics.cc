@@ -13,6 +13,7 @@
 
 #include "admin/handlers.h"
 #include "admin/metrics_sections.h"
+#include "admin/plugin_metrics.h"
 #include "admin/program_aware_metrics.h"
 #include "fleet/fleet_sync.h"
 #include "observe/log.h"
@@ -34,6 +35,7 @@ void copy_dispatcher_state(flowcontrol::Controller& c, DispatcherCopy& copy) {
   copy.headroom_holds = c.headroom_holds();
   copy.eviction = c.eviction_stats();
   copy_program_aware(c, copy.program_aware);
+  flowcontrol::copy_plugin_metrics(c, copy.plugins);
   if (auto* s = c.scheduler()) {
     for (const auto& t : s->timings()) {
       TimingCopy tc{t->extension_point, t->type, t->name, {}, 0};
@@ -45,13 +47,18 @@ void copy_dispatcher_state(flowcontrol::Controller& c, DispatcherCopy& copy) {
   }
 }
 
-// The I/O threads' request statistics, by endpoint address.
-void render_requests(observe::MetricsText& m, proxy::ProxyContext& ctx,
-                     const observe::ThreadStats& requests) {
+// The endpoints' addresses, by slot.
+std::vector<std::string> endpoint_addresses(proxy::ProxyContext& ctx) {
   std::vector<std::string> addresses;
   for (std::size_t i = 0; i < ctx.endpoints.size(); ++i)
     addresses.push_back(ctx.endpoints.at(i).config.address);
-  requests.render(m, addresses);
+  return addresses;
+}
+
+// The I/O threads' request statistics, by endpoint address.
+void render_requests(observe::MetricsText& m, proxy::ProxyContext& ctx,
+                     const observe::ThreadStats& requests) {
+  requests.render(m, endpoint_addresses(ctx));
   render_llmd_requests(m, requests);
 }
 
@@ -275,6 +282,7 @@ std::string metrics_text(const DispatcherCopy& c, const FlowsSnapshot& flows,
   render_program_aware(m, c.program_aware, ctx.config.server.metrics_max_flows);
   render_pool(m, ctx);
   render_scheduler(m, c);
+  render_plugin_metrics(m, c.plugins, endpoint_addresses(ctx));
   render_admission(m, c, ctx);
   render_tls(m, ctx, requests);
   render_dispatcher(m, ctx);

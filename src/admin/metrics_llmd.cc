@@ -180,6 +180,17 @@ void render_llmd_requests(observe::MetricsText& m, const observe::ThreadStats& r
   for (const auto& [name, s] : sorted)
     histogram(m, "llm_d_epp_request_duration_seconds",
               {{"model_name", name}, {"target_model_name", name}}, s->duration);
+  m.family("llm_d_epp_request_ttft_seconds", "histogram",
+           "[ALPHA] Time to first token in seconds, measured from request received to first "
+           "response byte. For non-streaming requests, this equals total request duration.");
+  for (const auto& [name, s] : sorted)
+    for (int streaming : {0, 1})
+      if (s->ttft[streaming].count() > 0)
+        histogram(m, "llm_d_epp_request_ttft_seconds",
+                  {{"model_name", name},
+                   {"target_model_name", name},
+                   {"streaming", streaming ? "true" : "false"}},
+                  s->ttft[streaming]);
   m.family("llm_d_epp_request_input_tokens", "histogram",
            "[ALPHA] Input token count distribution per request.");
   for (const auto& [name, s] : sorted)

@@ -12,6 +12,7 @@
 #include "admin/handler_context.h"
 #include "admin/program_aware_metrics.h"
 #include "flowcontrol/controller.h"
+#include "flowcontrol/plugin_metrics.h"
 #include "observe/metrics_text.h"
 #include "observe/request_stats.h"
 #include "proxy/proxy_context.h"
@@ -38,6 +39,7 @@ struct DispatcherCopy {
   flowcontrol::Controller::EvictionStats eviction;
   std::vector<TimingCopy> timings;
   ProgramAwareCopy program_aware;
+  flowcontrol::PluginMetricsCopy plugins;  // llm-d's per-plugin metrics
   bool failed = false;
 };
 

@@ -98,6 +98,12 @@ std::unique_ptr<Plugin> make_inflight_load_producer(PluginParams& p, PluginConte
   // llm-d shares the counts across EPP replicas; sluice's fleet sync does
   // that for its own load (accepted, no effect here).
   p.boolean("syncCrossReplicaState");
+  // sluice's: when the prompt tokens leave (llm-d: at the first response bytes).
+  if (auto at = p.string("releasePromptTokensAt")) {
+    if (*at != "firstChunk" && *at != "completion")
+      p.fail("releasePromptTokensAt", "'" + *at + "' is not firstChunk or completion");
+    params.release_at_first_chunk = *at == "firstChunk";
+  }
   auto* prefix = find_prefix_producer(p, ctx);
   p.finish();
   return std::make_unique<InFlightLoadProducer>(params, prefix);

@@ -397,6 +397,18 @@ void Controller::complete(std::uint64_t ticket, std::uint64_t total_output_token
   registry_.release(item);
 }
 
+void Controller::response_started(std::uint64_t ticket) {
+  Item* item = registry_.find(ticket);
+  if (!item || item->state != Item::State::kInFlight || item->endpoint < 0) return;
+  // The scheduler that placed it, without counting a completion
+  // (scheduler_for does that).
+  scheduling::Scheduler* s = item->scheduler_epoch == scheduler_epoch_ ? scheduler_.get() : nullptr;
+  for (auto& r : retired_)
+    if (r.epoch == item->scheduler_epoch) s = r.scheduler.get();
+  if (s)
+    s->started(item->cycle, item->request.scheduling ? *item->request.scheduling : empty_request());
+}
+
 void Controller::expire(TimePoint now) {
   // llm-d: a TTL that runs out while the pool is empty is a 503
   // rejected-no-endpoints, not the client's patience.

@@ -227,6 +227,9 @@ class Controller {
   void report_output_tokens(std::uint64_t ticket, std::uint64_t total_output_tokens);
   // A dispatched request finished (any way): frees its in-flight credit.
   void complete(std::uint64_t ticket, std::uint64_t total_output_tokens, TimePoint now);
+  // The response's first body bytes arrived: the scheduler's lifecycle
+  // plugins hear it (inflight-load-producer releases prompt tokens).
+  void response_started(std::uint64_t ticket);
 
   void set_endpoint_count(std::size_t n);
   // Sets the pool (slot i = endpoint i). Slots only grow; a removed

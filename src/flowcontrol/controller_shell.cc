@@ -133,6 +133,10 @@ void ControllerShell::complete(Producer& p, std::uint64_t ticket, std::uint64_t 
   push_simple(p, Event::Kind::kComplete, ticket, total);
 }
 
+void ControllerShell::response_started(Producer& p, std::uint64_t ticket) {
+  push_simple(p, Event::Kind::kStarted, ticket, 0);
+}
+
 void ControllerShell::update_metrics(Producer& p, std::size_t endpoint, const EndpointMetrics& m) {
   Event e;
   e.kind = Event::Kind::kMetrics;
@@ -209,6 +213,9 @@ void ControllerShell::handle(Event& e, TimePoint now) {
     case Event::Kind::kComplete:
       controller_->complete(e.id, e.tokens, now);
       if (!in_flight_.empty()) in_flight_.erase(e.id);
+      break;
+    case Event::Kind::kStarted:
+      controller_->response_started(e.id);
       break;
     case Event::Kind::kMetrics:
       controller_->update_metrics(e.endpoint, e.metrics, now);

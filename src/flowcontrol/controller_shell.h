@@ -107,6 +107,8 @@ class ControllerShell {
   void cancel(Producer& p, std::uint64_t cookie);
   void report_output_tokens(Producer& p, std::uint64_t ticket, std::uint64_t total);
   void complete(Producer& p, std::uint64_t ticket, std::uint64_t total_output_tokens);
+  // The response's first body bytes arrived (no wake needed: nothing waits).
+  void response_started(Producer& p, std::uint64_t ticket);
   // From the metrics scraper (its own producer).
   void update_metrics(Producer& p, std::size_t endpoint, const EndpointMetrics& m);
   // Runs `change` on the dispatcher thread (the single writer), e.g. the
@@ -132,12 +134,13 @@ class ControllerShell {
       kCancel,
       kOutput,
       kComplete,
+      kStarted,
       kMetrics,
       kReconfigure,
       kStop
     };
     Kind kind = Kind::kStop;
-    std::uint64_t id = 0;  // cookie (enqueue, cancel) or ticket (output, complete)
+    std::uint64_t id = 0;  // cookie (enqueue, cancel) or ticket (output, complete, started)
     std::uint64_t tokens = 0;
     std::size_t endpoint = 0;
     EndpointMetrics metrics;

@@ -50,6 +50,8 @@ void ThreadStats::merge(const ThreadStats& o) {
     d.requests += s.requests;
     for (const auto& [code, n] : s.errors) d.errors[code] += n;
     d.duration.add(s.duration);
+    d.ttft[0].add(s.ttft[0]);
+    d.ttft[1].add(s.ttft[1]);
     d.input_tokens.add(s.input_tokens);
     d.output_tokens.add(s.output_tokens);
     d.running += s.running;

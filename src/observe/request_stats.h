@@ -21,6 +21,9 @@ struct ModelStats {
   std::uint64_t requests = 0;
   std::unordered_map<std::string, std::uint64_t> errors;  // by error code (a bounded set)
   flowcontrol::LatencyHistogram duration;
+  // Received to first response body byte, served requests (llm-d's
+  // request_ttft_seconds), by streaming: [0] a whole answer, [1] a stream.
+  std::array<flowcontrol::LatencyHistogram, 2> ttft;
   flowcontrol::TokenHistogram input_tokens;
   flowcontrol::TokenHistogram output_tokens;
   std::int64_t running = 0;

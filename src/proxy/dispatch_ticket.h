@@ -24,6 +24,7 @@ class DispatchTicket {
       gated_ = o.gated_;
       id_ = std::exchange(o.id_, 0);
       reported_ = std::exchange(o.reported_, 0);
+      started_ = std::exchange(o.started_, false);
     }
     return *this;
   }
@@ -36,6 +37,9 @@ class DispatchTicket {
   // Charges output tokens as they stream (VTC); keeps the count for release.
   void report(std::uint64_t output_tokens);
   std::uint64_t reported() const { return reported_; }
+  // The response's first body bytes arrived: told once (llm-d's
+  // StartOfStream, when inflight-load-producer releases prompt tokens).
+  void started();
   void release(std::uint64_t output_tokens);
 
  private:
@@ -43,6 +47,7 @@ class DispatchTicket {
   bool gated_ = false;
   std::uint64_t id_ = 0;
   std::uint64_t reported_ = 0;
+  bool started_ = false;
 };
 
 }  // namespace sluice::proxy

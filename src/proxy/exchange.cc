@@ -137,6 +137,7 @@ void Exchange::begin_request(bool head_read) {
   rec_.open = true;
   rec_.head_unread = !head_read;
   rec_.start = std::chrono::steady_clock::now();
+  rec_.first_byte = {};
   rec_.dispatched = false;
   rec_.queued = false;
   up_.endpoint = -1;
@@ -172,6 +173,8 @@ void Exchange::end_request(int status, std::string_view outcome) {
     m.requests += 1;
     if (served) {
       m.duration.record(now - rec_.start);
+      if (rec_.first_byte != std::chrono::steady_clock::time_point{})
+        m.ttft[rec_.streaming ? 1 : 0].record(rec_.first_byte - rec_.start);
       m.input_tokens.record(rec_.input_tokens);
       m.output_tokens.record(tokens_.tokens());
     } else {

@@ -164,6 +164,10 @@ class Exchange {
     std::chrono::steady_clock::time_point start{};
     std::chrono::steady_clock::time_point enqueued_at{};
     std::chrono::steady_clock::time_point dispatched_at{};
+    // The first response body bytes (none yet: the epoch), and whether the
+    // response was an event stream (llm_d_epp_request_ttft_seconds).
+    std::chrono::steady_clock::time_point first_byte{};
+    bool streaming = false;
     std::string model;
     std::string flow_id;
     int priority = 0;

@@ -64,6 +64,10 @@ void IoThread::report_output_tokens(std::uint64_t ticket, std::uint64_t output_t
   shell_->report_output_tokens(*producer_, ticket, output_tokens);
 }
 
+void IoThread::response_started(std::uint64_t ticket) {
+  shell_->response_started(*producer_, ticket);
+}
+
 void IoThread::wake_dispatcher() {
   // Inline, the shell's own wake is already one post per pass.
   if (shell_->is_inline()) return shell_->wake();

@@ -79,6 +79,7 @@ class IoThread {
   void cancel(std::uint64_t cookie);
   void complete(std::uint64_t ticket, std::uint64_t output_tokens);
   void report_output_tokens(std::uint64_t ticket, std::uint64_t output_tokens);
+  void response_started(std::uint64_t ticket);
   // Wakes the dispatcher once for everything this thread pushed during the
   // current pass of its event loop (the flush runs after the handlers that
   // the same epoll round made ready). Called on this thread only.

@@ -117,6 +117,13 @@ void Exchange::hint_next_read(std::size_t n) {
 void Exchange::relay_what_came(std::size_t held) {
   auto& p = *relay_.parser;
   if (relay_.response.body.size() > held) {
+    if (rec_.first_byte == std::chrono::steady_clock::time_point{}) {
+      // The first body bytes: time to first token (llm-d's TTFT), and
+      // prefill done for inflight-load-producer.
+      rec_.first_byte = std::chrono::steady_clock::now();
+      rec_.streaming = relay_.response.is_sse;
+      if (ticket_) ticket_.started();
+    }
     tokens_.feed(std::string_view(relay_.response.body).substr(held));
     if (ticket_ && tokens_.tokens() >= ticket_.reported() + 16) ticket_.report(tokens_.tokens());
   }

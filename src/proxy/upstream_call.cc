@@ -27,6 +27,12 @@ void DispatchTicket::report(std::uint64_t output_tokens) {
   if (gated_) thread_->wake_dispatcher();
 }
 
+void DispatchTicket::started() {
+  if (!id_ || started_) return;
+  started_ = true;
+  thread_->response_started(id_);  // no wake: it frees no room
+}
+
 void DispatchTicket::release(std::uint64_t output_tokens) {
   if (!id_) return;
   thread_->complete(std::exchange(id_, 0), output_tokens);

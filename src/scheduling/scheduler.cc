@@ -287,6 +287,13 @@ void Scheduler::dispatched(CycleState& cycle, const Request& request, Scheduling
   }
 }
 
+void Scheduler::started(CycleState& cycle, const Request& request) {
+  for (std::size_t i = 0; i < lifecycle_.size(); ++i) {
+    Timed t(lifecycle_timings_[i]);
+    lifecycle_[i]->response_started(cycle, request);
+  }
+}
+
 void Scheduler::completed(CycleState& cycle, const Request& request, std::uint32_t endpoint_index,
                           std::uint64_t output_tokens) {
   for (std::size_t i = 0; i < lifecycle_.size(); ++i) {

@@ -80,6 +80,9 @@ class Scheduler {
   // After the dispatch of `result`: lifecycle plugins (prefix index update,
   // headers). May add headers to `result`.
   void dispatched(CycleState& cycle, const Request& request, SchedulingResult& result);
+  // The response's first body bytes arrived (lifecycle plugins'
+  // response_started).
+  void started(CycleState& cycle, const Request& request);
   // After the response ended on endpoint slot `endpoint_index`.
   void completed(CycleState& cycle, const Request& request, std::uint32_t endpoint_index,
                  std::uint64_t output_tokens);
@@ -87,6 +90,8 @@ class Scheduler {
   const RequestPreparation& preparation() const { return prep_; }
   std::span<const Profile> profiles() const { return profiles_; }
   const Plugin* plugin(std::string_view name) const;
+  // Every plugin instance, in the config's order (for the per-plugin metrics).
+  std::span<const std::unique_ptr<Plugin>> plugins() const { return plugins_; }
   // Timings: one per plugin use, then the whole cycle (last).
   const std::vector<std::unique_ptr<Timing>>& timings() const { return timings_; }
   const Timing& cycle_timing() const { return *timings_.back(); }

@@ -2,13 +2,16 @@
 // GIE's (issue 40, item 5): every llm-d family has its TYPE line, llm-d's
 // label names, and sample for sample the value of its GIE-named twin.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "flow_control_harness.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -212,6 +215,142 @@ TEST(MetricsLlmd, EveryLlmdNameBesideItsGieTwinWithTheSameValues) {
   const auto errors = family(e, "llm_d_epp_request_error_total", false);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0]->labels.at("error_code"), "invalid-ttl");
+}
+
+// The value of `name`'s sample with labels that include `want` ("" if none).
+std::string value_of(const Exposition& e, const std::string& name,
+                     const std::map<std::string, std::string>& want) {
+  for (const auto& s : e.samples) {
+    if (s.name != name) continue;
+    bool all = true;
+    for (const auto& [k, v] : want) all = all && s.labels.count(k) && s.labels.at(k) == v;
+    if (all) return s.value;
+  }
+  return "";
+}
+
+// promtool's findings on `text` other than the one every llm_d_epp_ family
+// gets (it reads the "d" of llm-d's prefix as the unit days): "" when clean.
+std::string promtool_findings(const std::string& text) {
+  TempFile scrape(text, "metrics.txt");
+  FILE* p = ::popen(("promtool check metrics < " + scrape.path() + " 2>&1").c_str(), "r");
+  if (!p) return "popen failed";
+  std::string out, other;
+  char buf[512];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = ::pclose(p);
+  if (!WIFEXITED(rc) || (WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 3)) return "exit: " + out;
+  for (std::size_t at = 0; at < out.size();) {
+    auto end = out.find('\n', at);
+    if (end == std::string::npos) end = out.size();
+    const std::string line = out.substr(at, end - at);
+    at = end + 1;
+    if (line.empty() ||
+        (line.rfind("llm_d_epp_", 0) == 0 &&
+         line.find(" metric names should not contain abbreviated units") == line.find(' ')))
+      continue;
+    other += line + "\n";
+  }
+  return other;
+}
+
+// P/D with an inflight-load-producer named "load": a stream of 40 tokens,
+// 100 ms each, holds a request on the decode endpoint for 4 s. Once its
+// first event arrived, llm-d's producer has let the prompt tokens go on
+// both endpoints and the prefill endpoint's request, and still counts the
+// decode endpoint's request; when the client leaves, nothing is left. The
+// disagg-profile-handler counts each request's prefill-decode decision.
+TEST(MetricsLlmd, InflightLoadAndDisaggDecisionsOfARunningSluice) {
+  SLUICE_REQUIRE(run_shell("command -v promtool >/dev/null") == 0, "promtool",
+                 "Debian package prometheus; scripts/install-deps.sh installs it");
+  auto prefill = start_mock(), decode = start_mock({"--decode-ms-per-token", "100"});
+  TempFile cfg(R"(plugins:
+- type: inflight-load-producer
+  name: load
+- type: always-disagg-pd-decider
+- type: disagg-profile-handler
+  parameters:
+    deciderPluginName: always-disagg-pd-decider
+- type: prefill-filter
+- type: decode-filter
+- type: token-load-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: prefill
+  plugins:
+  - pluginRef: prefill-filter
+  - pluginRef: token-load-scorer
+  - pluginRef: max-score-picker
+- name: decode
+  plugins:
+  - pluginRef: decode-filter
+  - pluginRef: token-load-scorer
+  - pluginRef: max-score-picker
+server:
+  listen: 127.0.0.1:0
+  threads: 1
+endpoints:
+  - address: )" +
+               prefill->address() + "\n    labels: {llm-d.ai/role: prefill}\n  - address: " +
+               decode->address() + "\n    labels: {llm-d.ai/role: decode}\n");
+  auto sluice = start_sluice(cfg);
+  HttpClient admin(kHost, sluice->admin_port());
+  const auto scrape = [&] { return parse(admin.request("GET", "/metrics").body); };
+  const auto at = [&](const Exposition& e, const std::string& f, const std::string& ep) {
+    return value_of(e, f, {{"endpoint_name", ep}, {"producer_name", "load"}});
+  };
+  HttpClient c(kHost, sluice->port());
+  bool checked = false;
+  c.stream("/v1/completions", completion_body(40, true), {},
+           [&](const Response& head, const SseEvent&) {
+             EXPECT_EQ(head.status, 200);
+             checked = eventually([&] {
+               const Exposition e = scrape();
+               return at(e, "llm_d_epp_inflight_tokens", decode->address()) == "0" &&
+                      at(e, "llm_d_epp_inflight_requests", decode->address()) == "1" &&
+                      at(e, "llm_d_epp_inflight_tokens", prefill->address()) == "0" &&
+                      at(e, "llm_d_epp_inflight_requests", prefill->address()) == "0";
+             });
+             return false;  // the client leaves
+           });
+  EXPECT_TRUE(checked) << admin.request("GET", "/metrics").body;
+  EXPECT_TRUE(eventually(
+      [&] { return at(scrape(), "llm_d_epp_inflight_requests", decode->address()) == "0"; }));
+  // A stream and a whole answer served: one time to first byte each
+  // (llm_d_epp_request_ttft_seconds, by streaming); three P/D decisions.
+  HttpClient c2(kHost, sluice->port());
+  EXPECT_TRUE(c2.stream("/v1/completions", completion_body(2, true)).complete);
+  EXPECT_EQ(c2.post_json("/v1/completions", completion_body(2)).status, 200);
+  // The I/O thread records a request once its answer is written: the
+  // client may scrape first.
+  const auto ttfts = [&](const Exposition& x) {
+    return value_of(x, "llm_d_epp_request_ttft_seconds_count",
+                    {{"model_name", "mock-model"}, {"streaming", "true"}}) +
+           "," +
+           value_of(x, "llm_d_epp_request_ttft_seconds_count",
+                    {{"model_name", "mock-model"}, {"streaming", "false"}});
+  };
+  EXPECT_TRUE(eventually([&] { return ttfts(scrape()) == "1,1"; })) << ttfts(scrape());
+  const std::string text = admin.request("GET", "/metrics").body;
+  EXPECT_EQ(promtool_findings(text), "");
+  const Exposition e = parse(text);
+  EXPECT_EQ(
+      e.types.count("llm_d_epp_inflight_requests") ? e.types.at("llm_d_epp_inflight_requests") : "",
+      "gauge");
+  EXPECT_EQ(e.types.count("llm_d_epp_disagg_decision_total")
+                ? e.types.at("llm_d_epp_disagg_decision_total")
+                : "",
+            "counter");
+  const std::map<std::string, std::string> pd = {{"plugin_name", "disagg-profile-handler"},
+                                                 {"plugin_type", "disagg-profile-handler"},
+                                                 {"model_name", "mock-model"}};
+  auto with = [&](std::string type) {
+    auto l = pd;
+    l["decision_type"] = std::move(type);
+    return l;
+  };
+  EXPECT_EQ(value_of(e, "llm_d_epp_disagg_decision_total", with("prefill-decode")), "3");
+  EXPECT_EQ(value_of(e, "llm_d_epp_disagg_decision_total", with("decode-only")), "0");
 }
 
 }  // namespace

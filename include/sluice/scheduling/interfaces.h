@@ -223,6 +223,10 @@ class RequestLifecycle {
   // The request was dispatched with `result` (e.g. record the prefix blocks
   // as now cached on the chosen endpoint). May add headers to `result`.
   virtual void pre_request(CycleState& cycle, const Request& request, SchedulingResult& result) {}
+  // The first bytes of the response body arrived (llm-d's StartOfStream):
+  // prefill is done. At most once per request, before response_complete; a
+  // response that ends before any body byte never gets it.
+  virtual void response_started(CycleState& cycle, const Request& request) {}
   // The response ended (any way) on endpoint slot `endpoint_index`.
   virtual void response_complete(CycleState& cycle, const Request& request,
                                  std::uint32_t endpoint_index, std::uint64_t output_tokens) {}

@@ -52,7 +52,18 @@ void DisaggProfileHandler::pick(CycleState& cycle, const Request& request,
   }
 }
 
-SchedulingResult DisaggProfileHandler::process_results(CycleState&, const Request&,
+void DisaggProfileHandler::count_decision(std::string_view model, bool prefill_used) {
+  if (model.empty()) model = "unknown";
+  auto it = decisions_.find(model);
+  if (it == decisions_.end()) {
+    // One allocation per new model name, never past the bound.
+    const bool full = decisions_.size() - decisions_.count(kOtherModel) >= kMaxDecisionModels;
+    it = decisions_.try_emplace(std::string(full ? kOtherModel : model)).first;
+  }
+  (prefill_used ? it->second.prefill_decode : it->second.decode_only) += 1;
+}
+
+SchedulingResult DisaggProfileHandler::process_results(CycleState&, const Request& request,
                                                        std::span<const ProfileResult> results) {
   SchedulingResult r;
   r.primary_profile = decode_;
@@ -69,8 +80,10 @@ SchedulingResult DisaggProfileHandler::process_results(CycleState&, const Reques
   if (!prefill || !prefill->ok) {
     r.targets = decode->targets;
     r.serving.push_back(d);
+    count_decision(request.model, false);
     return r;
   }
+  count_decision(request.model, true);
   const Endpoint* p = prefill->targets.front();
   if (topology_.enabled && !topology_.labels.empty()) {
     const double best = (score_of(*decode, d) + score_of(*prefill, p)) / 2;

@@ -16,8 +16,19 @@
 // Parameters: profiles {decode, prefill}, deciders {prefill}, (llm-d's flat
 // decodeProfile / prefillProfile / deciderPluginName), topology {labels,
 // margin}.
+//
+// Metrics (llm-d's llm_d_epp_disagg_decision_total): each answer with a
+// decode endpoint counts one decision, `prefill-decode` when a prefill
+// endpoint takes part, else `decode-only` (the prefill decider said no, or
+// the prefill profile found no endpoint), by the request's model. Counted in
+// process_results on the dispatcher thread (plain integers: the scrape copies
+// them there); past kMaxDecisionModels model names, new ones are summed under
+// "(other)".
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,11 +67,23 @@ class DisaggProfileHandler final : public Plugin, public ProfileHandler {
   // even the outermost.
   int shared_levels(const Endpoint& a, const Endpoint& b) const;
 
+  struct DecisionCounts {
+    std::uint64_t decode_only = 0;
+    std::uint64_t prefill_decode = 0;
+  };
+  static constexpr std::size_t kMaxDecisionModels = 100;
+  static constexpr std::string_view kOtherModel = "(other)";
+  // By model name ("unknown" for none, as llm-d). Dispatcher thread only.
+  const std::map<std::string, DecisionCounts, std::less<>>& decisions() const { return decisions_; }
+
  private:
+  void count_decision(std::string_view model, bool prefill_used);
+
   std::string decode_;
   std::string prefill_;
   PdDecider* decider_;
   TopologyParams topology_;
+  std::map<std::string, DecisionCounts, std::less<>> decisions_;
 };
 
 }  // namespace sluice::scheduling

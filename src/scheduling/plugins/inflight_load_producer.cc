@@ -65,23 +65,46 @@ void InFlightLoadProducer::pre_request(CycleState& cycle, const Request& request
   const PrefixMatch* m = prefix_ ? &prefix_->match(cycle, request) : nullptr;
   Charges& c = cycle.put(charges_key_);
   for (const Endpoint* e : result.serving) {
-    if (c.n == c.slot_tokens.size()) break;
+    if (c.n == c.of.size()) break;
     const std::uint64_t t =
         request_tokens(request, m ? m->blocks_on(e->index) : 0, m ? m->total_blocks : 0);
-    if (e->index >= tokens_.size()) tokens_.resize(e->index + 1, 0);
+    if (e->index >= tokens_.size()) {
+      tokens_.resize(e->index + 1, 0);
+      requests_.resize(e->index + 1, 0);
+    }
     tokens_[e->index] += t;
-    c.slot_tokens[c.n++] = {e->index, t};
+    requests_[e->index] += 1;
+    c.of[c.n++] = Charge{e->index, t, true};
   }
+}
+
+void InFlightLoadProducer::release(Charge& c, bool tokens, bool request) {
+  if (c.slot >= tokens_.size()) return;
+  if (tokens) {
+    tokens_[c.slot] -= std::min(tokens_[c.slot], c.tokens);
+    c.tokens = 0;
+  }
+  if (request && c.request) {
+    requests_[c.slot] -= std::min<std::uint64_t>(requests_[c.slot], 1);
+    c.request = false;
+  }
+}
+
+void InFlightLoadProducer::response_started(CycleState& cycle, const Request&) {
+  if (!params_.release_at_first_chunk) return;
+  Charges* c = cycle.get(charges_key_);
+  if (!c) return;
+  // Prefill is done: the prefill endpoints' part ends; the destination's
+  // prompt tokens too unless they carry an output estimate (llm-d).
+  for (std::uint32_t i = 1; i < c->n; ++i) release(c->of[i], true, true);
+  if (c->n > 0 && !params_.add_estimated_output_tokens) release(c->of[0], true, false);
 }
 
 void InFlightLoadProducer::response_complete(CycleState& cycle, const Request&, std::uint32_t,
                                              std::uint64_t) {
   Charges* c = cycle.get(charges_key_);
   if (!c) return;
-  for (std::uint32_t i = 0; i < c->n; ++i) {
-    auto [slot, t] = c->slot_tokens[i];
-    if (slot < tokens_.size()) tokens_[slot] -= std::min(tokens_[slot], t);
-  }
+  for (std::uint32_t i = 0; i < c->n; ++i) release(c->of[i], true, true);
   c->n = 0;  // released once
 }
 

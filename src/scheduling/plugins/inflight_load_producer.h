@@ -2,19 +2,29 @@
 // — the prompt tokens of the requests in flight on it that it had not
 // cached when they were sent (plus, with addEstimatedOutputTokens, an
 // estimate of their output) — and what one more request would add there.
-// token-load-scorer and prefix-cache-affinity-filter read it; the request
-// counts llm-d keeps beside it are sluice's own Endpoint::in_flight.
+// token-load-scorer and prefix-cache-affinity-filter read it; the scorers
+// that count requests read sluice's own Endpoint::in_flight, and the
+// producer's own request count (llm-d's) feeds llm_d_epp_inflight_requests.
 //
 // llm-d: pkg/epp/framework/plugins/requestcontrol/dataproducer/inflightload.
 // A request's tokens on an endpoint are its input tokens the endpoint has
 // not cached: (hashed blocks - matched blocks) x block size, plus the
 // prompt beyond the hashed blocks; without a prefix producer, all of its
-// input tokens. Charged at dispatch on every endpoint that serves it (decode
-// and, in P/D, prefill), released when the response ends.
+// input tokens. Charged at dispatch, with one request, on every endpoint
+// that serves it (decode and, in P/D, prefill). Released as llm-d's
+// producer does (its ResponseBody):
+//   - at the response's first body bytes (StartOfStream: prefill is done),
+//     the prefill endpoint's tokens and request; without
+//     addEstimatedOutputTokens also the decode endpoint's tokens (its
+//     request stays counted);
+//   - when the response ends (any way), whatever is left.
+// releasePromptTokensAt: completion (sluice's option) keeps everything
+// until the end: the prompt's KV cache stays on the decode endpoint until
+// then, so its token load reads as memory held rather than prefill queued.
 //
 // One writer: the dispatcher thread (pre_request at dispatch,
-// response_complete at the end, the scorers in the cycle). The counters
-// are a vector by endpoint slot: bounded by the pool.
+// response_started and response_complete later, the scorers in the cycle).
+// The counters are vectors by endpoint slot: bounded by the pool.
 #pragma once
 
 #include <array>
@@ -31,6 +41,7 @@ struct InFlightLoadParams {
   bool add_estimated_output_tokens = false;                  // addEstimatedOutputTokens
   double output_ratio = 1.5;                                 // outputRatio: output ~ input x ratio
   std::optional<std::uint64_t> max_estimated_output_tokens;  // maxEstimatedOutputTokens
+  bool release_at_first_chunk = true;  // releasePromptTokensAt: firstChunk (llm-d) | completion
 };
 
 class InFlightLoadProducer final : public Plugin, public RequestLifecycle {
@@ -44,6 +55,13 @@ class InFlightLoadProducer final : public Plugin, public RequestLifecycle {
   std::uint64_t tokens_in_flight(std::uint32_t slot) const {
     return slot < tokens_.size() ? tokens_[slot] : 0;
   }
+  // Requests in flight on endpoint `slot` as llm-d's producer counts them
+  // (a prefill endpoint's leaves at the first response bytes).
+  std::uint64_t requests_in_flight(std::uint32_t slot) const {
+    return slot < requests_.size() ? requests_[slot] : 0;
+  }
+  // Slots ever charged (at most the pool's size).
+  std::size_t slots() const { return tokens_.size(); }
   // What `request` adds on an endpoint holding `matched` of its `total`
   // hashed blocks: its uncached input tokens (+ estimated output).
   std::uint64_t request_tokens(const Request& request, std::uint64_t matched,
@@ -56,22 +74,32 @@ class InFlightLoadProducer final : public Plugin, public RequestLifecycle {
   ApproxPrefixCacheProducer* prefix() const { return prefix_; }
 
   void pre_request(CycleState& cycle, const Request& request, SchedulingResult& result) override;
+  void response_started(CycleState& cycle, const Request& request) override;
   void response_complete(CycleState& cycle, const Request& request, std::uint32_t endpoint_index,
                          std::uint64_t output_tokens) override;
 
  private:
+  // One per serving endpoint, in SchedulingResult::serving's order: the
+  // first is the request's destination (decode), the others prefill.
+  struct Charge {
+    std::uint32_t slot = 0;
+    std::uint64_t tokens = 0;  // still held
+    bool request = false;      // still held
+  };
   struct Charges {
-    std::array<std::pair<std::uint32_t, std::uint64_t>, 4> slot_tokens{};
+    std::array<Charge, 4> of{};
     std::uint32_t n = 0;
   };
+  void release(Charge& c, bool tokens, bool request);
   // Matched blocks by slot for the request's match (scratch, cleared after).
   void fill_by_slot(const PrefixMatch& m);
   void clear_by_slot(const PrefixMatch& m);
 
   InFlightLoadParams params_;
   ApproxPrefixCacheProducer* prefix_;
-  std::vector<std::uint64_t> tokens_;   // by endpoint slot
-  std::vector<std::uint32_t> by_slot_;  // scratch
+  std::vector<std::uint64_t> tokens_;    // by endpoint slot
+  std::vector<std::uint64_t> requests_;  // by endpoint slot
+  std::vector<std::uint32_t> by_slot_;   // scratch
   CycleKey<Charges> charges_key_;
 };
 

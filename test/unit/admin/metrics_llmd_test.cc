@@ -7,6 +7,7 @@
 #include <string>
 
 #include "admin/metrics_sections.h"
+#include "admin/plugin_metrics.h"
 
 namespace sluice::admin {
 namespace {
@@ -148,6 +149,35 @@ TEST(MetricsLlmd, RequestFamiliesEqualTheirGieTwins) {
   EXPECT_TRUE(has(g.text(), "inference_objective_running_requests{model_name=\"m\"} 2"));
 }
 
+// llm-d's request_ttft_seconds (received to the first response byte), by
+// model and streaming: model m streamed two answers, first bytes at 0.375 s
+// and 0.0625 s (buckets 0.5 and 0.1; sum 0.4375), and one whole answer whose
+// body came at 2 s (bucket 2.5); model n none, so no series for it.
+TEST(MetricsLlmd, TtftByModelAndStreaming) {
+  observe::ThreadStats stats;
+  auto& s = stats.model("m");
+  s.requests = 3;
+  s.ttft[1].record_seconds(0.375);
+  s.ttft[1].record_seconds(0.0625);
+  s.ttft[0].record_seconds(2);
+  stats.model("n").requests = 1;
+  observe::MetricsText m;
+  render_llmd_requests(m, stats);
+  const std::string& t = m.text();
+  EXPECT_TRUE(has(t, "# TYPE llm_d_epp_request_ttft_seconds histogram")) << t;
+  const std::string st = "model_name=\"m\",target_model_name=\"m\",streaming=\"true\"";
+  const std::string whole = "model_name=\"m\",target_model_name=\"m\",streaming=\"false\"";
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + st + ",le=\"0.05\"} 0")) << t;
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + st + ",le=\"0.1\"} 1"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + st + ",le=\"0.25\"} 1"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + st + ",le=\"0.5\"} 2"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_sum{" + st + "} 0.4375"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_count{" + st + "} 2"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + whole + ",le=\"1\"} 0"));
+  EXPECT_TRUE(has(t, "llm_d_epp_request_ttft_seconds_bucket{" + whole + ",le=\"2.5\"} 1"));
+  EXPECT_EQ(t.find("llm_d_epp_request_ttft_seconds_count{model_name=\"n\""), std::string::npos);
+}
+
 // One cycle of 3 µs (the 5e-6 bucket) and one scorer call of 40 µs (5e-5).
 TEST(MetricsLlmd, SchedulerTimingsUnderBothNames) {
   DispatcherCopy copy;
@@ -170,6 +200,45 @@ TEST(MetricsLlmd, SchedulerTimingsUnderBothNames) {
   EXPECT_TRUE(has(t, "llm_d_epp_plugin_duration_seconds_bucket{" + pl + ",le=\"5e-05\"} 1")) << t;
   EXPECT_TRUE(has(t, "llm_d_epp_plugin_duration_seconds_bucket{" + pl + ",le=\"2e-05\"} 0"));
   EXPECT_TRUE(has(t, "llm_d_epp_plugin_duration_seconds_count{" + pl + "} 1"));
+}
+
+// llm-d's per-plugin families (inflightload/metrics.go, disagg/metrics.go):
+// a producer "load" with 2 requests and 130 tokens on the first endpoint,
+// nothing on the second (a zero row, as sluice_endpoint_in_flight has), and
+// a third endpoint it never charged (zero too); a handler "pd" that decided
+// 3 prefill-decode and 1 decode-only for "llama".
+TEST(MetricsLlmd, InflightLoadAndDisaggDecisionsWithLlmdsLabels) {
+  flowcontrol::PluginMetricsCopy c;
+  c.inflight.push_back({"load", {2, 0}, {130, 0}});
+  c.disagg = true;
+  c.decisions.push_back({"pd", "disagg-profile-handler", "llama", 1, 3});
+  const std::vector<std::string> eps = {"10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"};
+  observe::MetricsText m;
+  render_plugin_metrics(m, c, eps);
+  const std::string& t = m.text();
+  EXPECT_TRUE(has(t, "# TYPE llm_d_epp_inflight_requests gauge")) << t;
+  EXPECT_TRUE(has(t, "# TYPE llm_d_epp_inflight_tokens gauge"));
+  EXPECT_TRUE(has(t, "# TYPE llm_d_epp_disagg_decision_total counter"));
+  const auto row = [](const char* ep) {
+    return std::string("{endpoint_name=\"") + ep + "\",producer_name=\"load\"}";
+  };
+  EXPECT_TRUE(has(t, "llm_d_epp_inflight_requests" + row("10.0.0.1:8000") + " 2")) << t;
+  EXPECT_TRUE(has(t, "llm_d_epp_inflight_requests" + row("10.0.0.2:8000") + " 0"));
+  EXPECT_TRUE(has(t, "llm_d_epp_inflight_requests" + row("10.0.0.3:8000") + " 0"));
+  EXPECT_TRUE(has(t, "llm_d_epp_inflight_tokens" + row("10.0.0.1:8000") + " 130"));
+  EXPECT_TRUE(has(t, "llm_d_epp_inflight_tokens" + row("10.0.0.3:8000") + " 0"));
+  const std::string pd =
+      "llm_d_epp_disagg_decision_total{plugin_name=\"pd\",plugin_type=\"disagg-profile-"
+      "handler\",model_name=\"llama\",decision_type=";
+  EXPECT_TRUE(has(t, pd + "\"prefill-decode\"} 3")) << t;
+  EXPECT_TRUE(has(t, pd + "\"decode-only\"} 1"));
+}
+
+// Neither plugin configured: neither family.
+TEST(MetricsLlmd, NoPluginFamiliesWithoutThePlugins) {
+  observe::MetricsText m;
+  render_plugin_metrics(m, flowcontrol::PluginMetricsCopy{}, std::vector<std::string>{"a:1"});
+  EXPECT_EQ(m.text(), "");
 }
 
 }  // namespace

@@ -188,6 +188,8 @@ TEST(LoadConfig, OutOfRangeParametersAreConfigErrors) {
        {"outputRatio", "must not be negative"}},
       {{"inflight-load-producer", "    maxEstimatedOutputTokens: -1\n"},
        {"maxEstimatedOutputTokens", "must not be negative"}},
+      {{"inflight-load-producer", "    releasePromptTokensAt: never\n"},
+       {"releasePromptTokensAt", "'never' is not firstChunk or completion"}},
   };
   for (const auto& c : cases) {
     const auto& [type, params] = c[0];
@@ -346,6 +348,7 @@ TEST(LoadConfig, LoadScorersBuildWithLlmdsDefaults) {
     outputRatio: 2
     maxEstimatedOutputTokens: 4096
     syncCrossReplicaState: false
+    releasePromptTokensAt: completion
 - type: active-request-scorer
   parameters:
     idleThreshold: 2

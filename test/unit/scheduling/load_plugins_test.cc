@@ -142,6 +142,94 @@ TEST(InFlightLoadProducer, ChargesAtDispatchAndReleasesAtTheEnd) {
   EXPECT_EQ(load.tokens_in_flight(1), 52u);
 }
 
+// llm-d's release points (producer.go, ResponseBody): at the first response
+// bytes the prefill endpoint's tokens and request go, and without
+// addEstimatedOutputTokens the decode endpoint's tokens (its request stays
+// until the end). A P/D request of 100 tokens, 4 blocks of 16: decode on a
+// (nothing cached: 100), prefill on b (3 of 4 blocks cached: 64 - 48 = 16
+// hashed uncached + 36 past the hashed part = 52); a plain 30-token request
+// already on a.
+TEST(InFlightLoadProducer, ReleasesPromptTokensAtTheFirstResponseBytesAsLlmd) {
+  Pool p = pool_of(2);
+  ApproxPrefixCacheProducer prefix(PrefixParams{});
+  cache(prefix, 1, 3);
+  InFlightLoadProducer load(InFlightLoadParams{}, &prefix);
+  CycleState plain, c;
+  dispatch(load, plain, request(30), p.endpoints[0]);
+  SchedulingResult pd;
+  pd.serving = {&p.endpoints[0], &p.endpoints[1]};
+  const Request r = request(100, 4);
+  load.pre_request(c, r, pd);
+  EXPECT_EQ(load.tokens_in_flight(0), 130u);  // 30 + 100
+  EXPECT_EQ(load.requests_in_flight(0), 2u);
+  EXPECT_EQ(load.tokens_in_flight(1), 52u);
+  EXPECT_EQ(load.requests_in_flight(1), 1u);
+  load.response_started(c, r);
+  EXPECT_EQ(load.tokens_in_flight(0), 30u);   // 130 - 100
+  EXPECT_EQ(load.requests_in_flight(0), 2u);  // decode's request stays
+  EXPECT_EQ(load.tokens_in_flight(1), 0u);
+  EXPECT_EQ(load.requests_in_flight(1), 0u);
+  load.response_started(c, r);  // told twice: nothing more
+  EXPECT_EQ(load.tokens_in_flight(0), 30u);
+  load.response_complete(c, r, 0, 7);
+  EXPECT_EQ(load.tokens_in_flight(0), 30u);
+  EXPECT_EQ(load.requests_in_flight(0), 1u);  // the plain request's
+  EXPECT_EQ(load.requests_in_flight(1), 0u);
+}
+
+// With addEstimatedOutputTokens (outputRatio 0.5: 100 -> 50 more on each
+// endpoint, llm-d estimates from the whole prompt) only the prefill part
+// leaves at the first bytes: a keeps 100 + 50 = 150 to the end; b's
+// 52 + 50 = 102 and its request go.
+TEST(InFlightLoadProducer, WithAnOutputEstimateOnlyPrefillLeavesAtTheFirstBytes) {
+  Pool p = pool_of(2);
+  ApproxPrefixCacheProducer prefix(PrefixParams{});
+  cache(prefix, 1, 3);
+  InFlightLoadParams params;
+  params.add_estimated_output_tokens = true;
+  params.output_ratio = 0.5;
+  InFlightLoadProducer load(params, &prefix);
+  CycleState c;
+  SchedulingResult pd;
+  pd.serving = {&p.endpoints[0], &p.endpoints[1]};
+  const Request r = request(100, 4);
+  load.pre_request(c, r, pd);
+  EXPECT_EQ(load.tokens_in_flight(0), 150u);
+  EXPECT_EQ(load.tokens_in_flight(1), 102u);
+  load.response_started(c, r);
+  EXPECT_EQ(load.tokens_in_flight(0), 150u);
+  EXPECT_EQ(load.requests_in_flight(0), 1u);
+  EXPECT_EQ(load.tokens_in_flight(1), 0u);
+  EXPECT_EQ(load.requests_in_flight(1), 0u);
+  load.response_complete(c, r, 0, 0);
+  EXPECT_EQ(load.tokens_in_flight(0), 0u);
+  EXPECT_EQ(load.requests_in_flight(0), 0u);
+}
+
+// releasePromptTokensAt: completion (sluice's option): the first bytes
+// change nothing; the end releases a's 100 and b's 52 together.
+TEST(InFlightLoadProducer, ReleaseAtCompletionKeepsEverythingToTheEnd) {
+  Pool p = pool_of(2);
+  ApproxPrefixCacheProducer prefix(PrefixParams{});
+  cache(prefix, 1, 3);
+  InFlightLoadParams params;
+  params.release_at_first_chunk = false;
+  InFlightLoadProducer load(params, &prefix);
+  CycleState c;
+  SchedulingResult pd;
+  pd.serving = {&p.endpoints[0], &p.endpoints[1]};
+  const Request r = request(100, 4);
+  load.pre_request(c, r, pd);
+  load.response_started(c, r);
+  EXPECT_EQ(load.tokens_in_flight(0), 100u);
+  EXPECT_EQ(load.tokens_in_flight(1), 52u);
+  EXPECT_EQ(load.requests_in_flight(1), 1u);
+  load.response_complete(c, r, 0, 0);
+  EXPECT_EQ(load.tokens_in_flight(0), 0u);
+  EXPECT_EQ(load.tokens_in_flight(1), 0u);
+  EXPECT_EQ(load.requests_in_flight(1), 0u);
+}
+
 TEST(TokenLoadScorer, ScoresTokensInFlightPlusThisRequestsUncachedTokens) {
   Pool p = pool_of(3);
   InFlightLoadProducer load(InFlightLoadParams{}, nullptr);

@@ -12,6 +12,7 @@
 #include "scheduling/from_config.h"
 #include "scheduling/plugins/always_disagg_pd_decider.h"
 #include "scheduling/plugins/context_length_aware.h"
+#include "scheduling/plugins/disagg_profile_handler.h"
 #include "scheduling/plugins/topology_affinity.h"
 #include "scheduling_test_util.h"
 #include "support/fixture_text.h"
@@ -228,6 +229,69 @@ TEST(ContextLengthAwarePd, GuideConfigSendsPrefillByLength) {
   ASSERT_TRUE(res.ok) << res.error;
   EXPECT_EQ(res.targets[0]->address, "d1:1");
   EXPECT_EQ(header(res, "x-prefiller-host-port"), "");
+}
+
+// llm_d_epp_disagg_decision_total (llm-d's disagg/metrics.go, counted where
+// its handler's stages end): one decision per answer with a decode endpoint,
+// prefill-decode when a prefill endpoint takes part, else decode-only; the
+// model "unknown" when the request names none. With the guide's config:
+// 3 x "llama" at 100 tokens -> prefill-decode 3; "llama" at 200000 tokens
+// (no prefill range holds it) -> decode-only 1; no model, 100 tokens ->
+// unknown prefill-decode 1; no decode endpoint -> no decision.
+TEST(DisaggDecisions, CountedByModelAndTypeAsLlmd) {
+  auto s = build(kContextLengthPd);
+  Pool pool;
+  pool.add("p-short:1", prefill_range("0-2048"));
+  pool.add("d1:1", {{"llm-d.ai/role", "decode"}});
+  auto eps = pool.copy();
+  auto send = [&](std::string model, std::uint64_t tokens, std::span<const Endpoint> to) {
+    Request r;
+    r.model = std::move(model);
+    r.input_tokens = tokens;
+    CycleState cycle;
+    SchedulingResult res;
+    s->schedule(cycle, r, to, res);
+    return res.ok;
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(send("llama", 100, eps));
+  EXPECT_TRUE(send("llama", 200000, eps));
+  EXPECT_TRUE(send("", 100, eps));
+  EXPECT_FALSE(send("llama", 100, std::span<const Endpoint>(eps).first(1)));
+  const DisaggProfileHandler* h = nullptr;
+  for (const auto& p : s->plugins())
+    if (auto* d = dynamic_cast<const DisaggProfileHandler*>(p.get())) h = d;
+  ASSERT_NE(h, nullptr);
+  ASSERT_EQ(h->decisions().size(), 2u);
+  const auto& llama = h->decisions().at("llama");
+  EXPECT_EQ(llama.prefill_decode, 3u);
+  EXPECT_EQ(llama.decode_only, 1u);
+  const auto& unknown = h->decisions().at("unknown");
+  EXPECT_EQ(unknown.prefill_decode, 1u);
+  EXPECT_EQ(unknown.decode_only, 0u);
+}
+
+// Model names are the client's: past 100 of them, new ones are summed
+// under "(other)" (m0..m99 named, m100 and m101 -> (other) 2).
+TEST(DisaggDecisions, ModelNamesAreBounded) {
+  DisaggProfileHandler h("decode", "prefill", nullptr, TopologyParams{});
+  Profile decode;
+  decode.name = "decode";
+  Endpoint e;
+  e.address = "d:1";
+  ProfileResult res;
+  res.profile = &decode;
+  res.ok = true;
+  res.targets = {&e};
+  CycleState cycle;
+  for (int i = 0; i < 102; ++i) {
+    Request r;
+    r.model = "m" + std::to_string(i);
+    ASSERT_TRUE(h.process_results(cycle, r, std::span<const ProfileResult>(&res, 1)).ok);
+  }
+  EXPECT_EQ(h.decisions().size(), 101u);
+  EXPECT_EQ(h.decisions().at("m99").decode_only, 1u);
+  EXPECT_EQ(h.decisions().count("m100"), 0u);
+  EXPECT_EQ(h.decisions().at("(other)").decode_only, 2u);
 }
 
 TEST(AlwaysDisaggPdDecider, UnknownParameterIsAConfigError) {
