@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "scheduling/plugins/single_profile_handler.h"
+
 namespace sluice::scheduling {
 
 void DataParallelProfileHandler::pick(CycleState&, const Request&,
@@ -15,22 +17,11 @@ void DataParallelProfileHandler::pick(CycleState&, const Request&,
 
 SchedulingResult DataParallelProfileHandler::process_results(
     CycleState&, const Request&, std::span<const ProfileResult> results) {
-  SchedulingResult r;
-  if (results.size() != 1) {
-    r.error = "data-parallel-profile-handler runs exactly one profile";
-    return r;
-  }
-  const ProfileResult& p = results.front();
-  r.primary_profile = p.profile->name;
-  if (!p.ok) {
-    r.error = p.error;
-    return r;
-  }
-  // The ranks stay the targets (and their fallbacks): only the port the
+  // The one profile's answer (sluice refuses a second profile at load);
+  // the ranks stay the targets (and their fallbacks): only the port the
   // connection goes to changes, and the header names the rank.
-  r.ok = true;
-  r.targets = p.targets;
-  r.serving.push_back(p.targets.front());
+  SchedulingResult r = SingleProfileHandler::one_result(results);
+  if (!r.ok) return r;
   r.upstream_port = primary_port_;
   r.rank_header = kDataParallelHeader;
   return r;

@@ -10,6 +10,10 @@ void SingleProfileHandler::pick(CycleState&, const Request&, std::span<const Pro
 
 SchedulingResult SingleProfileHandler::process_results(CycleState&, const Request&,
                                                        std::span<const ProfileResult> results) {
+  return one_result(results);
+}
+
+SchedulingResult SingleProfileHandler::one_result(std::span<const ProfileResult> results) {
   SchedulingResult r;
   if (results.empty()) {
     r.error = "no profile ran";

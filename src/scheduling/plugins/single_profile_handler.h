@@ -15,6 +15,9 @@ class SingleProfileHandler final : public Plugin, public ProfileHandler {
             std::span<const ProfileResult> results, std::vector<const Profile*>& next) override;
   SchedulingResult process_results(CycleState& cycle, const Request& request,
                                    std::span<const ProfileResult> results) override;
+  // The answer of the one profile that ran: its targets, its first the
+  // one serving (also data-parallel-profile-handler's, before its port).
+  static SchedulingResult one_result(std::span<const ProfileResult> results);
 };
 
 }  // namespace sluice::scheduling
