@@ -975,6 +975,7 @@ int Controller::route(Item* item, TimePoint now, Decision& d) {
   render_headers(result_.response_headers, d.response_headers);
   d.upstream_port = result_.upstream_port;
   d.rank_header = result_.rank_header;
+  d.notify_started = scheduler_->wants_started();
   return ep;
 }
 

@@ -116,6 +116,9 @@ struct Decision {
   // endpoint's own port) and rank_header (empty: none), for every attempt.
   std::uint16_t upstream_port = 0;
   std::string_view rank_header;
+  // Dispatched: the I/O thread tells the dispatcher when the response's
+  // first body bytes arrive (a plugin of the scheduler acts on them).
+  bool notify_started = false;
   // Rejected by the scheduler: why (for the log and the error body).
   std::string detail;
   // Dispatched past the detector's limit by headroom.overAdmission: the

@@ -379,7 +379,7 @@ void Exchange::on_dispatched(const flowcontrol::Decision& d) {
   rec_.dispatched_at = std::chrono::steady_clock::now();
   rec_.model_stats = &thread_.stats().model(rec_.model);
   rec_.model_stats->running += 1;
-  ticket_ = DispatchTicket(thread_, ctx_.gated, d.ticket);
+  ticket_ = DispatchTicket(thread_, ctx_.gated, d.ticket, d.notify_started);
   relay_.write_pending = false;
   up_.tried.assign(ctx_.endpoints.size(), false);
   up_.retried = false;

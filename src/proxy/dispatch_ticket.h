@@ -14,8 +14,8 @@ class IoThread;
 class DispatchTicket {
  public:
   DispatchTicket() = default;
-  DispatchTicket(IoThread& thread, bool gated, std::uint64_t id)
-      : thread_(&thread), gated_(gated), id_(id) {}
+  DispatchTicket(IoThread& thread, bool gated, std::uint64_t id, bool notify_started = false)
+      : thread_(&thread), gated_(gated), id_(id), started_(!notify_started) {}
   DispatchTicket(DispatchTicket&& o) noexcept { *this = std::move(o); }
   DispatchTicket& operator=(DispatchTicket&& o) noexcept {
     if (this != &o) {
@@ -38,7 +38,8 @@ class DispatchTicket {
   void report(std::uint64_t output_tokens);
   std::uint64_t reported() const { return reported_; }
   // The response's first body bytes arrived: told once (llm-d's
-  // StartOfStream, when inflight-load-producer releases prompt tokens).
+  // StartOfStream, when inflight-load-producer releases prompt tokens),
+  // and only if the decision asked (notify_started): no event otherwise.
   void started();
   void release(std::uint64_t output_tokens);
 
@@ -47,7 +48,7 @@ class DispatchTicket {
   bool gated_ = false;
   std::uint64_t id_ = 0;
   std::uint64_t reported_ = 0;
-  bool started_ = false;
+  bool started_ = false;  // told, or nothing to tell
 };
 
 }  // namespace sluice::proxy

@@ -105,6 +105,7 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Plugin>> plugins, std::vector<P
   for (const auto& p : plugins_) {
     if (auto* l = dynamic_cast<RequestLifecycle*>(p.get())) {
       lifecycle_.push_back(l);
+      wants_started_ = wants_started_ || l->wants_response_started();
       lifecycle_timings_.push_back(timing_for("RequestLifecycle", p->name()));
     }
   }

@@ -83,6 +83,9 @@ class Scheduler {
   // The response's first body bytes arrived (lifecycle plugins'
   // response_started).
   void started(CycleState& cycle, const Request& request);
+  // Some lifecycle plugin acts on response_started (else no request of
+  // this scheduler needs its first-byte event).
+  bool wants_started() const { return wants_started_; }
   // After the response ended on endpoint slot `endpoint_index`.
   void completed(CycleState& cycle, const Request& request, std::uint32_t endpoint_index,
                  std::uint64_t output_tokens);
@@ -108,6 +111,7 @@ class Scheduler {
   RequestPreparation prep_;
   Options options_;
   std::vector<RequestLifecycle*> lifecycle_;
+  bool wants_started_ = false;
   std::vector<std::unique_ptr<Timing>> timings_;
   // Timing slots per profile step, in the profiles' order.
   struct ProfileTimings {

@@ -227,6 +227,9 @@ class RequestLifecycle {
   // prefill is done. At most once per request, before response_complete; a
   // response that ends before any body byte never gets it.
   virtual void response_started(CycleState& cycle, const Request& request) {}
+  // Whether response_started does anything: the first-byte event crosses
+  // to the dispatcher only for a request whose scheduler has such a plugin.
+  virtual bool wants_response_started() const { return false; }
   // The response ended (any way) on endpoint slot `endpoint_index`.
   virtual void response_complete(CycleState& cycle, const Request& request,
                                  std::uint32_t endpoint_index, std::uint64_t output_tokens) {}

@@ -1,5 +1,7 @@
 #include "scheduling/plugins/disagg_profile_handler.h"
 
+#include <xxhash.h>
+
 #include "scheduling/plugins/topology.h"
 
 namespace sluice::scheduling {
@@ -26,6 +28,65 @@ int DisaggProfileHandler::shared_levels(const Endpoint& a, const Endpoint& b) co
     ++n;
   }
   return n;
+}
+
+void DisaggProfileHandler::level_keys(const ProfileResult& r, std::vector<std::uint64_t>& keys,
+                                      std::vector<int>& depth) const {
+  const std::size_t levels = topology_.labels.size();
+  keys.resize(r.scored.size() * levels);
+  depth.resize(r.scored.size());
+  for (std::size_t i = 0; i < r.scored.size(); ++i) {
+    const Labels& labels = r.scored[i].endpoint->labels;
+    std::uint64_t h = 0;
+    int n = 0;
+    for (; n < static_cast<int>(levels); ++n) {
+      auto it = labels.find(topology_.labels[static_cast<std::size_t>(n)]);
+      if (it == labels.end()) break;
+      // The value's length too: ("ab","c") and ("a","bc") differ.
+      h = XXH64(it->second.data(), it->second.size(),
+                h ^ (it->second.size() * 0x9E3779B97F4A7C15ull));
+      keys[i * levels + static_cast<std::size_t>(n)] = h;
+    }
+    depth[i] = n;
+  }
+}
+
+bool DisaggProfileHandler::best_pair_at(const ProfileResult& decode, const ProfileResult& prefill,
+                                        int want, const Endpoint*& bd, const Endpoint*& bp,
+                                        double& bs) {
+  const std::size_t levels = topology_.labels.size();
+  const std::size_t at = static_cast<std::size_t>(want - 1);
+  groups_.clear();
+  // Per key, the two best prefill endpoints, each the first of its score.
+  for (std::size_t i = 0; i < prefill.scored.size(); ++i) {
+    if (prefill_depth_[i] < want) continue;
+    const ScoredEndpoint& ps = prefill.scored[i];
+    Best2& g = groups_[prefill_keys_[i * levels + at]];
+    if (!g.first || ps.score > g.first->score) {
+      g.second = g.first;
+      g.first = &ps;
+    } else if (!g.second || ps.score > g.second->score) {
+      g.second = &ps;
+    }
+  }
+  for (std::size_t i = 0; i < decode.scored.size(); ++i) {
+    if (decode_depth_[i] < want) continue;
+    const ScoredEndpoint& ds = decode.scored[i];
+    auto it = groups_.find(decode_keys_[i * levels + at]);
+    if (it == groups_.end()) continue;
+    // One endpoint in both roles is not a pair: the group's next best.
+    const ScoredEndpoint* ps =
+        it->second.first->endpoint == ds.endpoint ? it->second.second : it->second.first;
+    // A hash collision is checked against the labels themselves.
+    if (!ps || shared_levels(*ds.endpoint, *ps->endpoint) < want) continue;
+    const double s = (ds.score + ps->score) / 2;
+    if (s > bs) {
+      bs = s;
+      bd = ds.endpoint;
+      bp = ps->endpoint;
+    }
+  }
+  return bd != nullptr;
 }
 
 void DisaggProfileHandler::pick(CycleState& cycle, const Request& request,
@@ -88,23 +149,15 @@ SchedulingResult DisaggProfileHandler::process_results(CycleState&, const Reques
   if (topology_.enabled && !topology_.labels.empty()) {
     const double best = (score_of(*decode, d) + score_of(*prefill, p)) / 2;
     const int levels = static_cast<int>(topology_.labels.size());
+    level_keys(*decode, decode_keys_, decode_depth_);
+    level_keys(*prefill, prefill_keys_, prefill_depth_);
     // Deepest shared level first: a same-rack pair within the margin beats
     // a same-zone pair, which beats none.
     for (int want = levels; want > shared_levels(*d, *p); --want) {
       const Endpoint *bd = nullptr, *bp = nullptr;
       double bs = -1;
-      for (const auto& ds : decode->scored)
-        for (const auto& ps : prefill->scored) {
-          if (ds.endpoint == ps.endpoint || shared_levels(*ds.endpoint, *ps.endpoint) < want)
-            continue;
-          const double s = (ds.score + ps.score) / 2;
-          if (s > bs) {
-            bs = s;
-            bd = ds.endpoint;
-            bp = ps.endpoint;
-          }
-        }
-      if (bd && bs >= best - topology_.margin - 1e-12) {
+      if (best_pair_at(*decode, *prefill, want, bd, bp, bs) &&
+          bs >= best - topology_.margin - 1e-12) {
         d = bd;
         p = bp;
         break;

@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "scheduling/plugins/prefix_based_pd_decider.h"
@@ -78,12 +79,30 @@ class DisaggProfileHandler final : public Plugin, public ProfileHandler {
 
  private:
   void count_decision(std::string_view model, bool prefill_used);
+  // Each scored endpoint's key at every topology level (a hash of its
+  // first n label values; depth: how many levels it has labels for).
+  void level_keys(const ProfileResult& r, std::vector<std::uint64_t>& keys,
+                  std::vector<int>& depth) const;
+  // The best pair sharing `want` levels: what the scan of every decode x
+  // prefill pair would find (the first among equals in decode, then
+  // prefill order), in O(decode + prefill) by grouping prefill endpoints
+  // by their key at that level.
+  bool best_pair_at(const ProfileResult& decode, const ProfileResult& prefill, int want,
+                    const Endpoint*& bd, const Endpoint*& bp, double& bs);
 
   std::string decode_;
   std::string prefill_;
   PdDecider* decider_;
   TopologyParams topology_;
   std::map<std::string, DecisionCounts, std::less<>> decisions_;
+  // Reused between cycles (dispatcher thread): no allocation per pair.
+  struct Best2 {
+    const ScoredEndpoint* first = nullptr;
+    const ScoredEndpoint* second = nullptr;
+  };
+  std::vector<std::uint64_t> decode_keys_, prefill_keys_;
+  std::vector<int> decode_depth_, prefill_depth_;
+  std::unordered_map<std::uint64_t, Best2> groups_;
 };
 
 }  // namespace sluice::scheduling

@@ -75,6 +75,7 @@ class InFlightLoadProducer final : public Plugin, public RequestLifecycle {
 
   void pre_request(CycleState& cycle, const Request& request, SchedulingResult& result) override;
   void response_started(CycleState& cycle, const Request& request) override;
+  bool wants_response_started() const override { return params_.release_at_first_chunk; }
   void response_complete(CycleState& cycle, const Request& request, std::uint32_t endpoint_index,
                          std::uint64_t output_tokens) override;
 

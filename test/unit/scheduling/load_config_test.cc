@@ -372,6 +372,21 @@ TEST(LoadConfig, LoadScorersBuildWithLlmdsDefaults) {
   r.input_tokens = 10;
   CycleState cycle;
   EXPECT_EQ(send(*s, cycle, r, eps), 1u);  // b: idle on every count
+  // Released at completion: no request of this scheduler needs its
+  // first-byte event sent to the dispatcher.
+  EXPECT_FALSE(s->wants_started());
+}
+
+// The first-byte event crosses to the dispatcher only when a plugin acts
+// on it: inflight-load-producer releasing at the first chunk (llm-d's
+// default), not a profile without it.
+TEST(LoadConfig, OnlyAFirstChunkReleaseAsksForTheFirstByteEvent) {
+  EXPECT_FALSE(build("")->wants_started());
+  EXPECT_TRUE(build("plugins:\n- type: inflight-load-producer\n- type: token-load-scorer\n")
+                  ->wants_started());
+  EXPECT_FALSE(build("plugins:\n- type: inflight-load-producer\n  parameters:\n"
+                     "    releasePromptTokensAt: completion\n- type: token-load-scorer\n")
+                   ->wants_started());
 }
 
 }  // namespace

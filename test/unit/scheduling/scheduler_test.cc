@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <iterator>
 #include <random>
@@ -463,6 +464,88 @@ TEST(DisaggProfileHandler, SharedLevelsAreHierarchical) {
   EXPECT_EQ(h.shared_levels(a, b), 3);
   b.labels.erase("topology.kubernetes.io/zone");
   EXPECT_EQ(h.shared_levels(a, b), 0);
+}
+
+// The pairing groups prefill endpoints by topology key instead of scanning
+// every decode x prefill pair. The oracle is that scan, written here as
+// the handler defines it: per level from the deepest, the best-scoring pair
+// sharing that level (first among equals in decode, then prefill order;
+// never one endpoint twice), taken if within the margin of the individually
+// best pair. Random pools with tied scores, missing labels and endpoints in
+// both roles.
+TEST(DisaggProfileHandler, GroupedPairingChoosesWhatThePairwiseScanChooses) {
+  TopologyParams topo;
+  topo.margin = 0.15;
+  DisaggProfileHandler h("decode", "prefill", nullptr, topo);
+  Profile decode_profile, prefill_profile;
+  decode_profile.name = "decode";
+  prefill_profile.name = "prefill";
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  int moved = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    SCOPED_TRACE(trial);
+    std::deque<Endpoint> eps;
+    for (int i = 0; i < 24; ++i) {
+      Endpoint e;
+      e.address = "e" + std::to_string(i) + ":1";
+      // Zones z0..z1, blocks b0..b1, racks r0..r2; sometimes a level is unlabelled.
+      if (pick(8)) e.labels["topology.kubernetes.io/zone"] = "z" + std::to_string(pick(2));
+      if (pick(8)) e.labels["block"] = "b" + std::to_string(pick(2));
+      if (pick(8)) e.labels["rack"] = "r" + std::to_string(pick(3));
+      eps.push_back(std::move(e));
+    }
+    ProfileResult dr, pr;
+    dr.profile = &decode_profile;
+    pr.profile = &prefill_profile;
+    dr.ok = pr.ok = true;
+    // Scores from a small set: ties are common. Endpoints 8..15 in both roles.
+    for (std::size_t i = 0; i < 16; ++i) dr.scored.push_back(ScoredEndpoint{&eps[i], pick(5) / 4.0});
+    for (std::size_t i = 8; i < 24; ++i) pr.scored.push_back(ScoredEndpoint{&eps[i], pick(5) / 4.0});
+    auto first_best = [](const ProfileResult& r) {
+      const ScoredEndpoint* b = &r.scored.front();
+      for (const auto& s : r.scored)
+        if (s.score > b->score) b = &s;
+      return b;
+    };
+    const ScoredEndpoint* d0 = first_best(dr);
+    const ScoredEndpoint* p0 = first_best(pr);
+    dr.targets = {d0->endpoint};
+    pr.targets = {p0->endpoint};
+    // The oracle.
+    const Endpoint *want_d = d0->endpoint, *want_p = p0->endpoint;
+    const double best = (d0->score + p0->score) / 2;
+    for (int want = 3; want > h.shared_levels(*d0->endpoint, *p0->endpoint); --want) {
+      const Endpoint *bd = nullptr, *bp = nullptr;
+      double bs = -1;
+      for (const auto& ds : dr.scored)
+        for (const auto& ps : pr.scored) {
+          if (ds.endpoint == ps.endpoint || h.shared_levels(*ds.endpoint, *ps.endpoint) < want)
+            continue;
+          if ((ds.score + ps.score) / 2 > bs) {
+            bs = (ds.score + ps.score) / 2;
+            bd = ds.endpoint;
+            bp = ps.endpoint;
+          }
+        }
+      if (bd && bs >= best - topo.margin - 1e-12) {
+        want_d = bd;
+        want_p = bp;
+        break;
+      }
+    }
+    moved += want_d != d0->endpoint || want_p != p0->endpoint;
+    CycleState cycle;
+    Request r;
+    std::vector<ProfileResult> results{dr, pr};
+    SchedulingResult res = h.process_results(cycle, r, results);
+    ASSERT_TRUE(res.ok) << res.error;
+    ASSERT_EQ(res.serving.size(), 2u);
+    EXPECT_EQ(res.serving[0], want_d);
+    EXPECT_EQ(res.serving[1], want_p);
+  }
+  // The trials exercise the pairing, not only the individually best pair.
+  EXPECT_GT(moved, 30);
 }
 
 TEST(DisaggProfileHandler, NoDecodeEndpointIsAnError) {
