@@ -10,6 +10,8 @@ BM_Plugin cases (Google Benchmark JSON, --benchmark_repetitions=N).
 Each figure is the median over the repetitions. A plugin's cost is the ns per
 cycle spent in its own calls (the scheduler's per-plugin timing, plugin_ns);
 today's scorers' are those of the default profile's case in the same run.
+The prefix match the prefix plugins share is timed apart (match_ns, before
+each cycle), so no plugin's figure carries it, whichever asks first.
 Ratios: to queue-scorer (the dearest of today's three scorers), and, for the
 plugins that read endpoint labels, to today's label filter (prefill-filter)
 of the same run. Whole profiles: the cycle's p50 against the default
@@ -40,6 +42,9 @@ def main(path):
              f"| kv-cache-utilization-scorer (today) | {kv:.0f} | {kv / queue:.2f} | |",
              f"| prefix-cache-scorer (today) | {prefix:.0f} | {prefix / queue:.2f} | |",
              f"| prefill-filter (today, reads a label) | {label_peer:.0f} | {label_peer / queue:.2f} | 1.00 |"]
+    if "match_ns" in today:
+        match = today["match_ns"]
+        lines.append(f"| the prefix match (shared, timed apart) | {match:.0f} | {match / queue:.2f} | |")
     reads_labels = ("context-length-aware", "topology-affinity")
     for label, m in med.items():
         if "plugin_ns" not in m or label == "prefill-filter":

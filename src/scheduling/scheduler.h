@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sluice/plugin.h"
@@ -93,6 +94,9 @@ class Scheduler {
   const RequestPreparation& preparation() const { return prep_; }
   std::span<const Profile> profiles() const { return profiles_; }
   const Plugin* plugin(std::string_view name) const;
+  Plugin* plugin(std::string_view name) {
+    return const_cast<Plugin*>(std::as_const(*this).plugin(name));
+  }
   // Every plugin instance, in the config's order (for the per-plugin metrics).
   std::span<const std::unique_ptr<Plugin>> plugins() const { return plugins_; }
   // Timings: one per plugin use, then the whole cycle (last).

@@ -32,32 +32,45 @@ std::uint64_t InFlightLoadProducer::request_tokens(const Request& request, std::
   return tokens;
 }
 
-void InFlightLoadProducer::fill_by_slot(const PrefixMatch& m) {
-  for (const auto& [slot, blocks] : m.matched) {
-    if (slot >= by_slot_.size()) by_slot_.resize(slot + 1, 0);
-    by_slot_[slot] = blocks;
-  }
+void InFlightLoadProducer::cover(std::uint32_t slot) {
+  if (slot < tokens_.size()) return;
+  tokens_.resize(slot + 1, 0);
+  requests_.resize(slot + 1, 0);
+  held_.resize(slot + 1, 0.0);
+  cached_.resize(slot + 1, 0.0);
 }
 
-void InFlightLoadProducer::clear_by_slot(const PrefixMatch& m) {
-  for (const auto& [slot, blocks] : m.matched) by_slot_[slot] = 0;
+InFlightLoadProducer::LoadView InFlightLoadProducer::begin_load(CycleState& cycle,
+                                                                const Request& request) {
+  const PrefixMatch* m = prefix_ ? &prefix_->match(cycle, request) : nullptr;
+  const std::uint64_t total = m ? m->total_blocks : 0;
+  if (m) {
+    // What an endpoint holding `blocks` saves over one holding none:
+    // request_tokens(0) - request_tokens(blocks) = min(blocks, total) x block size.
+    const double bs = static_cast<double>(request.block_size_tokens);
+    for (const auto& [slot, blocks] : m->matched) {
+      cover(slot);
+      cached_[slot] = static_cast<double>(std::min<std::uint64_t>(blocks, total)) * bs;
+    }
+    loading_ = m;
+  }
+  // Most endpoints hold none of the prompt: what it adds there is computed
+  // once, not once per endpoint.
+  return LoadView{held_.data(), cached_.data(), held_.size(),
+                  static_cast<double>(request_tokens(request, 0, total))};
+}
+
+void InFlightLoadProducer::end_load() {
+  if (!loading_) return;
+  for (const auto& [slot, blocks] : loading_->matched) cached_[slot] = 0.0;
+  loading_ = nullptr;
 }
 
 void InFlightLoadProducer::token_load(CycleState& cycle, const Request& request,
                                       std::span<const std::uint32_t> slots, std::span<double> out) {
-  const PrefixMatch* m = prefix_ ? &prefix_->match(cycle, request) : nullptr;
-  const std::uint64_t total = m ? m->total_blocks : 0;
-  if (m) fill_by_slot(*m);
-  // Most endpoints hold none of the prompt: what it adds there is computed
-  // once, not once per endpoint.
-  const std::uint64_t cold = request_tokens(request, 0, total);
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    const std::uint32_t slot = slots[i];
-    const std::uint64_t matched = m && slot < by_slot_.size() ? by_slot_[slot] : 0;
-    const std::uint64_t adds = matched ? request_tokens(request, matched, total) : cold;
-    out[i] = static_cast<double>(tokens_in_flight(slot) + adds);
-  }
-  if (m) clear_by_slot(*m);
+  const LoadView v = begin_load(cycle, request);
+  for (std::size_t i = 0; i < slots.size(); ++i) out[i] = v.at(slots[i]);
+  end_load();
 }
 
 void InFlightLoadProducer::pre_request(CycleState& cycle, const Request& request,
@@ -68,11 +81,9 @@ void InFlightLoadProducer::pre_request(CycleState& cycle, const Request& request
     if (c.n == c.of.size()) break;
     const std::uint64_t t =
         request_tokens(request, m ? m->blocks_on(e->index) : 0, m ? m->total_blocks : 0);
-    if (e->index >= tokens_.size()) {
-      tokens_.resize(e->index + 1, 0);
-      requests_.resize(e->index + 1, 0);
-    }
+    cover(e->index);
     tokens_[e->index] += t;
+    held_[e->index] = static_cast<double>(tokens_[e->index]);
     requests_[e->index] += 1;
     c.of[c.n++] = Charge{e->index, t, true};
   }
@@ -82,6 +93,7 @@ void InFlightLoadProducer::release(Charge& c, bool tokens, bool request) {
   if (c.slot >= tokens_.size()) return;
   if (tokens) {
     tokens_[c.slot] -= std::min(tokens_[c.slot], c.tokens);
+    held_[c.slot] = static_cast<double>(tokens_[c.slot]);
     c.tokens = 0;
   }
   if (request && c.request) {

@@ -60,6 +60,8 @@ class InFlightLoadProducer final : public Plugin, public RequestLifecycle {
   std::uint64_t requests_in_flight(std::uint32_t slot) const {
     return slot < requests_.size() ? requests_[slot] : 0;
   }
+  // tokens_in_flight by slot, as doubles (slots past its end hold none).
+  std::span<const double> held() const { return held_; }
   // Slots ever charged (at most the pool's size).
   std::size_t slots() const { return tokens_.size(); }
   // What `request` adds on an endpoint holding `matched` of its `total`
@@ -71,6 +73,21 @@ class InFlightLoadProducer final : public Plugin, public RequestLifecycle {
   // per endpoint: a scratch by slot kept between cycles.
   void token_load(CycleState& cycle, const Request& request, std::span<const std::uint32_t> slots,
                   std::span<double> out);
+  // The same as a view, for a caller that folds the load into its own
+  // pass: between begin_load and end_load (same cycle, nothing else of
+  // this producer's in between), the load on slot s is
+  // (s < n ? held[s] - cached[s] : 0) + cold — what the request adds on
+  // an endpoint holding none of it, less what that endpoint holds of it,
+  // plus its tokens in flight. Exact: every term is an integer below 2^53.
+  struct LoadView {
+    const double* held = nullptr;    // tokens in flight, by slot
+    const double* cached = nullptr;  // the request's cached input tokens, by slot
+    std::size_t n = 0;
+    double cold = 0;
+    double at(std::uint32_t s) const { return (s < n ? held[s] - cached[s] : 0.0) + cold; }
+  };
+  LoadView begin_load(CycleState& cycle, const Request& request);
+  void end_load();
   ApproxPrefixCacheProducer* prefix() const { return prefix_; }
 
   void pre_request(CycleState& cycle, const Request& request, SchedulingResult& result) override;
@@ -92,15 +109,20 @@ class InFlightLoadProducer final : public Plugin, public RequestLifecycle {
     std::uint32_t n = 0;
   };
   void release(Charge& c, bool tokens, bool request);
-  // Matched blocks by slot for the request's match (scratch, cleared after).
-  void fill_by_slot(const PrefixMatch& m);
-  void clear_by_slot(const PrefixMatch& m);
+  // tokens_ grown to cover `slot`, with its mirrors.
+  void cover(std::uint32_t slot);
 
   InFlightLoadParams params_;
   ApproxPrefixCacheProducer* prefix_;
   std::vector<std::uint64_t> tokens_;    // by endpoint slot
   std::vector<std::uint64_t> requests_;  // by endpoint slot
-  std::vector<std::uint32_t> by_slot_;   // scratch
+  // tokens_ as doubles, and the request's cached input tokens by slot
+  // (scratch between begin_load and end_load, zero otherwise): the
+  // scorers' pass reads them without converting or branching per slot.
+  // Always the size of tokens_.
+  std::vector<double> held_;
+  std::vector<double> cached_;
+  const PrefixMatch* loading_ = nullptr;  // the match begin_load spread into cached_
   CycleKey<Charges> charges_key_;
 };
 

@@ -5,14 +5,8 @@
 
 namespace sluice::scheduling {
 
-bool PrefixCacheAffinityFilter::sticky(std::uint32_t slot, double total) const {
-  const double matched = slot < by_slot_.size() ? by_slot_[slot] : 0;
-  return total > 0 && matched / total >= p_.affinity_threshold;
-}
-
-bool PrefixCacheAffinityFilter::stays_sticky(std::uint64_t best_sticky,
-                                             std::uint64_t best_other) const {
-  const double gap = static_cast<double>(best_sticky) - static_cast<double>(best_other);
+bool PrefixCacheAffinityFilter::stays_sticky(double best_sticky, double best_other) const {
+  const double gap = best_sticky - best_other;
   if (p_.max_ttft_penalty_ms > 0 &&
       gap / p_.peak_prefill_throughput * 1000 > p_.max_ttft_penalty_ms)
     return false;
@@ -30,30 +24,44 @@ void PrefixCacheAffinityFilter::filter(CycleState& cycle, const Request& request
     return;
   const PrefixMatch& m = prefix_->match(cycle, request);
   if (m.matched.empty()) return;  // nothing warm: no sticky endpoint
+  // Which slots are sticky, decided once for the few that hold a block
+  // (llm-d's ratio, matched / hashed >= threshold), not per candidate.
+  const double total = static_cast<double>(m.total_blocks);
   for (const auto& [slot, blocks] : m.matched) {
     if (slot >= by_slot_.size()) by_slot_.resize(slot + 1, 0);
-    by_slot_[slot] = blocks;
+    by_slot_[slot] = total > 0 && static_cast<double>(blocks) / total >= p_.affinity_threshold;
   }
-  const double total = static_cast<double>(m.total_blocks);
-  constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
-  std::uint64_t best_sticky = kNone, best_other = kNone;
-  // One pass over the candidates' records; the verdicts are kept for the
-  // narrowing below, which then reads no record again.
-  is_sticky_.resize(candidates.size());
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const std::uint32_t slot = candidates[i]->index;
-    const std::uint64_t t = load_ ? load_->tokens_in_flight(slot) : 0;
-    is_sticky_[i] = sticky(slot, total);
-    std::uint64_t& best = is_sticky_[i] ? best_sticky : best_other;
-    best = std::min(best, t);
+  // One pass over the candidates: the least tokens in flight among the
+  // sticky ones and among the others, and where the sticky ones are (few:
+  // the narrowing below then moves those, reading no record again).
+  const std::span<const double> held = load_ ? load_->held() : std::span<const double>();
+  const std::uint8_t* sticky = by_slot_.data();
+  const std::size_t ns = by_slot_.size();
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  // In registers, each side's minimum chosen by select: through an array
+  // indexed by the verdict, each step waited on the store before it.
+  double best_sticky = kNone, best_other = kNone;
+  const std::size_t n = candidates.size();
+  const Endpoint* const* cand = candidates.data();
+  sticky_at_.resize(n);
+  std::uint32_t* at = sticky_at_.data();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t slot = cand[i]->index;
+    const bool st = slot < ns && sticky[slot];
+    const double t = slot < held.size() ? held[slot] : 0.0;
+    at[kept] = static_cast<std::uint32_t>(i);  // kept only if sticky: no branch
+    kept += st;
+    const double as_sticky = st ? t : kNone;
+    const double as_other = st ? kNone : t;
+    best_sticky = as_sticky < best_sticky ? as_sticky : best_sticky;
+    best_other = as_other < best_other ? as_other : best_other;
   }
   // No sticky endpoint keeps all; so do the gates, with others to go to.
   const bool narrow =
       best_sticky != kNone && (best_other == kNone || stays_sticky(best_sticky, best_other));
   if (narrow) {
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < candidates.size(); ++i)
-      if (is_sticky_[i]) candidates[kept++] = candidates[i];
+    for (std::size_t j = 0; j < kept; ++j) candidates[j] = candidates[at[j]];  // at[j] >= j
     candidates.resize(kept);
   }
   for (const auto& [slot, blocks] : m.matched) by_slot_[slot] = 0;

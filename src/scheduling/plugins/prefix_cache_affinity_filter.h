@@ -40,15 +40,14 @@ class PrefixCacheAffinityFilter final : public Plugin, public Filter {
 
  private:
   // True when the gates let the sticky set stand.
-  bool stays_sticky(std::uint64_t best_sticky_tokens, std::uint64_t best_other_tokens) const;
-  bool sticky(std::uint32_t slot, double total) const;
+  bool stays_sticky(double best_sticky_tokens, double best_other_tokens) const;
 
   AffinityParams p_;
   ApproxPrefixCacheProducer* prefix_;
   InFlightLoadProducer* load_;  // null when neither gate is on
   std::mt19937_64 rng_;
-  std::vector<std::uint32_t> by_slot_;   // scratch: matched blocks by slot
-  std::vector<std::uint8_t> is_sticky_;  // scratch: by candidate
+  std::vector<std::uint8_t> by_slot_;     // scratch: 1 for a sticky slot, else 0
+  std::vector<std::uint32_t> sticky_at_;  // scratch: the sticky candidates' positions
 };
 
 }  // namespace sluice::scheduling
