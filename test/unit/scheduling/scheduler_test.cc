@@ -500,8 +500,10 @@ TEST(DisaggProfileHandler, GroupedPairingChoosesWhatThePairwiseScanChooses) {
     pr.profile = &prefill_profile;
     dr.ok = pr.ok = true;
     // Scores from a small set: ties are common. Endpoints 8..15 in both roles.
-    for (std::size_t i = 0; i < 16; ++i) dr.scored.push_back(ScoredEndpoint{&eps[i], pick(5) / 4.0});
-    for (std::size_t i = 8; i < 24; ++i) pr.scored.push_back(ScoredEndpoint{&eps[i], pick(5) / 4.0});
+    for (std::size_t i = 0; i < 16; ++i)
+      dr.scored.push_back(ScoredEndpoint{&eps[i], pick(5) / 4.0});
+    for (std::size_t i = 8; i < 24; ++i)
+      pr.scored.push_back(ScoredEndpoint{&eps[i], pick(5) / 4.0});
     auto first_best = [](const ProfileResult& r) {
       const ScoredEndpoint* b = &r.scored.front();
       for (const auto& s : r.scored)
