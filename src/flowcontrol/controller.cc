@@ -112,7 +112,10 @@ void Controller::set_endpoints(const std::vector<EndpointIdentity>& endpoints) {
     auto& v = view_[slot];
     v.address = id.address;
     v.engine = id.engine;
-    v.labels = id.labels;
+    if (v.labels != id.labels) {
+      v.labels = id.labels;
+      v.labels_version = ++labels_versions_;  // the plugins' label caches derive again
+    }
     removed_[slot] = id.removed;
     present[slot] = !id.removed;
   }

@@ -397,6 +397,7 @@ class Controller {
   Sink sink_;
   std::unique_ptr<scheduling::Scheduler> scheduler_;
   std::vector<scheduling::Endpoint> view_;  // the scheduler's view, slot = index
+  std::uint64_t labels_versions_ = 0;       // the last Endpoint::labels_version handed out
   std::vector<std::uint8_t> removed_;       // per endpoint slot, 1: gone from the pool
   scheduling::SchedulingResult result_;     // reused
   bool gated_ = true;

@@ -103,6 +103,10 @@ Scheduler::Scheduler(std::vector<std::unique_ptr<Plugin>> plugins, std::vector<P
       prep_(prep),
       options_(options) {
   for (const auto& p : plugins_) {
+    if (auto* v = dynamic_cast<PoolViewer*>(p.get())) {
+      v->attach(&pool_view_);
+      viewers_ = true;
+    }
     if (auto* l = dynamic_cast<RequestLifecycle*>(p.get())) {
       lifecycle_.push_back(l);
       wants_started_ = wants_started_ || l->wants_response_started();
@@ -242,11 +246,28 @@ void Scheduler::schedule(CycleState& cycle, const Request& request,
     const Endpoint** all = all_.data();  // a local, as the writer's pointers
     const CandidateColumns::Writer write = all_columns_.writer(columns_read_);
     const bool require_room = options_.require_room;
-    for (const auto& e : endpoints) {
-      if (require_room && !e.has_room) continue;
-      all[with_room] = &e;
-      write(with_room, e);
-      ++with_room;
+    // With label readers, the same pass notes whether any endpoint's labels
+    // changed since the last cycle (its record's line is read here anyway).
+    std::uint64_t changed = 0;
+    if (!viewers_) {
+      for (const auto& e : endpoints) {
+        if (require_room && !e.has_room) continue;
+        all[with_room] = &e;
+        write(with_room, e);
+        ++with_room;
+      }
+    } else {
+      if (seen_versions_.size() != endpoints.size()) seen_versions_.assign(endpoints.size(), 0);
+      const std::uint64_t* seen = seen_versions_.data();
+      for (std::size_t i = 0; i < endpoints.size(); ++i) {
+        const Endpoint& e = endpoints[i];
+        changed |= seen[i] ^ e.labels_version;
+        if (require_room && !e.has_room) continue;
+        all[with_room] = &e;
+        write(with_room, e);
+        ++with_room;
+      }
+      watch_labels(endpoints, changed != 0);
     }
   }
   all_.resize(with_room);
@@ -278,6 +299,18 @@ void Scheduler::schedule(CycleState& cycle, const Request& request,
   if (result.ok && result.targets.empty()) {
     result.ok = false;
     result.error = "no target endpoint";
+  }
+}
+
+void Scheduler::watch_labels(std::span<const Endpoint> endpoints, bool versions_changed) {
+  if (versions_changed)
+    for (std::size_t i = 0; i < endpoints.size(); ++i)
+      seen_versions_[i] = endpoints[i].labels_version;
+  if (versions_changed || endpoints.data() != pool_view_.base ||
+      endpoints.size() != pool_view_.size) {
+    pool_view_.base = endpoints.data();
+    pool_view_.size = endpoints.size();
+    ++pool_view_.labels_epoch;  // every label reader derives again
   }
 }
 

@@ -94,6 +94,8 @@ class Scheduler {
   const RequestPreparation& preparation() const { return prep_; }
   std::span<const Profile> profiles() const { return profiles_; }
   const Plugin* plugin(std::string_view name) const;
+  // The view the label readers hold (tests).
+  const PoolView& pool_view() const { return pool_view_; }
   Plugin* plugin(std::string_view name) {
     return const_cast<Plugin*>(std::as_const(*this).plugin(name));
   }
@@ -105,6 +107,8 @@ class Scheduler {
   void set_require_room(bool on) { options_.require_room = on; }
 
  private:
+  // The pool view's epoch moves when the endpoints' array or labels changed.
+  void watch_labels(std::span<const Endpoint> endpoints, bool versions_changed);
   void run_profile(const Profile& profile, CycleState& cycle, const Request& request,
                    ProfileResult& out);
   Timing* timing_for(const std::string& point, const std::string& name);
@@ -128,7 +132,13 @@ class Scheduler {
   // Scratch, reused between cycles.
   std::vector<const Endpoint*> all_;
   std::vector<const Endpoint*> candidates_;
-  std::uint32_t columns_read_ = 0;      // the columns some scorer reads (only those are built)
+  std::uint32_t columns_read_ = 0;  // the columns some scorer reads (only those are built)
+  // For the plugins that read labels (PoolViewer): the cycle's endpoints
+  // and their labels' epoch, and each endpoint's labels_version as last
+  // seen (by position).
+  PoolView pool_view_;
+  bool viewers_ = false;
+  std::vector<std::uint64_t> seen_versions_;
   CandidateColumns all_columns_;        // aligned with all_
   CandidateColumns candidate_columns_;  // aligned with candidates_ (after filters)
   std::vector<double> scores_;

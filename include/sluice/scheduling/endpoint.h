@@ -33,9 +33,9 @@ struct Metrics {
 };
 
 // Laid out hot first, on a cache line of its own: what every cycle reads of
-// every endpoint (slot, room, sluice's load, the three scraped loads) is in
-// the first 48 bytes, so a cycle over 512 endpoints touches one line each
-// instead of three or four.
+// every endpoint (slot, room, sluice's load, its labels' version, the three
+// scraped loads) is in the first 56 bytes, so a cycle over 512 endpoints
+// touches one line each instead of three or four.
 struct alignas(64) Endpoint {
   std::uint32_t index = 0;  // the endpoint's slot in the pool, stable while it exists
   // The saturation detector's verdict for one more request.
@@ -46,6 +46,13 @@ struct alignas(64) Endpoint {
   std::uint32_t in_flight = 0;
   std::uint32_t dispatched_since_scrape = 0;
   std::uint64_t in_flight_tokens = 0;  // input + max output of those in flight
+  // Changes whenever `labels` do, to a number this endpoint's slot never
+  // had (the pool's writer, Controller::set_endpoints, counts them): the
+  // label-reading plugins keep what they derive from labels by slot and
+  // this (scheduling/plugins/label_cache.h) instead of looking labels up
+  // each cycle. Code that edits the labels of an endpoint a scheduler has
+  // already seen changes it too.
+  std::uint64_t labels_version = 0;
   Metrics metrics;
   std::string address;  // host:port
   std::string engine = "vllm";

@@ -217,6 +217,34 @@ class ProfileHandler {
                                            std::span<const ProfileResult> results) = 0;
 };
 
+// The endpoints of the running cycle as the scheduler was given them (one
+// array), and a number that changes whenever that array moves or resizes
+// or any of its endpoints' labels change (Endpoint::labels_version). A
+// plugin that derives something from labels keeps it by an endpoint's
+// position in the array and derives again only when the number changes:
+// it then reads neither the endpoint's record nor its labels per cycle.
+struct PoolView {
+  const Endpoint* base = nullptr;
+  std::size_t size = 0;
+  std::uint64_t labels_epoch = 0;
+  // The endpoint's position, or size when it is not one of the array's.
+  std::size_t position(const Endpoint* e) const {
+    const auto p = reinterpret_cast<std::uintptr_t>(e);
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    if (p < b || p >= b + size * sizeof(Endpoint)) return size;
+    return static_cast<std::size_t>(e - base);
+  }
+};
+
+// A plugin that reads labels: the scheduler that holds it hands it its
+// view once, when built (valid while the scheduler lives), and keeps the
+// view current before each cycle. Called alone (tests), a plugin has none.
+class PoolViewer {
+ public:
+  virtual ~PoolViewer() = default;
+  virtual void attach(const PoolView* view) = 0;
+};
+
 class RequestLifecycle {
  public:
   virtual ~RequestLifecycle() = default;

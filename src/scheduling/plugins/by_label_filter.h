@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "scheduling/plugins/label_cache.h"
 #include "sluice/plugin.h"
 #include "sluice/scheduling/interfaces.h"
 
@@ -18,7 +19,7 @@ namespace sluice::scheduling {
 
 inline constexpr std::string_view kRoleLabel = "llm-d.ai/role";
 
-class ByLabelFilter final : public Plugin, public Filter {
+class ByLabelFilter final : public Plugin, public Filter, public PoolViewer {
  public:
   ByLabelFilter(std::string_view type, std::string label, std::set<std::string, std::less<>> valid,
                 bool allows_no_label)
@@ -29,6 +30,7 @@ class ByLabelFilter final : public Plugin, public Filter {
   std::string_view type() const override { return type_; }
   void filter(CycleState& cycle, const Request& request,
               std::vector<const Endpoint*>& candidates) override;
+  void attach(const PoolView* view) override { verdicts_.attach(view); }
 
   static std::unique_ptr<ByLabelFilter> prefill() {
     return std::make_unique<ByLabelFilter>(
@@ -46,10 +48,13 @@ class ByLabelFilter final : public Plugin, public Filter {
   }
 
  private:
+  bool keeps(const Endpoint& e) const;
+
   std::string_view type_;
   std::string label_;
   std::set<std::string, std::less<>> valid_;
   bool allows_no_label_;
+  LabelCache<std::uint8_t> verdicts_;  // 1: kept
 };
 
 }  // namespace sluice::scheduling

@@ -22,11 +22,24 @@ bool LabelRequirement::matches(const Labels& labels) const {
 
 void ByLabelSelectorFilter::filter(CycleState&, const Request&,
                                    std::vector<const Endpoint*>& candidates) {
-  std::erase_if(candidates, [&](const Endpoint* e) {
+  // The verdict is the endpoint's labels' alone: kept until they change,
+  // and found by the candidate's address (see ByLabelFilter::filter).
+  auto derive = [this](const Endpoint& x) -> std::uint8_t {
     for (const auto& r : requirements_)
-      if (!r.matches(e->labels)) return true;
-    return false;
-  });
+      if (!r.matches(x.labels)) return 0;
+    return 1;
+  };
+  const auto pass = verdicts_.pass(derive);
+  const std::size_t n = candidates.size();
+  const Endpoint** cand = candidates.data();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Endpoint* e = cand[i];
+    const std::uint8_t* v = pass.find(e);
+    cand[kept] = e;
+    kept += v ? *v : verdicts_.get(*e, derive);
+  }
+  candidates.resize(kept);
 }
 
 std::vector<LabelRequirement> read_label_selector(PluginParams& params) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduling/plugins/label_cache.h"
 #include "sluice/plugin.h"
 #include "sluice/scheduling/interfaces.h"
 
@@ -20,17 +21,19 @@ struct LabelRequirement {
   bool matches(const Labels& labels) const;
 };
 
-class ByLabelSelectorFilter final : public Plugin, public Filter {
+class ByLabelSelectorFilter final : public Plugin, public Filter, public PoolViewer {
  public:
   ByLabelSelectorFilter(std::string_view type, std::vector<LabelRequirement> requirements)
       : type_(type), requirements_(std::move(requirements)) {}
   std::string_view type() const override { return type_; }
   void filter(CycleState& cycle, const Request& request,
               std::vector<const Endpoint*>& candidates) override;
+  void attach(const PoolView* view) override { verdicts_.attach(view); }
 
  private:
   std::string_view type_;
   std::vector<LabelRequirement> requirements_;
+  LabelCache<std::uint8_t> verdicts_;  // 1: kept
 };
 
 // Reads matchLabels / matchExpressions.

@@ -51,39 +51,43 @@ double context_range_score(std::uint64_t length, ContextRange r) {
 ContextLengthAware::LabelRead ContextLengthAware::read_label(const Endpoint& e) const {
   auto it = e.labels.find(label_);
   if (it == e.labels.end()) return {};
-  return {0, true, parse_context_range(it->second)};
+  return {true, parse_context_range(it->second)};
 }
 
-void ContextLengthAware::filter(CycleState& cycle, const Request& request,
+void ContextLengthAware::filter(CycleState&, const Request& request,
                                 std::vector<const Endpoint*>& candidates) {
   if (!enable_filtering_) return;
   const std::uint64_t length = request.input_tokens;
-  const std::uint64_t stamp = ++filter_calls_;
-  cycle.put(filtered_key_, stamp);
-  std::erase_if(candidates, [&](const Endpoint* e) {
-    if (e->index >= by_slot_.size()) by_slot_.resize(e->index + 1);
-    LabelRead& read = by_slot_[e->index];
-    read = read_label(*e);
-    read.stamp = stamp;
-    if (!read.labelled) return false;  // no label: any length
-    return !read.range || length < read.range->min || length > read.range->max;
-  });
+  // Compacted in place over locals (see ByLabelFilter::filter).
+  const auto labels = pass();
+  const std::size_t n = candidates.size();
+  const Endpoint** cand = candidates.data();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Endpoint* e = cand[i];
+    const LabelRead& read = label_of(labels, e);
+    cand[kept] = e;
+    // No label: any length.
+    kept +=
+        !read.labelled || (read.range && length >= read.range->min && length <= read.range->max);
+  }
+  candidates.resize(kept);
 }
 
-void ContextLengthAware::score(CycleState& cycle, const Request& request,
+void ContextLengthAware::score(CycleState&, const Request& request,
                                std::span<const Endpoint* const> candidates,
                                std::span<double> scores) {
   const std::uint64_t length = request.input_tokens;
-  const std::uint64_t* filtered = cycle.get(filtered_key_);
-  const std::uint64_t stamp = filtered && *filtered == filter_calls_ ? *filtered : 0;
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const std::uint32_t slot = candidates[i]->index;
-    const bool cached = stamp && slot < by_slot_.size() && by_slot_[slot].stamp == stamp;
-    const LabelRead read = cached ? by_slot_[slot] : read_label(*candidates[i]);
+  const std::size_t n = candidates.size();
+  const Endpoint* const* cand = candidates.data();
+  double* out = scores.data();
+  const auto labels = pass();
+  for (std::size_t i = 0; i < n; ++i) {
+    const LabelRead& read = label_of(labels, cand[i]);
     if (!read.labelled)
-      scores[i] = 0.5;
+      out[i] = 0.5;
     else
-      scores[i] = read.range ? context_range_score(length, *read.range) : 0.0;
+      out[i] = read.range ? context_range_score(length, *read.range) : 0.0;
   }
 }
 

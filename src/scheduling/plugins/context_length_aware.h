@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduling/plugins/label_cache.h"
 #include "sluice/plugin.h"
 #include "sluice/scheduling/interfaces.h"
 
@@ -35,7 +36,7 @@ std::optional<ContextRange> parse_context_range(std::string_view text);
 // The score of an endpoint serving `range` for a request of `length` tokens.
 double context_range_score(std::uint64_t length, ContextRange range);
 
-class ContextLengthAware final : public Plugin, public Filter, public Scorer {
+class ContextLengthAware final : public Plugin, public Filter, public Scorer, public PoolViewer {
  public:
   static constexpr std::string_view kType = "context-length-aware";
   static constexpr std::string_view kDefaultLabel = "llm-d.ai/context-length-range";
@@ -47,27 +48,32 @@ class ContextLengthAware final : public Plugin, public Filter, public Scorer {
   void score(CycleState& cycle, const Request& request, std::span<const Endpoint* const> candidates,
              std::span<double> scores) override;
   std::uint32_t columns_read() const override { return 0; }
+  void attach(const PoolView* view) override { reads_.attach(view); }
 
   const std::string& label() const { return label_; }
   bool filtering() const { return enable_filtering_; }
 
  private:
-  // What the filter read of an endpoint's label, by slot, for the scorer of
-  // the same cycle, which then reads no label again (a map lookup and a
-  // parse per endpoint). Bounded by the pool's slots; `stamp` names the
-  // filter call that wrote it.
+  // What an endpoint's label says, kept by slot until its labels change:
+  // the filter and the scorer of every cycle read it without a map lookup
+  // or a parse per endpoint.
   struct LabelRead {
-    std::uint64_t stamp = 0;
     bool labelled = false;
     std::optional<ContextRange> range;
   };
   LabelRead read_label(const Endpoint& e) const;
+  // The value of a candidate: found in this cycle's pass, else read.
+  const LabelRead& label_of(const LabelCache<LabelRead>::Pass& pass, const Endpoint* e) {
+    if (const LabelRead* r = pass.find(e)) return *r;
+    return reads_.get(*e, [this](const Endpoint& x) { return read_label(x); });
+  }
+  LabelCache<LabelRead>::Pass pass() {
+    return reads_.pass([this](const Endpoint& x) { return read_label(x); });
+  }
 
   std::string label_;
   bool enable_filtering_;
-  std::vector<LabelRead> by_slot_;
-  std::uint64_t filter_calls_ = 0;
-  CycleKey<std::uint64_t> filtered_key_;  // the filter call of this cycle
+  LabelCache<LabelRead> reads_;
 };
 
 }  // namespace sluice::scheduling

@@ -29,8 +29,8 @@ std::string_view TopologyExtractor::value(const Endpoint& e, TopologyLevel level
 }
 
 bool TopologyExtractor::has_topology(const Endpoint& e) const {
-  for (int l = 0; l < 4; ++l)
-    if (!value(e, static_cast<TopologyLevel>(l)).empty()) return true;
+  for (const std::uint32_t id : ids(e))
+    if (id != 0) return true;
   return false;
 }
 
@@ -48,6 +48,27 @@ TopologyLevel TopologyExtractor::compare(const Values& peer, const Endpoint& can
     if (!peer[l].empty() && peer[l] == value(candidate, level)) return level;
   }
   return TopologyLevel::kNone;
+}
+
+TopologyExtractor::Ids TopologyExtractor::intern(const Endpoint& e) const {
+  Ids ids{};
+  for (std::size_t l = 0; l < ids.size(); ++l) {
+    const std::string_view v = value(e, static_cast<TopologyLevel>(l));
+    if (v.empty()) continue;
+    auto [it, added] =
+        numbers_.try_emplace(std::string(v), static_cast<std::uint32_t>(numbers_.size() + 1));
+    ids[l] = it->second;
+  }
+  return ids;
+}
+
+void TopologyExtractor::begin_pass() const {
+  // At most four values an endpoint are live; past eight a slot (and a
+  // floor), start the table again: every slot derives its ids anew.
+  if (numbers_.size() > 8 * ids_.slots() + 64) {
+    numbers_.clear();
+    ids_.clear();
+  }
 }
 
 TopologyLevel TopologyExtractor::compare(const Endpoint& peer, const Endpoint& candidate) const {

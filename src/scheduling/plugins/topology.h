@@ -19,13 +19,16 @@
 // profile runs, so the prefill filters and scorers see where decode is.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "scheduling/plugins/label_cache.h"
 #include "sluice/plugin.h"
 #include "sluice/scheduling/interfaces.h"
 
@@ -45,7 +48,7 @@ std::optional<TopologyLevel> parse_level(std::string_view name);
 // prefill profile), put by disagg-profile-handler.
 inline const CycleKey<const Endpoint*> kPeerEndpointKey;
 
-class TopologyExtractor final : public Plugin {
+class TopologyExtractor final : public Plugin, public PoolViewer {
  public:
   static constexpr std::string_view kType = "topology-extractor";
   // Label names, tightest level first.
@@ -56,6 +59,7 @@ class TopologyExtractor final : public Plugin {
   }
   explicit TopologyExtractor(LabelNames labels) : labels_(std::move(labels)) {}
   std::string_view type() const override { return kType; }
+  void attach(const PoolView* view) override { ids_.attach(view); }
 
   const LabelNames& labels() const { return labels_; }
   // The endpoint's value at `level` ("" when it has none).
@@ -73,8 +77,47 @@ class TopologyExtractor final : public Plugin {
   TopologyLevel compare(const Values& peer, const Endpoint& candidate,
                         TopologyLevel loosest = TopologyLevel::kRegion) const;
 
+  // The same values as small numbers, what a cycle reads: 0 for none
+  // (absent or empty), else the value's number in this extractor's table,
+  // so two endpoints share a level when both numbers there are equal and
+  // not 0. Kept by slot until the endpoint's labels change (no label
+  // lookup per endpoint per cycle).
+  using Ids = std::array<std::uint32_t, 4>;
+  const Ids& ids(const Endpoint& e) const {
+    return ids_.get(e, [this](const Endpoint& x) { return intern(x); });
+  }
+  // This cycle's ids for a loop over candidates: pass.find(e), else ids(e).
+  using IdsPass = LabelCache<Ids>::Pass;
+  IdsPass ids_pass() const {
+    return ids_.pass([this](const Endpoint& x) { return intern(x); });
+  }
+  // Called before a pass that compares ids: the table is renumbered here,
+  // if ever (when it holds far more values than the pool can: labels that
+  // changed over time), never within a pass.
+  void begin_pass() const;
+  // Whether they share a level no looser than `loosest` (compare(...) <=
+  // loosest), without a branch per level.
+  static bool near(const Ids& peer, const Ids& candidate, TopologyLevel loosest) {
+    const auto last = std::min(static_cast<std::size_t>(loosest), peer.size() - 1);
+    bool shared = false;
+    for (std::size_t l = 0; l <= last; ++l) shared |= (peer[l] != 0) & (peer[l] == candidate[l]);
+    return shared;
+  }
+  static TopologyLevel compare(const Ids& peer, const Ids& candidate,
+                               TopologyLevel loosest = TopologyLevel::kRegion) {
+    const auto last = static_cast<std::size_t>(loosest);
+    for (std::size_t l = 0; l <= last && l < peer.size(); ++l)
+      if (peer[l] != 0 && peer[l] == candidate[l]) return static_cast<TopologyLevel>(l);
+    return TopologyLevel::kNone;
+  }
+
  private:
+  Ids intern(const Endpoint& e) const;
+
   LabelNames labels_;
+  // Memoized on the dispatcher thread, the one that runs the plugins.
+  mutable LabelCache<Ids> ids_;
+  mutable std::unordered_map<std::string, std::uint32_t> numbers_;  // value -> its number
 };
 
 // The startup warning for a topology-affinity plugin that can see no

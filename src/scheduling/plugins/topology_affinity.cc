@@ -18,20 +18,28 @@ void TopologyAffinityFilter::filter(CycleState& cycle, const Request&,
                                     std::vector<const Endpoint*>& candidates) {
   const Endpoint* peer = peer_with_topology(cycle, extractor_);
   if (!peer) return;
-  const TopologyExtractor::Values at = extractor_->values(*peer);
-  // One pass, reading each candidate's labels only up to minAffinity's
-  // level (what lies beyond cannot make it qualify); the verdicts are kept
-  // so that none qualifying leaves the list whole (fail open).
-  near_.resize(candidates.size());
-  bool any = false;
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    near_[i] = extractor_->compare(at, *candidates[i], min_affinity_) <= min_affinity_;
-    any = any || near_[i];
-  }
-  if (!any) return;
+  extractor_->begin_pass();
+  const TopologyExtractor::Ids at = extractor_->ids(*peer);
+  // One pass over the candidates' topology numbers, up to minAffinity's
+  // level (what lies beyond cannot make it qualify), noting where the
+  // qualifying ones are; none qualifying leaves the list whole (fail open).
+  // Locals, not members: the loop may call out (a row derived anew), and
+  // through members the compiler reloads them after every such call.
+  const std::size_t n = candidates.size();
+  near_.resize(n);
+  std::uint32_t* pos = near_.data();
+  const Endpoint* const* cand = candidates.data();
+  const TopologyExtractor* x = extractor_;
+  const TopologyLevel loosest = min_affinity_;
+  const TopologyExtractor::IdsPass ids = x->ids_pass();
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < candidates.size(); ++i)
-    if (near_[i]) candidates[kept++] = candidates[i];
+  for (std::size_t i = 0; i < n; ++i) {
+    const TopologyExtractor::Ids* c = ids.find(cand[i]);
+    pos[kept] = static_cast<std::uint32_t>(i);  // kept only if near: no branch
+    kept += TopologyExtractor::near(at, c ? *c : x->ids(*cand[i]), loosest);
+  }
+  if (kept == 0) return;
+  for (std::size_t j = 0; j < kept; ++j) candidates[j] = candidates[pos[j]];  // pos[j] >= j
   candidates.resize(kept);
 }
 
@@ -43,9 +51,17 @@ void TopologyAffinityScorer::score(CycleState& cycle, const Request&,
     std::fill(scores.begin(), scores.begin() + candidates.size(), 0.0);
     return;
   }
-  const TopologyExtractor::Values at = extractor_->values(*peer);
-  for (std::size_t i = 0; i < candidates.size(); ++i)
-    scores[i] = kLevelScores[static_cast<int>(extractor_->compare(at, *candidates[i]))];
+  extractor_->begin_pass();
+  const TopologyExtractor::Ids at = extractor_->ids(*peer);
+  const TopologyExtractor* x = extractor_;  // a local: see the filter
+  const TopologyExtractor::IdsPass ids = x->ids_pass();
+  const std::size_t n = candidates.size();
+  double* out = scores.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    const TopologyExtractor::Ids* c = ids.find(candidates[i]);
+    out[i] = kLevelScores[static_cast<int>(
+        TopologyExtractor::compare(at, c ? *c : x->ids(*candidates[i])))];
+  }
 }
 
 }  // namespace sluice::scheduling

@@ -36,7 +36,7 @@ class TopologyAffinityFilter final : public Plugin, public Filter {
  private:
   const TopologyExtractor* extractor_;
   TopologyLevel min_affinity_;
-  std::vector<std::uint8_t> near_;  // scratch: by candidate, qualifies
+  std::vector<std::uint32_t> near_;  // scratch: the qualifying candidates' positions
 };
 
 class TopologyAffinityScorer final : public Plugin, public Scorer {

@@ -13,6 +13,7 @@
 #include "scheduling/plugins/always_disagg_pd_decider.h"
 #include "scheduling/plugins/context_length_aware.h"
 #include "scheduling/plugins/disagg_profile_handler.h"
+#include "scheduling/plugins/label_cache.h"
 #include "scheduling/plugins/topology_affinity.h"
 #include "scheduling_test_util.h"
 #include "support/fixture_text.h"
@@ -102,7 +103,34 @@ TEST(ContextLengthAware, ScorerNoLabelHalfBadLabelZero) {
 // read of each label; the scores are the hand-worked ones above. In a later
 // cycle without the filter, it reads the labels again (a label changed in
 // between counts).
-TEST(ContextLengthAware, ScorerAfterTheFilterScoresAsAloneAndReadsLabelsAnewNextCycle) {
+TEST(LabelCache, DerivesOncePerSlotAndLabelsVersion) {
+  LabelCache<std::string> cache;
+  Pool pool;
+  pool.add("a:1", {{"k", "x"}});
+  pool.add("b:1", {{"k", "y"}});
+  int derived = 0;
+  auto value = [&](const Endpoint& e) {
+    return cache.get(e, [&](const Endpoint& x) {
+      ++derived;
+      return x.labels.at("k");
+    });
+  };
+  EXPECT_EQ(value(pool.endpoints[0]), "x");
+  EXPECT_EQ(value(pool.endpoints[1]), "y");
+  EXPECT_EQ(value(pool.endpoints[0]), "x");
+  EXPECT_EQ(derived, 2);  // the second read of slot 0 derived nothing
+  pool.endpoints[0].labels["k"] = "z";
+  pool.endpoints[0].labels_version = 1;
+  EXPECT_EQ(value(pool.endpoints[0]), "z");
+  EXPECT_EQ(value(pool.endpoints[1]), "y");
+  EXPECT_EQ(derived, 3);
+  EXPECT_EQ(cache.slots(), 2u);
+  cache.clear();
+  EXPECT_EQ(value(pool.endpoints[1]), "y");
+  EXPECT_EQ(derived, 4);
+}
+
+TEST(ContextLengthAware, ScorerAfterTheFilterScoresAsAloneAndReadsLabelsAnewWhenTheyChange) {
   ContextLengthAware p(std::string(ContextLengthAware::kDefaultLabel), true);
   Pool pool;
   const std::string label(ContextLengthAware::kDefaultLabel);
@@ -120,6 +148,7 @@ TEST(ContextLengthAware, ScorerAfterTheFilterScoresAsAloneAndReadsLabelsAnewNext
   EXPECT_NEAR(s[0], 0.814167, 1e-6);
   EXPECT_DOUBLE_EQ(s[1], 0.5);
   pool.endpoints[0].labels[label] = "lots";  // unparseable now
+  pool.endpoints[0].labels_version = 7;      // as the pool's writer marks a change
   CycleState next;
   p.score(next, r, eps, s);
   EXPECT_DOUBLE_EQ(s[0], 0.0);
