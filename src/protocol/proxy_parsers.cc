@@ -280,9 +280,11 @@ void RelayResponseParser::on_field_impl(http::field name, string_view name_strin
     head_.is_sse = value.size() >= 17 && iequals(value.substr(0, 17), "text/event-stream");
   } else if (name == http::field::unknown &&
              (iequals(name_string, "x-request-id") || iequals(name_string, "x-session-token") ||
+              iequals(name_string, "x-llm-d-flow-queue-duration-ms") ||
               (name_string.size() >= 10 && iequals(name_string.substr(0, 10), "x-gateway-")))) {
     // sluice's own: the request id, the serving endpoint, the session token,
-    // a drop reason. An endpoint cannot speak for sluice.
+    // a drop reason, the time flow control held the request. An endpoint
+    // cannot speak for sluice.
     return;
   }
   append_field(head_.forward_headers, name_string, value);

@@ -35,23 +35,39 @@ std::optional<ContextRange> parse_context_range(std::string_view text) {
   return ContextRange{*lo, *hi};
 }
 
-double context_range_score(std::uint64_t length, ContextRange r) {
+ScoredRange prepare_range(ContextRange r) {
   constexpr double kMaxFallback = 0.3;
-  if (length >= r.min && length <= r.max) {
-    const double width = static_cast<double>(r.max - r.min);
-    if (width == 0) return 1.0;
-    const double width_score = 1.0 / (1.0 + width / 10000.0);
-    const double position = static_cast<double>(r.max - length) / width;
-    return kMaxFallback + (0.7 * width_score + 0.3 * position) * (1.0 - kMaxFallback);
-  }
+  ScoredRange s{r, 1.0, 0.0};
+  const double width = static_cast<double>(r.max - r.min);
+  if (width == 0) return s;
+  // kMaxFallback + (0.7 x widthScore + 0.3 x position) x (1 - kMaxFallback)
+  // with position = (max - length) / width, split into what the range
+  // fixes and what the length adds.
+  const double width_score = 1.0 / (1.0 + width / 10000.0);
+  s.base = kMaxFallback + 0.7 * width_score * (1.0 - kMaxFallback);
+  s.per_token = 0.3 * (1.0 - kMaxFallback) / width;
+  return s;
+}
+
+double prepared_range_score(std::uint64_t length, const ScoredRange& s) {
+  constexpr double kMaxFallback = 0.3;
+  const ContextRange r = s.range;
+  if (length >= r.min && length <= r.max)
+    return s.base + s.per_token * static_cast<double>(r.max - length);
   const std::uint64_t distance = length > r.max ? length - r.max : r.min - length;
   return kMaxFallback / (1.0 + static_cast<double>(distance) / 1000.0);
+}
+
+double context_range_score(std::uint64_t length, ContextRange r) {
+  return prepared_range_score(length, prepare_range(r));
 }
 
 ContextLengthAware::LabelRead ContextLengthAware::read_label(const Endpoint& e) const {
   auto it = e.labels.find(label_);
   if (it == e.labels.end()) return {};
-  return {true, parse_context_range(it->second)};
+  const auto range = parse_context_range(it->second);
+  if (!range) return {true, std::nullopt};
+  return {true, prepare_range(*range)};
 }
 
 void ContextLengthAware::filter(CycleState&, const Request& request,
@@ -68,8 +84,8 @@ void ContextLengthAware::filter(CycleState&, const Request& request,
     const LabelRead& read = label_of(labels, e);
     cand[kept] = e;
     // No label: any length.
-    kept +=
-        !read.labelled || (read.range && length >= read.range->min && length <= read.range->max);
+    kept += !read.labelled ||
+            (read.range && length >= read.range->range.min && length <= read.range->range.max);
   }
   candidates.resize(kept);
 }
@@ -87,7 +103,7 @@ void ContextLengthAware::score(CycleState&, const Request& request,
     if (!read.labelled)
       out[i] = 0.5;
     else
-      out[i] = read.range ? context_range_score(length, *read.range) : 0.0;
+      out[i] = read.range ? prepared_range_score(length, *read.range) : 0.0;
   }
 }
 

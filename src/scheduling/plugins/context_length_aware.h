@@ -33,6 +33,16 @@ struct ContextRange {
 
 // "min-max" (spaces around each bound allowed), or nullopt.
 std::optional<ContextRange> parse_context_range(std::string_view text);
+// A range with what its in-range score needs that does not depend on the
+// request, computed once (when the label is read), not per request:
+// in range, 0.3 + 0.49 x widthScore + 0.21 x (max - length) / width.
+struct ScoredRange {
+  ContextRange range;
+  double base = 0;       // 0.3 + 0.49 x widthScore (1 for a zero width)
+  double per_token = 0;  // 0.21 / width (0 for a zero width)
+};
+ScoredRange prepare_range(ContextRange range);
+double prepared_range_score(std::uint64_t length, const ScoredRange& r);
 // The score of an endpoint serving `range` for a request of `length` tokens.
 double context_range_score(std::uint64_t length, ContextRange range);
 
@@ -59,7 +69,7 @@ class ContextLengthAware final : public Plugin, public Filter, public Scorer, pu
   // or a parse per endpoint.
   struct LabelRead {
     bool labelled = false;
-    std::optional<ContextRange> range;
+    std::optional<ScoredRange> range;
   };
   LabelRead read_label(const Endpoint& e) const;
   // The value of a candidate: found in this cycle's pass, else read.

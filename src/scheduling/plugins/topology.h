@@ -99,9 +99,11 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
   // loosest), without a branch per level.
   static bool near(const Ids& peer, const Ids& candidate, TopologyLevel loosest) {
     const auto last = std::min(static_cast<std::size_t>(loosest), peer.size() - 1);
-    bool shared = false;
-    for (std::size_t l = 0; l <= last; ++l) shared |= (peer[l] != 0) & (peer[l] == candidate[l]);
-    return shared;
+    unsigned shared = 0;
+    for (std::size_t l = 0; l <= last; ++l)
+      shared |=
+          static_cast<unsigned>(peer[l] != 0) & static_cast<unsigned>(peer[l] == candidate[l]);
+    return shared != 0;
   }
   static TopologyLevel compare(const Ids& peer, const Ids& candidate,
                                TopologyLevel loosest = TopologyLevel::kRegion) {
