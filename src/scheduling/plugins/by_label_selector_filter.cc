@@ -33,11 +33,19 @@ void ByLabelSelectorFilter::filter(CycleState&, const Request&,
   const std::size_t n = candidates.size();
   const Endpoint** cand = candidates.data();
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t i = 0;
+  for (; i < n; ++i) {  // the view's rows, no call in the loop
     const Endpoint* e = cand[i];
     const std::uint8_t* v = pass.find(e);
+    if (!v) [[unlikely]]
+      break;
     cand[kept] = e;
-    kept += v ? *v : verdicts_.get(*e, derive);
+    kept += *v;
+  }
+  for (; i < n; ++i) {
+    const Endpoint* e = cand[i];
+    cand[kept] = e;
+    kept += verdicts_.get(*e, derive);
   }
   candidates.resize(kept);
 }

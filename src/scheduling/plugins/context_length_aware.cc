@@ -74,18 +74,29 @@ void ContextLengthAware::filter(CycleState&, const Request& request,
                                 std::vector<const Endpoint*>& candidates) {
   if (!enable_filtering_) return;
   const std::uint64_t length = request.input_tokens;
-  // Compacted in place over locals (see ByLabelFilter::filter).
+  // Compacted in place over locals, the view's rows first with no call in
+  // the loop (see ByLabelFilter::filter).
+  auto keeps = [length](const LabelRead& r) {
+    // No label: any length.
+    return !r.labelled || (r.range && length >= r.range->range.min && length <= r.range->range.max);
+  };
   const auto labels = pass();
   const std::size_t n = candidates.size();
   const Endpoint** cand = candidates.data();
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t i = 0;
+  for (; i < n; ++i) {
     const Endpoint* e = cand[i];
-    const LabelRead& read = label_of(labels, e);
+    const LabelRead* r = labels.find(e);
+    if (!r) [[unlikely]]
+      break;
     cand[kept] = e;
-    // No label: any length.
-    kept += !read.labelled ||
-            (read.range && length >= read.range->range.min && length <= read.range->range.max);
+    kept += keeps(*r);
+  }
+  for (; i < n; ++i) {
+    const Endpoint* e = cand[i];
+    cand[kept] = e;
+    kept += keeps(label_of(labels, e));
   }
   candidates.resize(kept);
 }
@@ -97,14 +108,19 @@ void ContextLengthAware::score(CycleState&, const Request& request,
   const std::size_t n = candidates.size();
   const Endpoint* const* cand = candidates.data();
   double* out = scores.data();
+  auto score_of = [length](const LabelRead& r) {
+    if (!r.labelled) return 0.5;
+    return r.range ? prepared_range_score(length, *r.range) : 0.0;
+  };
   const auto labels = pass();
-  for (std::size_t i = 0; i < n; ++i) {
-    const LabelRead& read = label_of(labels, cand[i]);
-    if (!read.labelled)
-      out[i] = 0.5;
-    else
-      out[i] = read.range ? prepared_range_score(length, *read.range) : 0.0;
+  std::size_t i = 0;
+  for (; i < n; ++i) {  // as the filter's: no call in the loop
+    const LabelRead* r = labels.find(cand[i]);
+    if (!r) [[unlikely]]
+      break;
+    out[i] = score_of(*r);
   }
+  for (; i < n; ++i) out[i] = score_of(label_of(labels, cand[i]));
 }
 
 }  // namespace sluice::scheduling

@@ -33,10 +33,20 @@ void TopologyAffinityFilter::filter(CycleState& cycle, const Request&,
   const TopologyLevel loosest = min_affinity_;
   const TopologyExtractor::IdsPass ids = x->ids_pass();
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t i = 0;
+  // Every candidate is one of the view's: a loop without a call in it
+  // (the compiler then keeps its values in registers), and the rest, if
+  // any, the slow way.
+  for (; i < n; ++i) {
     const TopologyExtractor::Ids* c = ids.find(cand[i]);
+    if (!c) [[unlikely]]
+      break;
     pos[kept] = static_cast<std::uint32_t>(i);  // kept only if near: no branch
-    kept += TopologyExtractor::near(at, c ? *c : x->ids(*cand[i]), loosest);
+    kept += TopologyExtractor::near(at, *c, loosest);
+  }
+  for (; i < n; ++i) {
+    pos[kept] = static_cast<std::uint32_t>(i);
+    kept += TopologyExtractor::near(at, x->ids(*cand[i]), loosest);
   }
   if (kept == 0) return;
   for (std::size_t j = 0; j < kept; ++j) candidates[j] = candidates[pos[j]];  // pos[j] >= j
@@ -57,11 +67,15 @@ void TopologyAffinityScorer::score(CycleState& cycle, const Request&,
   const TopologyExtractor::IdsPass ids = x->ids_pass();
   const std::size_t n = candidates.size();
   double* out = scores.data();
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t i = 0;
+  for (; i < n; ++i) {  // as the filter's: no call in the loop
     const TopologyExtractor::Ids* c = ids.find(candidates[i]);
-    out[i] = kLevelScores[static_cast<int>(
-        TopologyExtractor::compare(at, c ? *c : x->ids(*candidates[i])))];
+    if (!c) [[unlikely]]
+      break;
+    out[i] = kLevelScores[static_cast<int>(TopologyExtractor::compare(at, *c))];
   }
+  for (; i < n; ++i)
+    out[i] = kLevelScores[static_cast<int>(TopologyExtractor::compare(at, x->ids(*candidates[i])))];
 }
 
 }  // namespace sluice::scheduling

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "scheduling/from_config.h"
 #include "scheduling/plugins/always_disagg_pd_decider.h"
+#include "scheduling/plugins/by_label_filter.h"
 #include "scheduling/plugins/context_length_aware.h"
 #include "scheduling/plugins/disagg_profile_handler.h"
 #include "scheduling/plugins/label_cache.h"
@@ -128,6 +129,46 @@ TEST(LabelCache, DerivesOncePerSlotAndLabelsVersion) {
   cache.clear();
   EXPECT_EQ(value(pool.endpoints[1]), "y");
   EXPECT_EQ(derived, 4);
+}
+
+// Inside a scheduler the label readers find a candidate's row by its
+// address in the cycle's array; a candidate from anywhere else (none in
+// sluice today) is read the slow way, not mistaken for a row.
+TEST(LabelCache, AnAttachedReaderReadsAnEndpointOutsideItsViewTheSlowWay) {
+  const std::string role(kRoleLabel);
+  const std::string range(ContextLengthAware::kDefaultLabel);
+  Pool view_pool;
+  view_pool.add("a:1", {{role, "prefill"}, {range, "0-2048"}});
+  view_pool.add("b:1", {{role, "decode"}, {range, "4096-8192"}});
+  std::vector<Endpoint> arr = view_pool.copy();
+  const PoolView view{arr.data(), arr.size(), 1};
+  Pool other;
+  other.add("c:1", {{role, "prefill"}, {range, "4096-8192"}});
+  other.add("d:1", {{role, "decode"}, {range, "0-2048"}});
+  Request r;
+  r.input_tokens = 1000;
+  CycleState cycle;
+  auto prefill = ByLabelFilter::prefill();
+  prefill->attach(&view);
+  std::vector<const Endpoint*> c = {&arr[0], &other.endpoints[0], &arr[1], &other.endpoints[1]};
+  prefill->filter(cycle, r, c);
+  EXPECT_EQ(c, (std::vector<const Endpoint*>{&arr[0], &other.endpoints[0]}));
+  // The first candidate outside the view comes first, then the view's.
+  c = {&other.endpoints[1], &arr[0], &other.endpoints[0], &arr[1]};
+  prefill->filter(cycle, r, c);
+  EXPECT_EQ(c, (std::vector<const Endpoint*>{&arr[0], &other.endpoints[0]}));
+  ContextLengthAware ctx(range, true);
+  ctx.attach(&view);
+  c = {&arr[1], &other.endpoints[1], &arr[0], &other.endpoints[0]};
+  std::vector<double> s(c.size());
+  ctx.score(cycle, r, c, s);
+  // 1000 tokens: out of 4096-8192 by 3096, in 0-2048 (hand-worked above).
+  EXPECT_NEAR(s[0], 0.3 / (1 + 3.096), 1e-9);
+  EXPECT_NEAR(s[1], 0.814167, 1e-6);
+  EXPECT_NEAR(s[2], 0.814167, 1e-6);
+  EXPECT_NEAR(s[3], 0.3 / (1 + 3.096), 1e-9);
+  ctx.filter(cycle, r, c);
+  EXPECT_EQ(c, (std::vector<const Endpoint*>{&other.endpoints[1], &arr[0]}));
 }
 
 TEST(ContextLengthAware, ScorerAfterTheFilterScoresAsAloneAndReadsLabelsAnewWhenTheyChange) {
