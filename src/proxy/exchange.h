@@ -193,16 +193,14 @@ class Exchange {
   void begin_request(bool head_read);
   void end_request(int status, std::string_view outcome);
 
-  // Who the request is and what its tenant may do (identity.cc): steps
-  // of admission like the ones below.
+  // Who the request is and what its tenant may do (identity.cc): the I/O
+  // around admission's identity step (src/admission/), and the tenant's
+  // policy, steps of admission like the ones below.
   bool on_head();
   bool peer_trusted();
   bool authenticated() const;
   bool check_identity();
-  void adopt_proxied_tenant();
-  void adopt_agent_identity();
   bool has_tenant_policy() const;
-  void refuse_credentials(const auth::AuthOutcome& out);
   bool check_tenant_policy(protocol::OpenAIRequest& req);
   bool apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req);
   bool take_tenant_permit(const auth::TenantPolicy& p);

@@ -1,15 +1,15 @@
-// Who the request is, and what its tenant may do: the admission steps of
-// auth (auth/authenticator.h) and tenant policy (auth/tenants.h). The head
-// is enough to authenticate, so a request without valid credentials is
-// refused before its body is read (and before the body budget holds it).
+// Who the request is, and what its tenant may do: the I/O around
+// admission's identity step (admission/identity.h), and the tenant policy
+// step (auth/tenants.h). The head is enough to authenticate, so a request
+// without valid credentials is refused before its body is read (and before
+// the body budget holds it).
+#include "admission/identity.h"
+
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <string_view>
 
-#include "observe/log.h"
 #include "protocol/engine_priority.h"
-#include "protocol/steering.h"
 #include "proxy/client_connection.h"
 #include "proxy/exchange.h"
 
@@ -38,53 +38,7 @@ std::array<unsigned char, 16> peer_bytes(const Socket& s) {
   return out;
 }
 
-// The value of the first field named `name` (lower case) in a block of
-// "Name: value\r\n" lines, without surrounding blanks; empty if none.
-std::string_view header_value(std::string_view block, std::string_view name) {
-  while (!block.empty()) {
-    const auto eol = block.find("\r\n");
-    const std::string_view line = block.substr(0, eol);
-    block = eol == std::string_view::npos ? std::string_view() : block.substr(eol + 2);
-    const auto colon = line.find(':');
-    if (colon != name.size()) continue;
-    const bool same = std::equal(name.begin(), name.end(), line.begin(), [](char a, char b) {
-      return a == std::tolower(static_cast<unsigned char>(b));
-    });
-    if (!same) continue;
-    std::string_view v = line.substr(colon + 1);
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    if (!v.empty()) return v;
-  }
-  return {};
-}
-
 }  // namespace
-
-// agent-identity (llm-d's): a request that names no flow takes the first
-// agent session header's value as its fairness id. Only where the steering
-// headers themselves stand (auth off, or a trusted proxy's request under no
-// tenant policy): an authenticated tenant's flow is the tenant's, and a
-// header must not move it. A value that is not a valid fairness id, or
-// (from a trusted proxy) that names a tenant, is ignored (the request stays
-// in the default flow) rather than refused: the client did not ask for a
-// flow.
-void Exchange::adopt_agent_identity() {
-  const auto& headers = thread_.policy().agent_session_headers;
-  if (headers.empty() || !request_.fairness_id.empty()) return;
-  for (const auto& h : headers) {
-    const std::string_view v = header_value(request_.forward_headers, h);
-    if (v.empty()) continue;
-    if (!protocol::is_valid_steering_value(v, ctx_.config.server.max_fairness_id_bytes)) return;
-    // From a trusted proxy a flow id names a tenant: a session's must not
-    // land in a tenant's flows ("acme", "acme/ui").
-    if (identity_.source == auth::Source::kTrustedProxy &&
-        thread_.authenticator().tenants().find(v.substr(0, v.find('/'))))
-      return;
-    request_.fairness_id.assign(v);
-    return;
-  }
-}
 
 // The head is read: the request begins (its route, its id), and who sent it
 // is settled.
@@ -110,85 +64,31 @@ bool Exchange::peer_trusted() {
   return peer_trusted_ == 1;
 }
 
-bool Exchange::authenticated() const {
-  return identity_.source == auth::Source::kApiKey || identity_.source == auth::Source::kJwt ||
-         identity_.source == auth::Source::kClientCertificate;
-}
-
-// Without auth: and trustedProxies, the steering headers stand (GIE's
-// behaviour). Otherwise they stand only from a trusted proxy; any other
-// request is authenticated (auth:) or loses them (trustedProxies alone).
+// admission::identify decides; here what it needs of the connection and
+// the clock (asked only where it matters, as before), and what it asks for:
+// the count of the credentials' result, a new JWKS, the answer.
 bool Exchange::check_identity() {
-  identity_.clear();
   const auth::Authenticator& a = thread_.authenticator();
-  if (a.headers_trusted_by_default()) {
-    adopt_agent_identity();
-    return true;
-  }
-  if (peer_trusted()) {
-    adopt_proxied_tenant();
-    // The proxy named the tenant (or none: default-flow); a session header
-    // never picks a tenant, and under a tenant's policy its flow holds.
-    if (!identity_.policy) adopt_agent_identity();
-    return true;
-  }
-  if (!a.enabled()) {
-    request_.fairness_id.clear();
-    request_.objective.clear();
-    return true;
-  }
-  const auth::Credentials c{request_.authorization, request_.authorization_count,
-                            conn_.client_certificate_name()};
-  const auth::AuthOutcome out = a.authenticate(c, unix_now(), identity_, thread_.token_cache());
-  thread_.stats().auth_result(out.ok() ? std::string_view("ok") : out.reason);
-  if (out.unknown_key) ctx_.want_jwks_refetch();
-  if (out.ok()) return true;
-  refuse_credentials(out);
+  admission::IdentityContext c(a);
+  c.peer_trusted = !a.headers_trusted_by_default() && peer_trusted();
+  c.now_unix = a.enabled() && !c.peer_trusted ? unix_now() : 0;
+  c.token_cache = thread_.token_cache();
+  c.client_certificate_name = conn_.client_certificate_name();
+  c.body_read = !request_parser_ || request_parser_->is_done();
+  c.agent_session_headers = thread_.policy().agent_session_headers;
+  c.max_fairness_id_bytes = ctx_.config.server.max_fairness_id_bytes;
+  admission::Request r(request_, identity_, route_);
+  const admission::IdentityOutcome out = admission::identify(c, r);
+  if (!out.auth_result.empty()) thread_.stats().auth_result(out.auth_result);
+  if (out.jwks_refetch) ctx_.want_jwks_refetch();
+  if (out.verdict.admitted()) return true;
+  answer(out.verdict.answer());
   return false;
 }
 
-// A trusted proxy decided who the tenant is, not what the tenant may do:
-// its fairness id names the tenant ("acme", or "acme/ui" for acme's
-// sub-flow ui; none: default-flow), and that tenant's policy (or "*"'s)
-// holds. Without a policy for it the fairness id stands as sent.
-void Exchange::adopt_proxied_tenant() {
-  identity_.source = auth::Source::kTrustedProxy;
-  const std::string_view id = request_.fairness_id;
-  // An id that is not a valid steering value is refused with its 400 in
-  // check_steering; here it names nobody.
-  const bool valid = !id.empty() && protocol::is_valid_steering_value(
-                                        id, ctx_.config.server.max_fairness_id_bytes);
-  std::string_view tenant = valid ? id.substr(0, id.find('/')) : std::string_view();
-  if (tenant.empty()) tenant = "default-flow";
-  identity_.policy = thread_.authenticator().tenants().find(tenant);
-  if (identity_.policy) identity_.tenant = std::string(tenant);
-}
+bool Exchange::authenticated() const { return admission::authenticated(identity_); }
 
-bool Exchange::has_tenant_policy() const {
-  return authenticated() ||
-         (identity_.source == auth::Source::kTrustedProxy && identity_.policy != nullptr);
-}
-
-void Exchange::refuse_credentials(const auth::AuthOutcome& out) {
-  flowcontrol::ErrorAnswer ans;
-  if (out.failure == auth::AuthFailure::kRepeated) {
-    ans = client_error(400, "repeated_authorization_header",
-                       "the Authorization header was sent more than once; send it once");
-  } else {
-    // OpenAI's answer to a bad key, so SDKs raise their AuthenticationError.
-    ans = client_error(401, "invalid_api_key",
-                       out.failure == auth::AuthFailure::kMissing
-                           ? "You didn't provide an API key. Send it as Authorization: Bearer KEY."
-                           : "Incorrect API key provided.");
-    ans.www_authenticate = "Bearer realm=\"" + thread_.authenticator().realm() + "\"";
-    if (out.failure != auth::AuthFailure::kMissing)
-      ans.www_authenticate += ", error=\"invalid_token\"";
-  }
-  ans.reason = out.reason;
-  // The body was not read yet, or not all of it: the connection closes.
-  if (request_parser_ && !request_parser_->is_done()) ans.close_connection = true;
-  answer(ans);
-}
+bool Exchange::has_tenant_policy() const { return admission::under_tenant_policy(identity_); }
 
 // The tenant's policy on an inference request: its model, its objective
 // (the token's, else the header's, else the tenant's default; clamped or
