@@ -165,19 +165,9 @@ bool Exchange::check_legacy_saturation() {
 // scheduled and forwarded as any other, its body unread: no model, no
 // output limit, no prompt for the prefix plugins (the config refuses those
 // with passthrough-parser alone). A tenant whose policy reads the body
-// (models, maxTokens) cannot be held to it here: refused.
+// (models, maxTokens) cannot be held to it here: refused by the tenant step.
 void Exchange::handle_passthrough() {
   if (!check_not_draining() || !check_steering()) return;
-  if (const auth::TenantPolicy* p = identity_.policy;
-      p && has_tenant_policy() && (p->restricts_models() || p->max_tokens > 0)) {
-    auto a = client_error(403, "passthrough_not_allowed",
-                          "tenant '" + identity_.tenant +
-                              "' is limited by model or max_tokens, which an unparsed request "
-                              "cannot be held to; use an OpenAI path (" +
-                              request_.target + " is not one)");
-    a.reason = "passthrough-not-allowed";
-    return answer(a);
-  }
   protocol::OpenAIRequest none;
   // Sized by its body: about four bytes a token, as for a prompt.
   none.estimated_input_tokens = request_.body.size() / 4;

@@ -194,16 +194,14 @@ class Exchange {
   void end_request(int status, std::string_view outcome);
 
   // Who the request is and what its tenant may do (identity.cc): the I/O
-  // around admission's identity step (src/admission/), and the tenant's
-  // policy, steps of admission like the ones below.
+  // around admission's identity and tenant steps (src/admission/), each
+  // answering and returning false when the request may not go on.
   bool on_head();
   bool peer_trusted();
   bool authenticated() const;
   bool check_identity();
   bool has_tenant_policy() const;
   bool check_tenant_policy(protocol::OpenAIRequest& req);
-  bool apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req);
-  bool take_tenant_permit(const auth::TenantPolicy& p);
   // GET /v1/models of a tenant restricted to some models: sluice answers
   // from the pool's catalogue, with only those.
   bool restricted_to_models() const;

@@ -1,21 +1,18 @@
 // Who the request is, and what its tenant may do: the I/O around
-// admission's identity step (admission/identity.h), and the tenant policy
-// step (auth/tenants.h). The head is enough to authenticate, so a request
-// without valid credentials is refused before its body is read (and before
-// the body budget holds it).
+// admission's identity and tenant steps (admission/identity.h,
+// admission/tenant_policy.h). The head is enough to authenticate, so a
+// request without valid credentials is refused before its body is read (and
+// before the body budget holds it).
 #include "admission/identity.h"
 
-#include <algorithm>
 #include <chrono>
 #include <string_view>
 
-#include "protocol/engine_priority.h"
+#include "admission/tenant_policy.h"
 #include "proxy/client_connection.h"
 #include "proxy/exchange.h"
 
 namespace sluice::proxy {
-
-using flowcontrol::client_error;
 
 namespace {
 
@@ -90,109 +87,26 @@ bool Exchange::authenticated() const { return admission::authenticated(identity_
 
 bool Exchange::has_tenant_policy() const { return admission::under_tenant_policy(identity_); }
 
-// The tenant's policy on an inference request: its model, its objective
-// (the token's, else the header's, else the tenant's default; clamped or
-// refused above what it may use), its max_tokens ceiling, its concurrency,
-// and its flow (the tenant's own, or one of its sub-flows).
+// admission's tenant step: the policy decides (a refusal answered here),
+// the tenant's concurrency permit is taken here (TenantLoad is shared by
+// the I/O threads), then the request takes its objective and flow.
 bool Exchange::check_tenant_policy(protocol::OpenAIRequest& req) {
-  if (!has_tenant_policy()) return true;
-  const auth::TenantPolicy* p = identity_.policy;
-  const std::string_view asked =
-      !identity_.objective.empty() ? std::string_view(identity_.objective) : request_.objective;
-  if (p && !auth::Tenants::model_allowed(*p, req.model)) {
-    auto a =
-        client_error(403, "model_not_allowed",
-                     "tenant '" + identity_.tenant + "' may not use model '" + req.model + "'");
-    a.reason = "model-not-allowed";
-    answer(a);
+  admission::Request r(request_, identity_, route_, &req);
+  admission::TenantDecision d;
+  if (const auto v = admission::check_tenant_policy(thread_.authenticator().tenants(), r, d);
+      !v.admitted()) {
+    answer(v.answer());
     return false;
   }
-  std::string objective(asked);
-  if (p) {
-    auto d = thread_.authenticator().tenants().decide_objective(*p, asked);
-    if (d.refused) {
-      auto a = client_error(
-          403, "objective_not_allowed",
-          "tenant '" + identity_.tenant + "' may not use objective '" + std::string(asked) + "'");
-      a.reason = "objective-not-allowed";
-      answer(a);
-      return false;
-    }
-    objective = std::move(d.objective);
-    if (!apply_max_tokens(*p, req) || !take_tenant_permit(*p)) return false;
-  }
-  request_.objective = std::move(objective);
-  // The sub-flow asked for: the fairness id of an authenticated request
-  // ("ui"), what follows the tenant in a trusted proxy's ("acme/ui").
-  std::string_view subflow = request_.fairness_id;
-  if (identity_.source == auth::Source::kTrustedProxy) {
-    const auto slash = subflow.find('/');
-    subflow = slash == std::string_view::npos ? std::string_view() : subflow.substr(slash + 1);
-  }
-  request_.fairness_id = auth::Tenants::flow_for(p, identity_.tenant, subflow);
-  return true;
-}
-
-// The tenant's max_tokens ceiling holds for every output-token limit the
-// body carries (max_tokens, max_completion_tokens, max_output_tokens: each
-// engine reads a different one first), every occurrence counted. Above it:
-// 400, or each limit present rewritten to at most the ceiling; a body that
-// names none (or only null) gets the ceiling, in the member its route's
-// engines read.
-bool Exchange::apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req) {
-  if (p.max_tokens == 0 || route_ == protocol::Route::kEmbeddings) return true;
-  const auto ceiling = static_cast<std::int64_t>(p.max_tokens);
-  const auto& limits = req.output_limits;
-  bool rewrite = !req.max_tokens;
-  for (std::size_t i = 0; i < limits.size(); ++i) {
-    rewrite = rewrite || limits[i].has_null || limits[i].max > ceiling;
-    if (limits[i].max > ceiling && p.refuse_above_max_tokens) {
-      auto a = client_error(400, "max_tokens_exceeded",
-                            std::string(protocol::kOutputLimitKeys[i]) + " " +
-                                std::to_string(limits[i].max) +
-                                " is above the tenant's ceiling of " + std::to_string(ceiling));
-      a.reason = "max-tokens-exceeded";
-      answer(a);
+  if (d.max_concurrency > 0) {
+    tenant_permit_ = ctx_.tenant_load.try_acquire(identity_.tenant, d.max_concurrency);
+    if (!tenant_permit_) {
+      answer(admission::tenant_concurrency_refused(identity_.tenant, d.max_concurrency));
       return false;
     }
   }
-  if (!rewrite) return true;
-  // Each key present or null, and the route's default when none is present.
-  std::array<protocol::Member, protocol::kOutputLimitKeys.size() + 1> put;
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < limits.size(); ++i)
-    if (limits[i].present || limits[i].has_null)
-      put[n++] = {protocol::kOutputLimitKeys[i],
-                  limits[i].present ? std::min(limits[i].max, ceiling) : ceiling};
-  if (!req.max_tokens)
-    put[n++] = {route_ == protocol::Route::kResponses ? "max_output_tokens" : "max_tokens",
-                ceiling};
-  // Each once: a key that was null and is written as the route's default.
-  std::sort(put.begin(), put.begin() + static_cast<std::ptrdiff_t>(n),
-            [](const auto& a, const auto& b) { return a.key < b.key; });
-  n = static_cast<std::size_t>(
-      std::unique(put.begin(), put.begin() + static_cast<std::ptrdiff_t>(n),
-                  [](const auto& a, const auto& b) { return a.key == b.key; }) -
-      put.begin());
-  request_.body = protocol::body_with_members(request_.body, protocol::kOutputLimitKeys,
-                                              std::span(put.data(), n));
-  req.max_tokens = req.max_tokens ? std::min(*req.max_tokens, ceiling) : ceiling;
+  admission::settle_tenant_flow(r, d);
   return true;
-}
-
-// The tenant's requests in flight, at most its maxConcurrency: 429.
-bool Exchange::take_tenant_permit(const auth::TenantPolicy& p) {
-  if (p.max_concurrency == 0) return true;
-  tenant_permit_ = ctx_.tenant_load.try_acquire(identity_.tenant, p.max_concurrency);
-  if (tenant_permit_) return true;
-  auto a =
-      client_error(429, "tenant_concurrency_limit",
-                   "tenant '" + identity_.tenant + "' has " + std::to_string(p.max_concurrency) +
-                       " requests in flight already, its limit; retry when one ends");
-  a.reason = "tenant-concurrency-limit";
-  a.retry_after_seconds = 1;
-  answer(a);
-  return false;
 }
 
 bool Exchange::restricted_to_models() const {
