@@ -4,6 +4,7 @@
 // decision comes back to on_decision.
 #include <algorithm>
 
+#include "admission/quota.h"
 #include "config/units.h"
 #include "observe/log.h"
 #include "protocol/openai_request.h"
@@ -57,6 +58,7 @@ void Exchange::handle_request() {
   if (!check_inference_request(parsed)) return;
   if (!check_steering()) return;
   if (!check_tenant_policy(parsed.request)) return;
+  if (!check_quota(parsed.request)) return;
   if (!check_legacy_saturation()) return;
   admit(parsed.request);
 }
@@ -173,8 +175,20 @@ void Exchange::handle_passthrough() {
   none.estimated_input_tokens = request_.body.size() / 4;
   prompt_text_.clear();
   if (!check_tenant_policy(none)) return;
+  if (!check_quota(none)) return;
   if (!check_legacy_saturation()) return;
   admit(none);
+}
+
+// admission's quota step, between the tenant's checks and flow control:
+// where issue 41, item 2 reserves a request's worst case. Only the seam
+// today (admission/quota.h): no quota exists, every request goes on.
+bool Exchange::check_quota(protocol::OpenAIRequest& req) {
+  const admission::Verdict v =
+      admission::quota_reserve_seam(admission::Request(request_, identity_, route_, &req));
+  if (v.admitted()) return true;
+  answer(v.answer());
+  return false;
 }
 
 // GET /v1/models and the like: no admission; any endpoint will do.

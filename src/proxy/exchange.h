@@ -215,6 +215,7 @@ class Exchange {
   bool check_inference_request(protocol::ParseResult& parsed);
   bool check_not_draining();
   void handle_passthrough();
+  bool check_quota(protocol::OpenAIRequest& req);
   bool check_legacy_saturation();
   void forward_without_admission();
   void admit(const protocol::OpenAIRequest& parsed);
