@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "admission/quota.h"
+#include "admission/steering.h"
 #include "config/units.h"
 #include "observe/log.h"
 #include "protocol/openai_request.h"
@@ -235,34 +236,14 @@ void Exchange::admit(const protocol::OpenAIRequest& parsed) {
   enqueue(std::move(e));
 }
 
-// Steering values become table keys, labels and log fields: validated
-// here, once (protocol/steering.h), so nothing behind sees raw bytes.
+// admission's steering step (admission/steering.h): the values become
+// table keys, labels and log fields, validated there, once.
 bool Exchange::check_steering() {
-  if (!request_.repeated_steering.empty()) {
-    answer(client_error(400, "repeated-steering-header",
-                        "the steering header " + request_.repeated_steering +
-                            " was sent more than once; send each at most once"));
-    return false;
-  }
-  const std::size_t max_id = ctx_.config.server.max_fairness_id_bytes;
-  if (!request_.fairness_id.empty() &&
-      !protocol::is_valid_steering_value(request_.fairness_id, max_id)) {
-    answer(client_error(400, "invalid-fairness-id",
-                        "the fairness id (x-llm-d-inference-fairness-id or "
-                        "x-gateway-inference-fairness-id) must be 1 to " +
-                            std::to_string(max_id) +
-                            " token characters (letters, digits, !#$%&'*+-.^_`|~:/@=)"));
-    return false;
-  }
-  if (!request_.objective.empty() &&
-      !protocol::is_valid_steering_value(request_.objective, max_id)) {
-    answer(client_error(400, "invalid-objective",
-                        "the objective (x-llm-d-inference-objective or "
-                        "x-gateway-inference-objective) must be 1 to " +
-                            std::to_string(max_id) + " token characters"));
-    return false;
-  }
-  return true;
+  const admission::Verdict v = admission::check_steering(
+      admission::Request(request_, identity_, route_), ctx_.config.server.max_fairness_id_bytes);
+  if (v.admitted()) return true;
+  answer(v.answer());
+  return false;
 }
 
 // The request's flow, priority (its objective's), TTL (the objective's, or
