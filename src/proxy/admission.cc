@@ -4,6 +4,7 @@
 // decision comes back to on_decision.
 #include <algorithm>
 
+#include "admission/parse.h"
 #include "admission/quota.h"
 #include "admission/steering.h"
 #include "config/units.h"
@@ -17,7 +18,6 @@
 
 namespace sluice::proxy {
 
-namespace http = boost::beast::http;
 using flowcontrol::client_error;
 
 namespace {
@@ -73,80 +73,41 @@ void Exchange::assign_request_id() {
   }
 }
 
-// A transfer coding sluice can read, a known path, its method.
+// admission's reading-side steps (admission/parse.h): what was read,
+// judged there; a refusal answered here.
 bool Exchange::check_framing_and_route() {
-  if (request_.unsupported_transfer_coding) {
-    keep_alive_ = false;
-    answer(client_error(501, "unsupported-transfer-coding",
-                        "only Transfer-Encoding: chunked is supported"));
-    return false;
-  }
-  if (route_ == protocol::Route::kUnknown) {
-    answer(client_error(404, "not-found", "no such path: " + request_.target));
-    return false;
-  }
-  const bool inference = protocol::is_inference(route_);
-  const auto method = request_.method;
-  if (route_ == protocol::Route::kPassthrough) {
-    // Forwarded unread: the methods of an HTTP API, not CONNECT or TRACE.
-    if (method == http::verb::get || method == http::verb::post || method == http::verb::put ||
-        method == http::verb::patch || method == http::verb::delete_)
-      return true;
-  } else if ((inference && method == http::verb::post) ||
-             (!inference && method == http::verb::get)) {
-    return true;
-  }
-  answer(
-      client_error(405, "method-not-allowed",
-                   "method " + request_.method_string + " is not allowed on " + request_.target));
+  const admission::Verdict v =
+      admission::check_framing_and_route(admission::Request(request_, identity_, route_));
+  if (v.admitted()) return true;
+  answer(v.answer());
   return false;
 }
 
-// Drained or shutting down: nothing new is admitted.
 bool Exchange::check_not_draining() {
-  if (ctx_.draining.load(std::memory_order_relaxed)) {
-    // Drained or shutting down: nothing new is admitted. Another replica
-    // can take it at once.
-    flowcontrol::ErrorAnswer a;
-    a.status = 503;
-    a.reason = "draining";
-    a.llmd_reason = "rejected-shutting-down";
-    a.body = flowcontrol::openai_error_body(
-        "sluice is draining and admits no new requests; retry elsewhere", "server_error",
-        "draining");
-    a.retry_after_seconds = 1;
-    a.close_connection = true;
-    answer(a);
-    return false;
-  }
-  return true;
+  const admission::Verdict v =
+      admission::check_not_draining(ctx_.draining.load(std::memory_order_relaxed));
+  if (v.admitted()) return true;
+  answer(v.answer());
+  return false;
 }
 
 // An inference request: not while draining; a JSON body sluice can read
-// (`parsed`), with a valid model name.
+// (`parsed`, the prompt's text kept for prefix hashing), a valid model name.
 bool Exchange::check_inference_request(protocol::ParseResult& parsed) {
   if (!check_not_draining()) return false;
-  if (!protocol::is_json_content_type(request_.content_type)) {
-    answer(client_error(400, "unsupported-content-type", "Content-Type must be application/json"));
-    return false;
-  }
   const RequestPolicy& policy = thread_.policy();
-  const bool hash_prefix = policy.preparation.prefix_hashes;
   prompt_text_.clear();
-  parsed = protocol::parse_openai_request(request_.body, hash_prefix ? &prompt_text_ : nullptr,
-                                          scheduling::prefix_text_limit(policy.preparation));
-  if (!parsed.ok()) {
-    answer(client_error(400, parsed.error_code, parsed.error_message));
-    return false;
+  admission::ParseContext c;
+  c.max_model_bytes = ctx_.config.server.max_model_bytes;
+  if (policy.preparation.prefix_hashes) {
+    c.prompt_text = &prompt_text_;
+    c.prompt_text_limit = scheduling::prefix_text_limit(policy.preparation);
   }
-  if (!protocol::is_valid_model_name(parsed.request.model, ctx_.config.server.max_model_bytes)) {
-    answer(client_error(400, "invalid-model",
-                        "'model' must be 1 to " +
-                            std::to_string(ctx_.config.server.max_model_bytes) +
-                            " bytes without control characters"));
-    return false;
-  }
-  return true;
+  admission::Request r(request_, identity_, route_);
+  const admission::Verdict v = admission::parse_inference_body(c, r, parsed);
+  if (v.admitted()) return true;
+  answer(v.answer());
+  return false;
 }
 
 // GIE's legacy admission (flow control off): shed sheddable requests while
