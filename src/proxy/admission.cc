@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "admission/parse.h"
+#include "admission/pool.h"
 #include "admission/quota.h"
 #include "admission/steering.h"
 #include "config/units.h"
@@ -64,6 +65,13 @@ void Exchange::handle_request() {
   admit(parsed.request);
 }
 
+// A step's verdict: go on, or its answer is rendered.
+bool Exchange::go_on(const admission::Verdict& v) {
+  if (v.admitted()) return true;
+  answer(v.answer());
+  return false;
+}
+
 // The client's x-request-id if it is a valid token, else a new one.
 void Exchange::assign_request_id() {
   if (protocol::is_valid_steering_value(request_.request_id, 128)) {
@@ -76,19 +84,11 @@ void Exchange::assign_request_id() {
 // admission's reading-side steps (admission/parse.h): what was read,
 // judged there; a refusal answered here.
 bool Exchange::check_framing_and_route() {
-  const admission::Verdict v =
-      admission::check_framing_and_route(admission::Request(request_, identity_, route_));
-  if (v.admitted()) return true;
-  answer(v.answer());
-  return false;
+  return go_on(admission::check_framing_and_route(admission::Request(request_, identity_, route_)));
 }
 
 bool Exchange::check_not_draining() {
-  const admission::Verdict v =
-      admission::check_not_draining(ctx_.draining.load(std::memory_order_relaxed));
-  if (v.admitted()) return true;
-  answer(v.answer());
-  return false;
+  return go_on(admission::check_not_draining(ctx_.draining.load(std::memory_order_relaxed)));
 }
 
 // An inference request: not while draining; a JSON body sluice can read
@@ -104,25 +104,20 @@ bool Exchange::check_inference_request(protocol::ParseResult& parsed) {
     c.prompt_text_limit = scheduling::prefix_text_limit(policy.preparation);
   }
   admission::Request r(request_, identity_, route_);
-  const admission::Verdict v = admission::parse_inference_body(c, r, parsed);
-  if (v.admitted()) return true;
-  answer(v.answer());
-  return false;
+  return go_on(admission::parse_inference_body(c, r, parsed));
 }
 
-// GIE's legacy admission (flow control off): shed sheddable requests while
-// the pool is saturated.
+// GIE's legacy admission (flow control off): admission's pool step sheds
+// a sheddable request while the pool is saturated; whether it is, the
+// detector answers here (shared endpoint state), asked only for a
+// sheddable request.
 bool Exchange::check_legacy_saturation() {
   const RequestPolicy& policy = thread_.policy();
-  if (!policy.legacy_detector || request_.objective.empty()) return true;
-  auto it = policy.objectives.find(request_.objective);
-  if (it != policy.objectives.end() && it->second.priority < 0 &&
-      ctx_.pool_saturated(*policy.legacy_detector)) {
-    answer(flowcontrol::answer_for(QueueOutcome::kRejectedCapacity,
-                                   "system saturated, sheddable request dropped"));
-    return false;
-  }
-  return true;
+  if (!policy.legacy_detector) return true;
+  const bool sheddable =
+      admission::sheddable(policy.objectives, admission::Request(request_, identity_, route_));
+  return go_on(admission::shed_when_saturated(
+      sheddable, sheddable && ctx_.pool_saturated(*policy.legacy_detector)));
 }
 
 // passthrough-parser's request (requestHandler.parsers): admitted,
@@ -146,11 +141,8 @@ void Exchange::handle_passthrough() {
 // where issue 41, item 2 reserves a request's worst case. Only the seam
 // today (admission/quota.h): no quota exists, every request goes on.
 bool Exchange::check_quota(protocol::OpenAIRequest& req) {
-  const admission::Verdict v =
-      admission::quota_reserve_seam(admission::Request(request_, identity_, route_, &req));
-  if (v.admitted()) return true;
-  answer(v.answer());
-  return false;
+  return go_on(
+      admission::quota_reserve_seam(admission::Request(request_, identity_, route_, &req)));
 }
 
 // GET /v1/models and the like: no admission; any endpoint will do.
@@ -200,11 +192,8 @@ void Exchange::admit(const protocol::OpenAIRequest& parsed) {
 // admission's steering step (admission/steering.h): the values become
 // table keys, labels and log fields, validated there, once.
 bool Exchange::check_steering() {
-  const admission::Verdict v = admission::check_steering(
-      admission::Request(request_, identity_, route_), ctx_.config.server.max_fairness_id_bytes);
-  if (v.admitted()) return true;
-  answer(v.answer());
-  return false;
+  return go_on(admission::check_steering(admission::Request(request_, identity_, route_),
+                                         ctx_.config.server.max_fairness_id_bytes));
 }
 
 // The request's flow, priority (its objective's), TTL (the objective's, or

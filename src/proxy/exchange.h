@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "admission/request.h"
 #include "auth/authenticator.h"
 #include "datalayer/endpoint_set.h"
 #include "flowcontrol/outcome_response.h"
@@ -210,6 +211,7 @@ class Exchange {
   // Admission (admission.cc): the checks in order, each a step that
   // answers and returns false when the request may not go on.
   void handle_request();
+  bool go_on(const admission::Verdict& v);
   void assign_request_id();
   bool check_framing_and_route();
   bool check_inference_request(protocol::ParseResult& parsed);

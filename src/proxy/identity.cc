@@ -78,9 +78,7 @@ bool Exchange::check_identity() {
   const admission::IdentityOutcome out = admission::identify(c, r);
   if (!out.auth_result.empty()) thread_.stats().auth_result(out.auth_result);
   if (out.jwks_refetch) ctx_.want_jwks_refetch();
-  if (out.verdict.admitted()) return true;
-  answer(out.verdict.answer());
-  return false;
+  return go_on(out.verdict);
 }
 
 bool Exchange::authenticated() const { return admission::authenticated(identity_); }
