@@ -1,14 +1,15 @@
-// Admission: a request whose head and body are read goes through the
-// checks below in order (Pingora's phases: each step answers and returns
-// false when the request may not go on), then to flow control, whose
-// decision comes back to on_decision.
-#include <algorithm>
+// Admission: a request whose head and body are read goes through
+// admission's steps in order (src/admission/: each a pure function that
+// says go on or gives the typed answer; Pingora's phases), then to flow
+// control, whose decision comes back to on_decision. Here only what is I/O
+// or shared state: the flags and the clock read, the detector asked, the
+// tenant's permit taken, the answer rendered, the request queued.
 
+#include "admission/flow_request.h"
 #include "admission/parse.h"
 #include "admission/pool.h"
 #include "admission/quota.h"
 #include "admission/steering.h"
-#include "config/units.h"
 #include "observe/log.h"
 #include "protocol/openai_request.h"
 #include "protocol/steering.h"
@@ -161,21 +162,31 @@ void Exchange::forward_without_admission() {
 
 // ---------------------------------------------------------------- flow control
 
-void Exchange::admit(const protocol::OpenAIRequest& parsed) {
+// admission's flow-control step (admission/flow_request.h) decides the
+// request's flow, priority, TTL, TTFT objective and size on this clock
+// value; here the dispatcher's request is made of it (the flow's table
+// hash and the scheduler's request, both computed on this thread rather
+// than the dispatcher's) and queued.
+void Exchange::admit(protocol::OpenAIRequest& parsed) {
+  rec_.model = parsed.model;
+  admission::FlowRequest f;
+  if (!go_on(admission::build_flow_request(thread_.policy().objectives, flowcontrol::Clock::now(),
+                                           admission::Request(request_, identity_, route_, &parsed),
+                                           f)))
+    return;
   flowcontrol::EnqueueRequest e;
-  if (!steer(parsed, e)) return;
-  e.received = flowcontrol::Clock::now();
-  e.bytes = request_.body.size();
-  e.input_tokens = parsed.estimated_input_tokens;
+  e.flow_id = f.flow_id;
+  e.flow_hash = registry::FlowTable::hash(e.flow_id);
+  e.priority = f.priority;
+  e.received = f.received;
+  e.ttl = f.ttl;
+  e.slo_ttft = f.slo_ttft;
+  e.bytes = f.bytes;
+  e.input_tokens = f.input_tokens;
+  e.max_output_tokens = f.max_output_tokens;
   rec_.flow_id = e.flow_id;
   rec_.priority = e.priority;
-  rec_.input_tokens = parsed.estimated_input_tokens;
-  // A client's max_tokens only sizes the request for tokens-mode admission:
-  // clamped, so in-flight token sums cannot overflow (the body goes as sent).
-  static constexpr std::int64_t kMaxChargedOutputTokens = 1 << 24;
-  e.max_output_tokens = static_cast<std::uint64_t>(
-      std::clamp<std::int64_t>(parsed.max_tokens.value_or(0), 0, kMaxChargedOutputTokens));
-  // What the scheduler needs, computed here rather than on the dispatcher.
+  rec_.input_tokens = f.input_tokens;
   auto sr = std::make_shared<scheduling::Request>();
   sr->request_id = request_id_;
   sr->model = parsed.model;
@@ -194,53 +205,6 @@ void Exchange::admit(const protocol::OpenAIRequest& parsed) {
 bool Exchange::check_steering() {
   return go_on(admission::check_steering(admission::Request(request_, identity_, route_),
                                          ctx_.config.server.max_fairness_id_bytes));
-}
-
-// The request's flow, priority (its objective's), TTL (the objective's, or
-// the header's if shorter) and TTFT objective.
-bool Exchange::steer(const protocol::OpenAIRequest& parsed, flowcontrol::EnqueueRequest& e) {
-  e.flow_id = request_.fairness_id.empty() ? "default-flow" : request_.fairness_id;
-  e.flow_hash = registry::FlowTable::hash(e.flow_id);
-  rec_.model = parsed.model;
-  std::optional<std::chrono::nanoseconds> ttl;
-  if (!request_.objective.empty()) {
-    // An unknown objective is priority 0, as in GIE.
-    const auto& objectives = thread_.policy().objectives;
-    auto it = objectives.find(request_.objective);
-    if (it != objectives.end()) {
-      e.priority = it->second.priority;
-      ttl = it->second.ttl;
-    }
-  }
-  if (!request_.ttl_ms.empty()) {
-    std::uint64_t ms = 0;
-    if (!protocol::parse_whole_ms(request_.ttl_ms, ms)) {
-      answer(client_error(400, "invalid-ttl",
-                          "x-gateway-inference-ttl-ms must be a whole number of milliseconds"));
-      return false;
-    }
-    // 0 is no TTL of the request's own, as 0 is in the config.
-    std::chrono::nanoseconds header_ttl = std::chrono::milliseconds(ms);
-    if (ms > 0 && (!ttl || header_ttl < *ttl)) ttl = header_ttl;
-  }
-  if (!request_.ttl_duration.empty()) {
-    // llm-d's header, a Go duration ("1500ms", "2m30s"): it can only
-    // shorten the wait (the band's or default TTL still bounds it, in the
-    // controller); 0 is no TTL of the request's own.
-    const auto d = config::parse_duration(request_.ttl_duration);
-    if (!d) {
-      answer(client_error(400, "invalid-ttl",
-                          "x-llm-d-inference-ttl must be a non-negative Go duration such as "
-                          "1500ms or 2m30s"));
-      return false;
-    }
-    if (d->count() > 0 && (!ttl || *d < *ttl)) ttl = *d;
-  }
-  e.ttl = ttl;
-  std::uint64_t slo_ms = 0;
-  if (protocol::parse_whole_ms(request_.slo_ttft_ms, slo_ms))
-    e.slo_ttft = std::chrono::milliseconds(slo_ms);
-  return true;
 }
 
 void Exchange::enqueue(flowcontrol::EnqueueRequest e) {

@@ -220,9 +220,8 @@ class Exchange {
   bool check_quota(protocol::OpenAIRequest& req);
   bool check_legacy_saturation();
   void forward_without_admission();
-  void admit(const protocol::OpenAIRequest& parsed);
+  void admit(protocol::OpenAIRequest& parsed);
   bool check_steering();
-  bool steer(const protocol::OpenAIRequest& parsed, flowcontrol::EnqueueRequest& e);
   void enqueue(flowcontrol::EnqueueRequest e);
   void on_dispatched(const flowcontrol::Decision& d);
 
