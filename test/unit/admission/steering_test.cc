@@ -64,8 +64,8 @@ TEST(AdmissionSteering, AFairnessIdOutsideTheTokenCharactersOrTooLongIs400) {
   const std::string message =
       "the fairness id (x-llm-d-inference-fairness-id or x-gateway-inference-fairness-id) must "
       "be 1 to 16 token characters (letters, digits, !#$%&'*+-.^_`|~:/@=)";
-  for (const std::string bad : {std::string("team a"), std::string("t\x01"),
-                                std::string(kMaxIdBytes + 1, 'a'), std::string("\xc3\xa9")}) {
+  for (const std::string& bad : {std::string("team a"), std::string("t\x01"),
+                                 std::string(kMaxIdBytes + 1, 'a'), std::string("\xc3\xa9")}) {
     Fixture f;
     f.head.fairness_id = bad;
     f.head.objective = "also bad";  // the fairness id is checked first
@@ -79,7 +79,7 @@ TEST(AdmissionSteering, AFairnessIdOutsideTheTokenCharactersOrTooLongIs400) {
 }
 
 TEST(AdmissionSteering, AnObjectiveOutsideTheTokenCharactersOrTooLongIs400) {
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string("inter active"), std::string(kMaxIdBytes + 1, 'o'), std::string("a\"b")}) {
     Fixture f;
     f.head.fairness_id = "team-a";
