@@ -51,8 +51,11 @@ class PageRules(unittest.TestCase):
         for plane in ("admin", "app", "fleet"):
             self.assertNotIn(plane, layers["proxy"])
         self.assertIn("auth", layers["proxy"])  # the data plane authenticates
+        self.assertIn("admission", layers["proxy"])  # ... and calls admission's steps
+        self.assertEqual([f for f, deps in layers.items() if "admission" in deps], ["proxy"])
         self.assertEqual([f for f, deps in layers.items() if "app" in deps], ["main"])
-        self.assertEqual({tuple(r[0]) for r in rules}, {("src/admin/",), ("src/auth/",)})
+        self.assertEqual({tuple(r[0]) for r in rules},
+                         {("src/admin/",), ("src/auth/", "src/admission/")})
 
     def test_a_folder_row_naming_a_folder_below_it_is_refused(self):
         page = ("## Layer rules\n\n| folder | may import |\n|---|---|\n"
@@ -101,6 +104,14 @@ class Violations(unittest.TestCase):
                        "<boost/asio.hpp>", "<openssl/ssl.h>", "<atomic>"):
             self.assertRefused({"src/auth/jwt.h": f"#include {header}"},
                                ["src/auth/jwt.h:4", "may not include " + header])
+
+    def test_admission_impure_or_reaching_the_data_plane(self):
+        for header in ("<thread>", "<mutex>", "<boost/asio.hpp>", "<sys/socket.h>"):
+            self.assertRefused({"src/admission/identity.h": f"#include {header}"},
+                               ["src/admission/identity.h:1", "may not include " + header])
+        self.assertRefused({"src/admission/identity.h": '#include "proxy/exchange.h"'},
+                           ["admission/ may not import proxy/"])
+        self.assertEqual(check({"src/admission/identity.h": '#include "auth/jwt.h"'}), [])
 
     def test_an_include_cycle(self):
         self.assertRefused({"src/protocol/routes.h": '#include "protocol/routes.h"'},

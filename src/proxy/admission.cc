@@ -1,10 +1,15 @@
-// Admission: a request whose head and body are read goes through the
-// checks below in order (Pingora's phases: each step answers and returns
-// false when the request may not go on), then to flow control, whose
-// decision comes back to on_decision.
-#include <algorithm>
+// Admission: a request whose head and body are read goes through
+// admission's steps in order (src/admission/: each a pure function that
+// says go on or gives the typed answer; Pingora's phases), then to flow
+// control, whose decision comes back to on_decision. Here only what is I/O
+// or shared state: the flags and the clock read, the detector asked, the
+// tenant's permit taken, the answer rendered, the request queued.
 
-#include "config/units.h"
+#include "admission/flow_request.h"
+#include "admission/parse.h"
+#include "admission/pool.h"
+#include "admission/quota.h"
+#include "admission/steering.h"
 #include "observe/log.h"
 #include "protocol/openai_request.h"
 #include "protocol/steering.h"
@@ -15,7 +20,6 @@
 
 namespace sluice::proxy {
 
-namespace http = boost::beast::http;
 using flowcontrol::client_error;
 
 namespace {
@@ -57,8 +61,16 @@ void Exchange::handle_request() {
   if (!check_inference_request(parsed)) return;
   if (!check_steering()) return;
   if (!check_tenant_policy(parsed.request)) return;
+  if (!check_quota(parsed.request)) return;
   if (!check_legacy_saturation()) return;
   admit(parsed.request);
+}
+
+// A step's verdict: go on, or its answer is rendered.
+bool Exchange::go_on(const admission::Verdict& v) {
+  if (v.admitted()) return true;
+  answer(v.answer());
+  return false;
 }
 
 // The client's x-request-id if it is a valid token, else a new one.
@@ -70,121 +82,68 @@ void Exchange::assign_request_id() {
   }
 }
 
-// A transfer coding sluice can read, a known path, its method.
+// admission's reading-side steps (admission/parse.h): what was read,
+// judged there; a refusal answered here.
 bool Exchange::check_framing_and_route() {
-  if (request_.unsupported_transfer_coding) {
-    keep_alive_ = false;
-    answer(client_error(501, "unsupported-transfer-coding",
-                        "only Transfer-Encoding: chunked is supported"));
-    return false;
-  }
-  if (route_ == protocol::Route::kUnknown) {
-    answer(client_error(404, "not-found", "no such path: " + request_.target));
-    return false;
-  }
-  const bool inference = protocol::is_inference(route_);
-  const auto method = request_.method;
-  if (route_ == protocol::Route::kPassthrough) {
-    // Forwarded unread: the methods of an HTTP API, not CONNECT or TRACE.
-    if (method == http::verb::get || method == http::verb::post || method == http::verb::put ||
-        method == http::verb::patch || method == http::verb::delete_)
-      return true;
-  } else if ((inference && method == http::verb::post) ||
-             (!inference && method == http::verb::get)) {
-    return true;
-  }
-  answer(
-      client_error(405, "method-not-allowed",
-                   "method " + request_.method_string + " is not allowed on " + request_.target));
-  return false;
+  return go_on(admission::check_framing_and_route(admission::Request(request_, identity_, route_)));
 }
 
-// Drained or shutting down: nothing new is admitted.
 bool Exchange::check_not_draining() {
-  if (ctx_.draining.load(std::memory_order_relaxed)) {
-    // Drained or shutting down: nothing new is admitted. Another replica
-    // can take it at once.
-    flowcontrol::ErrorAnswer a;
-    a.status = 503;
-    a.reason = "draining";
-    a.llmd_reason = "rejected-shutting-down";
-    a.body = flowcontrol::openai_error_body(
-        "sluice is draining and admits no new requests; retry elsewhere", "server_error",
-        "draining");
-    a.retry_after_seconds = 1;
-    a.close_connection = true;
-    answer(a);
-    return false;
-  }
-  return true;
+  return go_on(admission::check_not_draining(ctx_.draining.load(std::memory_order_relaxed)));
 }
 
 // An inference request: not while draining; a JSON body sluice can read
-// (`parsed`), with a valid model name.
+// (`parsed`, the prompt's text kept for prefix hashing), a valid model name.
 bool Exchange::check_inference_request(protocol::ParseResult& parsed) {
   if (!check_not_draining()) return false;
-  if (!protocol::is_json_content_type(request_.content_type)) {
-    answer(client_error(400, "unsupported-content-type", "Content-Type must be application/json"));
-    return false;
-  }
   const RequestPolicy& policy = thread_.policy();
-  const bool hash_prefix = policy.preparation.prefix_hashes;
   prompt_text_.clear();
-  parsed = protocol::parse_openai_request(request_.body, hash_prefix ? &prompt_text_ : nullptr,
-                                          scheduling::prefix_text_limit(policy.preparation));
-  if (!parsed.ok()) {
-    answer(client_error(400, parsed.error_code, parsed.error_message));
-    return false;
+  admission::ParseContext c;
+  c.max_model_bytes = ctx_.config.server.max_model_bytes;
+  if (policy.preparation.prefix_hashes) {
+    c.prompt_text = &prompt_text_;
+    c.prompt_text_limit = scheduling::prefix_text_limit(policy.preparation);
   }
-  if (!protocol::is_valid_model_name(parsed.request.model, ctx_.config.server.max_model_bytes)) {
-    answer(client_error(400, "invalid-model",
-                        "'model' must be 1 to " +
-                            std::to_string(ctx_.config.server.max_model_bytes) +
-                            " bytes without control characters"));
-    return false;
-  }
-  return true;
+  admission::Request r(request_, identity_, route_);
+  return go_on(admission::parse_inference_body(c, r, parsed));
 }
 
-// GIE's legacy admission (flow control off): shed sheddable requests while
-// the pool is saturated.
+// GIE's legacy admission (flow control off): admission's pool step sheds
+// a sheddable request while the pool is saturated; whether it is, the
+// detector answers here (shared endpoint state), asked only for a
+// sheddable request.
 bool Exchange::check_legacy_saturation() {
   const RequestPolicy& policy = thread_.policy();
-  if (!policy.legacy_detector || request_.objective.empty()) return true;
-  auto it = policy.objectives.find(request_.objective);
-  if (it != policy.objectives.end() && it->second.priority < 0 &&
-      ctx_.pool_saturated(*policy.legacy_detector)) {
-    answer(flowcontrol::answer_for(QueueOutcome::kRejectedCapacity,
-                                   "system saturated, sheddable request dropped"));
-    return false;
-  }
-  return true;
+  if (!policy.legacy_detector) return true;
+  const bool sheddable =
+      admission::sheddable(policy.objectives, admission::Request(request_, identity_, route_));
+  return go_on(admission::shed_when_saturated(
+      sheddable, sheddable && ctx_.pool_saturated(*policy.legacy_detector)));
 }
 
 // passthrough-parser's request (requestHandler.parsers): admitted,
 // scheduled and forwarded as any other, its body unread: no model, no
 // output limit, no prompt for the prefix plugins (the config refuses those
 // with passthrough-parser alone). A tenant whose policy reads the body
-// (models, maxTokens) cannot be held to it here: refused.
+// (models, maxTokens) cannot be held to it here: refused by the tenant step.
 void Exchange::handle_passthrough() {
   if (!check_not_draining() || !check_steering()) return;
-  if (const auth::TenantPolicy* p = identity_.policy;
-      p && has_tenant_policy() && (p->restricts_models() || p->max_tokens > 0)) {
-    auto a = client_error(403, "passthrough_not_allowed",
-                          "tenant '" + identity_.tenant +
-                              "' is limited by model or max_tokens, which an unparsed request "
-                              "cannot be held to; use an OpenAI path (" +
-                              request_.target + " is not one)");
-    a.reason = "passthrough-not-allowed";
-    return answer(a);
-  }
   protocol::OpenAIRequest none;
   // Sized by its body: about four bytes a token, as for a prompt.
   none.estimated_input_tokens = request_.body.size() / 4;
   prompt_text_.clear();
   if (!check_tenant_policy(none)) return;
+  if (!check_quota(none)) return;
   if (!check_legacy_saturation()) return;
   admit(none);
+}
+
+// admission's quota step, between the tenant's checks and flow control:
+// where issue 41, item 2 reserves a request's worst case. Only the seam
+// today (admission/quota.h): no quota exists, every request goes on.
+bool Exchange::check_quota(protocol::OpenAIRequest& req) {
+  return go_on(
+      admission::quota_reserve_seam(admission::Request(request_, identity_, route_, &req)));
 }
 
 // GET /v1/models and the like: no admission; any endpoint will do.
@@ -203,21 +162,31 @@ void Exchange::forward_without_admission() {
 
 // ---------------------------------------------------------------- flow control
 
-void Exchange::admit(const protocol::OpenAIRequest& parsed) {
+// admission's flow-control step (admission/flow_request.h) decides the
+// request's flow, priority, TTL, TTFT objective and size on this clock
+// value; here the dispatcher's request is made of it (the flow's table
+// hash and the scheduler's request, both computed on this thread rather
+// than the dispatcher's) and queued.
+void Exchange::admit(protocol::OpenAIRequest& parsed) {
+  rec_.model = parsed.model;
+  admission::FlowRequest f;
+  if (!go_on(admission::build_flow_request(thread_.policy().objectives, flowcontrol::Clock::now(),
+                                           admission::Request(request_, identity_, route_, &parsed),
+                                           f)))
+    return;
   flowcontrol::EnqueueRequest e;
-  if (!steer(parsed, e)) return;
-  e.received = flowcontrol::Clock::now();
-  e.bytes = request_.body.size();
-  e.input_tokens = parsed.estimated_input_tokens;
+  e.flow_id = f.flow_id;
+  e.flow_hash = registry::FlowTable::hash(e.flow_id);
+  e.priority = f.priority;
+  e.received = f.received;
+  e.ttl = f.ttl;
+  e.slo_ttft = f.slo_ttft;
+  e.bytes = f.bytes;
+  e.input_tokens = f.input_tokens;
+  e.max_output_tokens = f.max_output_tokens;
   rec_.flow_id = e.flow_id;
   rec_.priority = e.priority;
-  rec_.input_tokens = parsed.estimated_input_tokens;
-  // A client's max_tokens only sizes the request for tokens-mode admission:
-  // clamped, so in-flight token sums cannot overflow (the body goes as sent).
-  static constexpr std::int64_t kMaxChargedOutputTokens = 1 << 24;
-  e.max_output_tokens = static_cast<std::uint64_t>(
-      std::clamp<std::int64_t>(parsed.max_tokens.value_or(0), 0, kMaxChargedOutputTokens));
-  // What the scheduler needs, computed here rather than on the dispatcher.
+  rec_.input_tokens = f.input_tokens;
   auto sr = std::make_shared<scheduling::Request>();
   sr->request_id = request_id_;
   sr->model = parsed.model;
@@ -231,81 +200,11 @@ void Exchange::admit(const protocol::OpenAIRequest& parsed) {
   enqueue(std::move(e));
 }
 
-// Steering values become table keys, labels and log fields: validated
-// here, once (protocol/steering.h), so nothing behind sees raw bytes.
+// admission's steering step (admission/steering.h): the values become
+// table keys, labels and log fields, validated there, once.
 bool Exchange::check_steering() {
-  if (!request_.repeated_steering.empty()) {
-    answer(client_error(400, "repeated-steering-header",
-                        "the steering header " + request_.repeated_steering +
-                            " was sent more than once; send each at most once"));
-    return false;
-  }
-  const std::size_t max_id = ctx_.config.server.max_fairness_id_bytes;
-  if (!request_.fairness_id.empty() &&
-      !protocol::is_valid_steering_value(request_.fairness_id, max_id)) {
-    answer(client_error(400, "invalid-fairness-id",
-                        "the fairness id (x-llm-d-inference-fairness-id or "
-                        "x-gateway-inference-fairness-id) must be 1 to " +
-                            std::to_string(max_id) +
-                            " token characters (letters, digits, !#$%&'*+-.^_`|~:/@=)"));
-    return false;
-  }
-  if (!request_.objective.empty() &&
-      !protocol::is_valid_steering_value(request_.objective, max_id)) {
-    answer(client_error(400, "invalid-objective",
-                        "the objective (x-llm-d-inference-objective or "
-                        "x-gateway-inference-objective) must be 1 to " +
-                            std::to_string(max_id) + " token characters"));
-    return false;
-  }
-  return true;
-}
-
-// The request's flow, priority (its objective's), TTL (the objective's, or
-// the header's if shorter) and TTFT objective.
-bool Exchange::steer(const protocol::OpenAIRequest& parsed, flowcontrol::EnqueueRequest& e) {
-  e.flow_id = request_.fairness_id.empty() ? "default-flow" : request_.fairness_id;
-  e.flow_hash = registry::FlowTable::hash(e.flow_id);
-  rec_.model = parsed.model;
-  std::optional<std::chrono::nanoseconds> ttl;
-  if (!request_.objective.empty()) {
-    // An unknown objective is priority 0, as in GIE.
-    const auto& objectives = thread_.policy().objectives;
-    auto it = objectives.find(request_.objective);
-    if (it != objectives.end()) {
-      e.priority = it->second.priority;
-      ttl = it->second.ttl;
-    }
-  }
-  if (!request_.ttl_ms.empty()) {
-    std::uint64_t ms = 0;
-    if (!protocol::parse_whole_ms(request_.ttl_ms, ms)) {
-      answer(client_error(400, "invalid-ttl",
-                          "x-gateway-inference-ttl-ms must be a whole number of milliseconds"));
-      return false;
-    }
-    // 0 is no TTL of the request's own, as 0 is in the config.
-    std::chrono::nanoseconds header_ttl = std::chrono::milliseconds(ms);
-    if (ms > 0 && (!ttl || header_ttl < *ttl)) ttl = header_ttl;
-  }
-  if (!request_.ttl_duration.empty()) {
-    // llm-d's header, a Go duration ("1500ms", "2m30s"): it can only
-    // shorten the wait (the band's or default TTL still bounds it, in the
-    // controller); 0 is no TTL of the request's own.
-    const auto d = config::parse_duration(request_.ttl_duration);
-    if (!d) {
-      answer(client_error(400, "invalid-ttl",
-                          "x-llm-d-inference-ttl must be a non-negative Go duration such as "
-                          "1500ms or 2m30s"));
-      return false;
-    }
-    if (d->count() > 0 && (!ttl || *d < *ttl)) ttl = *d;
-  }
-  e.ttl = ttl;
-  std::uint64_t slo_ms = 0;
-  if (protocol::parse_whole_ms(request_.slo_ttft_ms, slo_ms))
-    e.slo_ttft = std::chrono::milliseconds(slo_ms);
-  return true;
+  return go_on(admission::check_steering(admission::Request(request_, identity_, route_),
+                                         ctx_.config.server.max_fairness_id_bytes));
 }
 
 void Exchange::enqueue(flowcontrol::EnqueueRequest e) {

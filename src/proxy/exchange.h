@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "admission/request.h"
 #include "auth/authenticator.h"
 #include "datalayer/endpoint_set.h"
 #include "flowcontrol/outcome_response.h"
@@ -193,19 +194,15 @@ class Exchange {
   void begin_request(bool head_read);
   void end_request(int status, std::string_view outcome);
 
-  // Who the request is and what its tenant may do (identity.cc): steps
-  // of admission like the ones below.
+  // Who the request is and what its tenant may do (identity.cc): the I/O
+  // around admission's identity and tenant steps (src/admission/), each
+  // answering and returning false when the request may not go on.
   bool on_head();
   bool peer_trusted();
   bool authenticated() const;
   bool check_identity();
-  void adopt_proxied_tenant();
-  void adopt_agent_identity();
   bool has_tenant_policy() const;
-  void refuse_credentials(const auth::AuthOutcome& out);
   bool check_tenant_policy(protocol::OpenAIRequest& req);
-  bool apply_max_tokens(const auth::TenantPolicy& p, protocol::OpenAIRequest& req);
-  bool take_tenant_permit(const auth::TenantPolicy& p);
   // GET /v1/models of a tenant restricted to some models: sluice answers
   // from the pool's catalogue, with only those.
   bool restricted_to_models() const;
@@ -214,16 +211,17 @@ class Exchange {
   // Admission (admission.cc): the checks in order, each a step that
   // answers and returns false when the request may not go on.
   void handle_request();
+  bool go_on(const admission::Verdict& v);
   void assign_request_id();
   bool check_framing_and_route();
   bool check_inference_request(protocol::ParseResult& parsed);
   bool check_not_draining();
   void handle_passthrough();
+  bool check_quota(protocol::OpenAIRequest& req);
   bool check_legacy_saturation();
   void forward_without_admission();
-  void admit(const protocol::OpenAIRequest& parsed);
+  void admit(protocol::OpenAIRequest& parsed);
   bool check_steering();
-  bool steer(const protocol::OpenAIRequest& parsed, flowcontrol::EnqueueRequest& e);
   void enqueue(flowcontrol::EnqueueRequest e);
   void on_dispatched(const flowcontrol::Decision& d);
 

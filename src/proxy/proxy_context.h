@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "admission/objectives.h"
 #include "auth/authenticator.h"
 #include "config/config.h"
 #include "datalayer/endpoint_set.h"
@@ -31,17 +32,16 @@ namespace sluice::proxy {
 
 class TlsCredentials;
 
-struct ObjectiveInfo {
-  int priority = 0;
-  std::optional<std::chrono::nanoseconds> ttl;
-};
+// An objective's priority and TTL (admission/objectives.h: admission's
+// steps read them).
+using ObjectiveInfo = admission::ObjectiveInfo;
 
 // What an I/O thread reads per request that a config reload can change.
 // Immutable once built; each I/O thread holds its own reference, replaced on
 // its own thread (no lock, no shared write).
 struct RequestPolicy {
   explicit RequestPolicy(const config::Config& c);
-  std::unordered_map<std::string, ObjectiveInfo> objectives;
+  admission::Objectives objectives;
   // agent-identity's session headers, in order (config::Config's); empty:
   // the plugin is not declared.
   std::vector<std::string> agent_session_headers;
