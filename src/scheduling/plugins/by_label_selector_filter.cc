@@ -29,25 +29,7 @@ void ByLabelSelectorFilter::filter(CycleState&, const Request&,
       if (!r.matches(x.labels)) return 0;
     return 1;
   };
-  const auto pass = verdicts_.pass(derive);
-  const std::size_t n = candidates.size();
-  const Endpoint** cand = candidates.data();
-  std::size_t kept = 0;
-  std::size_t i = 0;
-  for (; i < n; ++i) {  // the view's rows, no call in the loop
-    const Endpoint* e = cand[i];
-    const std::uint8_t* v = pass.find(e);
-    if (!v) [[unlikely]]
-      break;
-    cand[kept] = e;
-    kept += *v;
-  }
-  for (; i < n; ++i) {
-    const Endpoint* e = cand[i];
-    cand[kept] = e;
-    kept += verdicts_.get(*e, derive);
-  }
-  candidates.resize(kept);
+  verdicts_.keep_if(candidates, derive, [](std::uint8_t v) { return v != 0; });
 }
 
 std::vector<LabelRequirement> read_label_selector(PluginParams& params) {

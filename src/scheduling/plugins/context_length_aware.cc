@@ -74,31 +74,12 @@ void ContextLengthAware::filter(CycleState&, const Request& request,
                                 std::vector<const Endpoint*>& candidates) {
   if (!enable_filtering_) return;
   const std::uint64_t length = request.input_tokens;
-  // Compacted in place over locals, the view's rows first with no call in
-  // the loop (see ByLabelFilter::filter).
   auto keeps = [length](const LabelRead& r) {
     // No label: any length.
     return !r.labelled || (r.range && length >= r.range->range.min && length <= r.range->range.max);
   };
-  const auto labels = pass();
-  const std::size_t n = candidates.size();
-  const Endpoint** cand = candidates.data();
-  std::size_t kept = 0;
-  std::size_t i = 0;
-  for (; i < n; ++i) {
-    const Endpoint* e = cand[i];
-    const LabelRead* r = labels.find(e);
-    if (!r) [[unlikely]]
-      break;
-    cand[kept] = e;
-    kept += keeps(*r);
-  }
-  for (; i < n; ++i) {
-    const Endpoint* e = cand[i];
-    cand[kept] = e;
-    kept += keeps(label_of(labels, e));
-  }
-  candidates.resize(kept);
+  reads_.keep_if(
+      candidates, [this](const Endpoint& x) { return read_label(x); }, keeps);
 }
 
 void ContextLengthAware::score(CycleState&, const Request& request,

@@ -71,6 +71,34 @@ class LabelCache {
     }
     return r.value;
   }
+  // A filter's pass: keeps, in order, the candidates whose value passes
+  // `keep(const T&) -> bool`. The view's rows are read in a loop with no
+  // call in it (the compiler then keeps its values in registers; with the
+  // slow path inside, it spilled them around it); a candidate outside the
+  // view ends that loop, and it and the rest go the slow way.
+  template <class Derive, class Keep>
+  void keep_if(std::vector<const Endpoint*>& candidates, Derive&& derive, Keep&& keep) {
+    const Pass p = pass(derive);
+    const std::size_t n = candidates.size();
+    const Endpoint** cand = candidates.data();
+    std::size_t kept = 0;
+    std::size_t i = 0;
+    for (; i < n; ++i) {
+      const Endpoint* e = cand[i];
+      const T* v = p.find(e);
+      if (!v) [[unlikely]]
+        break;
+      cand[kept] = e;
+      kept += keep(*v);  // no branch: written, then kept or overwritten
+    }
+    for (; i < n; ++i) {
+      const Endpoint* e = cand[i];
+      cand[kept] = e;
+      kept += keep(get(*e, derive));
+    }
+    candidates.resize(kept);
+  }
+
   // Forget everything (the next pass or get derives again).
   void clear() {
     rows_.clear();
