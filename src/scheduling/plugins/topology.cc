@@ -68,7 +68,48 @@ void TopologyExtractor::begin_pass() const {
   if (numbers_.size() > 8 * ids_.slots() + 64) {
     numbers_.clear();
     ids_.clear();
+    grouped_ = false;
   }
+}
+
+void TopologyExtractor::group() const {
+  const IdsPass pass = ids_pass();  // the rows of this epoch, derived first if need be
+  const std::size_t n = view_->size;
+  if (grouped_ && groups_epoch_ == view_->labels_epoch && marks_.size() == n) return;
+  // A counting sort of (position, level) by number and level.
+  const std::size_t keys = 4 * (numbers_.size() + 1);
+  starts_.assign(keys + 1, 0);
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t l = 0; l < 4; ++l)
+      if (const std::uint32_t v = pass.rows[p][l]) ++starts_[4 * v + l + 1];
+  for (std::size_t k = 0; k < keys; ++k) starts_[k + 1] += starts_[k];
+  members_.resize(starts_[keys]);
+  std::vector<std::uint32_t> next(starts_.begin(), starts_.end() - 1);
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t l = 0; l < 4; ++l)
+      if (const std::uint32_t v = pass.rows[p][l])
+        members_[next[4 * v + l]++] = static_cast<std::uint32_t>(p);
+  regions_.resize(n);
+  for (std::size_t p = 0; p < n; ++p) regions_[p] = pass.rows[p][3];
+  marks_.assign(n, 0);
+  stamp_ = 0;
+  groups_epoch_ = view_->labels_epoch;
+  grouped_ = true;
+}
+
+bool TopologyExtractor::mark(const Ids& peer, TopologyLevel loosest) const {
+  if (!view_ || view_->size == 0) return false;
+  group();
+  ++stamp_;
+  // Loosest first, so that a tighter level shared overwrites it.
+  for (int l = static_cast<int>(loosest); l >= 0; --l) {
+    const std::size_t key = 4 * static_cast<std::size_t>(peer[static_cast<std::size_t>(l)]) +
+                            static_cast<std::size_t>(l);
+    if (peer[static_cast<std::size_t>(l)] == 0 || key + 1 >= starts_.size()) continue;
+    for (std::uint32_t k = starts_[key]; k < starts_[key + 1]; ++k)
+      marks_[members_[k]] = stamp_ * 8 + static_cast<std::uint64_t>(l);
+  }
+  return true;
 }
 
 TopologyLevel TopologyExtractor::compare(const Endpoint& peer, const Endpoint& candidate) const {

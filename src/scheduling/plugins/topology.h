@@ -59,7 +59,11 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
   }
   explicit TopologyExtractor(LabelNames labels) : labels_(std::move(labels)) {}
   std::string_view type() const override { return kType; }
-  void attach(const PoolView* view) override { ids_.attach(view); }
+  void attach(const PoolView* view) override {
+    view_ = view;
+    ids_.attach(view);
+    grouped_ = false;
+  }
 
   const LabelNames& labels() const { return labels_; }
   // The endpoint's value at `level` ("" when it has none).
@@ -113,13 +117,46 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
     return TopologyLevel::kNone;
   }
 
+  // Inside a scheduler (attached to its view), the view's endpoints
+  // grouped by value at each level, so that a pass touches the peer's
+  // groups (8 + 32 endpoints for host and rack at 512) instead of reading
+  // every candidate's row. mark(peer, loosest) notes for each endpoint of
+  // the view the tightest level no looser than `loosest` it shares with
+  // `peer`; marked(position) reads it (kNone: none). False, and nothing
+  // marked, when not attached.
+  bool mark(const Ids& peer, TopologyLevel loosest) const;
+  // The region's number of the view's endpoint at `position` (after a
+  // mark): the scorer marks host to zone and compares the region, which
+  // most often holds the whole pool (no marking it endpoint by endpoint).
+  std::uint32_t region_at(std::size_t position) const { return regions_[position]; }
+  TopologyLevel marked(std::size_t position) const {
+    const std::uint64_t v = marks_[position];
+    return (v >> 3) == stamp_ ? static_cast<TopologyLevel>(v & 7) : TopologyLevel::kNone;
+  }
+  const PoolView* view() const { return view_; }
+
  private:
   Ids intern(const Endpoint& e) const;
+  void group() const;
 
   LabelNames labels_;
   // Memoized on the dispatcher thread, the one that runs the plugins.
   mutable LabelCache<Ids> ids_;
   mutable std::unordered_map<std::string, std::uint32_t> numbers_;  // value -> its number
+  const PoolView* view_ = nullptr;
+  // The groups: the positions with number v at level l are
+  // members_[starts_[4v + l] .. starts_[4v + l + 1]), built for the view's
+  // labels_epoch groups_epoch_ (none while !grouped_: not yet, or the
+  // table renumbered).
+  mutable bool grouped_ = false;
+  mutable std::uint64_t groups_epoch_ = 0;
+  mutable std::vector<std::uint32_t> starts_;
+  mutable std::vector<std::uint32_t> members_;
+  mutable std::vector<std::uint32_t> regions_;  // by position
+  // mark's notes by position: stamp x 8 + level, current when the stamp is
+  // this pass's (nothing to clear between passes).
+  mutable std::vector<std::uint64_t> marks_;
+  mutable std::uint64_t stamp_ = 0;
 };
 
 // The startup warning for a topology-affinity plugin that can see no

@@ -20,29 +20,27 @@ void TopologyAffinityFilter::filter(CycleState& cycle, const Request&,
   if (!peer) return;
   extractor_->begin_pass();
   const TopologyExtractor::Ids at = extractor_->ids(*peer);
-  // One pass over the candidates' topology numbers, up to minAffinity's
-  // level (what lies beyond cannot make it qualify), noting where the
-  // qualifying ones are; none qualifying leaves the list whole (fail open).
-  // Locals, not members: the loop may call out (a row derived anew), and
-  // through members the compiler reloads them after every such call.
+  // The peer's groups up to minAffinity's level are marked (what lies
+  // beyond cannot make a candidate qualify), then one pass notes where the
+  // marked candidates are; none qualifying leaves the list whole (fail
+  // open). Alone (no view), each candidate's numbers are compared.
   const std::size_t n = candidates.size();
   near_.resize(n);
   std::uint32_t* pos = near_.data();
   const Endpoint* const* cand = candidates.data();
   const TopologyExtractor* x = extractor_;
   const TopologyLevel loosest = min_affinity_;
-  const TopologyExtractor::IdsPass ids = x->ids_pass();
   std::size_t kept = 0;
   std::size_t i = 0;
-  // Every candidate is one of the view's: a loop without a call in it
-  // (the compiler then keeps its values in registers), and the rest, if
-  // any, the slow way.
-  for (; i < n; ++i) {
-    const TopologyExtractor::Ids* c = ids.find(cand[i]);
-    if (!c) [[unlikely]]
-      break;
-    pos[kept] = static_cast<std::uint32_t>(i);  // kept only if near: no branch
-    kept += TopologyExtractor::near(at, *c, loosest);
+  if (x->mark(at, loosest)) {
+    const PoolView& view = *x->view();
+    for (; i < n; ++i) {  // a candidate outside the view ends it: the rest below
+      const std::size_t p = view.position(cand[i]);
+      if (p == view.size) [[unlikely]]
+        break;
+      pos[kept] = static_cast<std::uint32_t>(i);  // kept only if near: no branch
+      kept += x->marked(p) != TopologyLevel::kNone;
+    }
   }
   for (; i < n; ++i) {
     pos[kept] = static_cast<std::uint32_t>(i);
@@ -64,15 +62,25 @@ void TopologyAffinityScorer::score(CycleState& cycle, const Request&,
   extractor_->begin_pass();
   const TopologyExtractor::Ids at = extractor_->ids(*peer);
   const TopologyExtractor* x = extractor_;  // a local: see the filter
-  const TopologyExtractor::IdsPass ids = x->ids_pass();
   const std::size_t n = candidates.size();
   double* out = scores.data();
   std::size_t i = 0;
-  for (; i < n; ++i) {  // as the filter's: no call in the loop
-    const TopologyExtractor::Ids* c = ids.find(candidates[i]);
-    if (!c) [[unlikely]]
-      break;
-    out[i] = kLevelScores[static_cast<int>(TopologyExtractor::compare(at, *c))];
+  // As the filter's, host to zone; the region (most often the whole
+  // pool) is compared, not marked.
+  if (x->mark(at, TopologyLevel::kZone)) {
+    const PoolView& view = *x->view();
+    const std::uint32_t region = at[3];
+    for (; i < n; ++i) {
+      const std::size_t p = view.position(candidates[i]);
+      if (p == view.size) [[unlikely]]
+        break;
+      const TopologyLevel m = x->marked(p);
+      const bool same_region = region != 0 && x->region_at(p) == region;
+      const TopologyLevel level = m != TopologyLevel::kNone ? m
+                                  : same_region             ? TopologyLevel::kRegion
+                                                            : TopologyLevel::kNone;
+      out[i] = kLevelScores[static_cast<int>(level)];
+    }
   }
   for (; i < n; ++i)
     out[i] = kLevelScores[static_cast<int>(TopologyExtractor::compare(at, x->ids(*candidates[i])))];

@@ -5,8 +5,10 @@
 // scorer.go, util/topology/level.go); the arithmetic is in the comments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <random>
 
 #include "config/config.h"
 #include "scheduling/from_config.h"
@@ -518,6 +520,74 @@ TEST(TopologyAffinityFilter, KeepsAtLeastMinAffinityAndFailsOpen) {
   // A peer without topology: unchanged.
   cycle.put(kPeerEndpointKey, &t.pool.endpoints[6]);
   EXPECT_EQ(run(TopologyLevel::kHost, t.candidates()).size(), 7u);
+}
+
+// Inside a scheduler the topology plugins mark the peer's groups of the
+// view instead of comparing each candidate's values. The oracle: the same
+// plugins alone (no view), which compare values candidate by candidate.
+// Seeded random pools with shared, missing and empty values, the same
+// string at two levels, candidates in any order and some from outside the
+// view, every minAffinity, a change of labels between passes.
+TEST(TopologyAffinity, MarkedGroupsChooseAndScoreAsComparedValues) {
+  std::mt19937_64 rng(40);
+  const auto labels = TopologyExtractor::default_labels();
+  auto value = [&](std::size_t level) -> std::string {
+    const int v = static_cast<int>(rng() % 5);
+    if (v == 0) return "";   // empty: never shared
+    if (v == 1) return "x";  // the same string at every level
+    return std::string(1, static_cast<char>('a' + level)) + std::to_string(rng() % 3);
+  };
+  auto labelled = [&](Endpoint& e) {
+    e.labels.clear();
+    for (std::size_t l = 0; l < 4; ++l)
+      if (rng() % 6 != 0) e.labels[labels[l]] = value(l);  // sometimes absent
+  };
+  for (int round = 0; round < 200; ++round) {
+    SCOPED_TRACE(round);
+    std::vector<Endpoint> pool(1 + rng() % 40);
+    for (std::size_t i = 0; i < pool.size(); ++i) {
+      pool[i].index = static_cast<std::uint32_t>(i);
+      labelled(pool[i]);
+    }
+    Pool outside;
+    for (int i = 0; i < 3; ++i) {
+      Endpoint& e = outside.add("out:" + std::to_string(i));
+      e.index =
+          1000 + static_cast<std::uint32_t>(i);  // slots of their own (alone, rows are by slot)
+      labelled(e);
+    }
+    TopologyExtractor viewed(labels), alone(labels);
+    PoolView view{pool.data(), pool.size(), 1};
+    viewed.attach(&view);
+    const auto min = static_cast<TopologyLevel>(rng() % 4);
+    TopologyAffinityFilter f_viewed(&viewed, min), f_alone(&alone, min);
+    TopologyAffinityScorer s_viewed(&viewed), s_alone(&alone);
+    for (int pass = 0; pass < 3; ++pass) {
+      if (pass == 2) {  // labels change: a new epoch, as the scheduler would mark it
+        labelled(pool[rng() % pool.size()]);
+        for (auto& e : pool) e.labels_version += 1;
+        view.labels_epoch += 1;
+      }
+      std::vector<const Endpoint*> cands;
+      for (auto& e : pool)
+        if (rng() % 4 != 0) cands.push_back(&e);
+      if (rng() % 2) cands.push_back(&outside.endpoints[rng() % 3]);
+      std::shuffle(cands.begin(), cands.end(), rng);
+      if (cands.empty()) continue;
+      const Endpoint* peer = rng() % 5 == 0 ? &outside.endpoints[0] : &pool[rng() % pool.size()];
+      CycleState cycle;
+      cycle.put(kPeerEndpointKey, peer);
+      Request r;
+      std::vector<double> got(cands.size()), want(cands.size());
+      s_viewed.score(cycle, r, cands, got);
+      s_alone.score(cycle, r, cands, want);
+      EXPECT_EQ(got, want);
+      auto kept_viewed = cands, kept_alone = cands;
+      f_viewed.filter(cycle, r, kept_viewed);
+      f_alone.filter(cycle, r, kept_alone);
+      EXPECT_EQ(kept_viewed, kept_alone);
+    }
+  }
 }
 
 // llm-d-router deploy/config/pd-topology-epp-config.yaml, as published but
