@@ -94,8 +94,6 @@ class Scheduler {
   const RequestPreparation& preparation() const { return prep_; }
   std::span<const Profile> profiles() const { return profiles_; }
   const Plugin* plugin(std::string_view name) const;
-  // The view the label readers hold (tests).
-  const PoolView& pool_view() const { return pool_view_; }
   Plugin* plugin(std::string_view name) {
     return const_cast<Plugin*>(std::as_const(*this).plugin(name));
   }

@@ -66,13 +66,6 @@ void InFlightLoadProducer::end_load() {
   loading_ = nullptr;
 }
 
-void InFlightLoadProducer::token_load(CycleState& cycle, const Request& request,
-                                      std::span<const std::uint32_t> slots, std::span<double> out) {
-  const LoadView v = begin_load(cycle, request);
-  for (std::size_t i = 0; i < slots.size(); ++i) out[i] = v.at(slots[i]);
-  end_load();
-}
-
 void InFlightLoadProducer::pre_request(CycleState& cycle, const Request& request,
                                        SchedulingResult& result) {
   const PrefixMatch* m = prefix_ ? &prefix_->match(cycle, request) : nullptr;

@@ -68,14 +68,11 @@ class InFlightLoadProducer final : public Plugin, public RequestLifecycle {
   // hashed blocks: its uncached input tokens (+ estimated output).
   std::uint64_t request_tokens(const Request& request, std::uint64_t matched,
                                std::uint64_t total) const;
-  // out[i] = tokens in flight on slots[i] + what `request` adds there
-  // (llm-d's InFlightLoad.Tokens + UncachedRequestTokens). No allocation
-  // per endpoint: a scratch by slot kept between cycles.
-  void token_load(CycleState& cycle, const Request& request, std::span<const std::uint32_t> slots,
-                  std::span<double> out);
-  // The same as a view, for a caller that folds the load into its own
-  // pass: between begin_load and end_load (same cycle, nothing else of
-  // this producer's in between), the load on slot s is
+  // What `request` adds on each endpoint plus its tokens in flight
+  // (llm-d's InFlightLoad.Tokens + UncachedRequestTokens), as a view for a
+  // caller that folds the load into its own pass (token-load-scorer).
+  // Between begin_load and end_load (same cycle, nothing else of this
+  // producer's in between), the load on slot s is
   // (s < n ? held[s] - cached[s] : 0) + cold — what the request adds on
   // an endpoint holding none of it, less what that endpoint holds of it,
   // plus its tokens in flight. Exact: every term is an integer below 2^53.
