@@ -31,6 +31,8 @@ tsan: deps
 	  ./unit_registry
 	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/test/tsan.supp" \
 	  ./unit_auth --gtest_filter='Jwt.Threads*'
+	cd build/tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/test/tsan.supp" \
+	  ./unit_quota --gtest_filter='QuotaLedger.Threads*'
 
 # The second supported compiler (fuzzing builds use it later).
 clang: deps
