@@ -5,6 +5,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "sluice/flowcontrol/outcome.h"
 
@@ -21,6 +23,9 @@ struct ErrorAnswer {
   // WWW-Authenticate on a 401 (RFC 6750: `Bearer realm="sluice"`); may be empty.
   std::string www_authenticate;
   bool close_connection = false;
+  // More header fields, as they are (a quota's x-ratelimit-*,
+  // retry-after-ms, x-should-retry); built only on a refusal.
+  std::vector<std::pair<std::string_view, std::string>> headers;
   std::string body;  // {"error":{"message":...,"type":...,"code":...}}
 };
 

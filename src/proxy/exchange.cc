@@ -239,6 +239,7 @@ void Exchange::answer(const flowcontrol::ErrorAnswer& a) {
   if (a.retry_after_seconds > 0)
     res.set(http::field::retry_after, std::to_string(a.retry_after_seconds));
   if (!a.www_authenticate.empty()) res.set(http::field::www_authenticate, a.www_authenticate);
+  for (const auto& [name, value] : a.headers) res.set(name, value);
   if (!request_id_.empty()) res.set("x-request-id", request_id_);
   if (a.status == 405) res.set(http::field::allow, protocol::is_inference(route_) ? "POST" : "GET");
   res.body() = a.body;
