@@ -158,6 +158,14 @@ void Ledger::remove_owner(std::string_view owner) {
   if (auto it = owners_.find(owner); it != owners_.end()) owners_.erase(it);
 }
 
+std::vector<std::string> Ledger::owner_names() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(owners_.size());
+  for (const auto& [name, limits] : owners_) out.push_back(name);
+  return out;
+}
+
 std::size_t Ledger::owners() const {
   std::lock_guard lock(mu_);
   return owners_.size();

@@ -68,7 +68,7 @@ class Limit {
 // A request's hold on its limits; settles when destroyed. Move-only.
 class Reservation {
  public:
-  static constexpr std::size_t kMaxLimits = 16;
+  static constexpr std::size_t kMaxLimits = 32;
   Reservation() = default;
   Reservation(Reservation&& o) noexcept { *this = std::move(o); }
   Reservation& operator=(Reservation&& o) noexcept;
@@ -120,6 +120,7 @@ class Ledger {
   // Its limits, or null.
   std::shared_ptr<const Limits> find(std::string_view owner) const;
   void remove_owner(std::string_view owner);
+  std::vector<std::string> owner_names() const;
   std::size_t owners() const;
 
   struct Admit {

@@ -1,0 +1,78 @@
+#include "quota/quotas.h"
+
+namespace sluice::quota {
+
+namespace {
+
+constexpr std::string_view kTenant = "t:";
+constexpr std::string_view kKey = "k:";
+
+void owner_name(std::string& out, std::string_view kind, std::string_view id) {
+  out.assign(kind);
+  out.append(id);
+}
+
+}  // namespace
+
+Price QuotaPolicy::price_of(std::string_view model) const {
+  const Price* best = nullptr;
+  std::size_t best_len = 0;
+  for (const auto& [pattern, price] : prices) {
+    if (pattern == model) return price;
+    if (pattern.empty() || pattern.back() != '*') continue;
+    const std::string_view stem = std::string_view(pattern).substr(0, pattern.size() - 1);
+    if (model.substr(0, stem.size()) == stem && (!best || stem.size() + 1 > best_len)) {
+      best = &price;
+      best_len = stem.size() + 1;
+    }
+  }
+  return best ? *best : Price{};
+}
+
+void Quotas::configure(const QuotaPolicy& policy) {
+  for (const auto& [tenant, defs] : policy.tenants)
+    ledger_.set_owner(std::string(kTenant) + tenant, defs);
+  for (const auto& name : ledger_.owner_names()) {
+    if (!name.starts_with(kTenant)) continue;
+    const std::string tenant = name.substr(kTenant.size());
+    if (policy.tenants.contains(tenant)) continue;
+    if (policy.has_default)
+      ledger_.set_owner(name, policy.default_limits);
+    else
+      ledger_.remove_owner(name);
+  }
+}
+
+void Quotas::set_key(std::string_view key_id, const std::vector<LimitDef>& defs) {
+  const std::string name = std::string(kKey) + std::string(key_id);
+  if (defs.empty())
+    ledger_.remove_owner(name);
+  else
+    ledger_.set_owner(name, defs);
+}
+
+Quotas::Admit Quotas::reserve(const QuotaPolicy& policy, std::string_view tenant,
+                              std::string_view key_id, std::string_view model, const Usage& worst,
+                              Millis now, std::string& scratch) {
+  Admit out;
+  owner_name(scratch, kTenant, tenant);
+  auto t = ledger_.find(scratch);
+  if (!t && !policy.tenants.contains(tenant) && policy.has_default) {
+    if (!ledger_.set_owner(scratch, policy.default_limits)) {
+      out.owners_full = true;
+      return out;
+    }
+    t = ledger_.find(scratch);
+  }
+  std::shared_ptr<const Limits> k;
+  if (!key_id.empty()) {
+    owner_name(scratch, kKey, key_id);
+    k = ledger_.find(scratch);
+  }
+  if (!t && !k) return out;
+  out.limited = true;
+  out.admit = ledger_.reserve({t.get(), k.get()}, model, worst, policy.price_of(model), now);
+  return out;
+}
+
+}  // namespace sluice::quota

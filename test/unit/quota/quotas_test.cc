@@ -1,0 +1,106 @@
+// quota::Quotas: a config's limits over the ledger: listed tenants, the
+// "*" entry per tenant, keys, prices, reloads.
+#include "quota/quotas.h"
+
+#include <gtest/gtest.h>
+
+namespace sluice::quota {
+namespace {
+
+constexpr Millis kT0 = 1'796'601'600'000;
+Millis fake_now() { return kT0; }
+
+LimitDef tokens(std::string name, std::uint64_t amount) {
+  LimitDef d;
+  d.name = std::move(name);
+  d.amount = amount;
+  d.period.window = 60'000;
+  return d;
+}
+
+QuotaPolicy policy_with(std::uint64_t acme, std::optional<std::uint64_t> others) {
+  QuotaPolicy p;
+  p.tenants["acme"] = {tokens("tpm", acme)};
+  if (others) {
+    p.has_default = true;
+    p.default_limits = {tokens("tpm", *others)};
+  }
+  return p;
+}
+
+TEST(Quotas, PricesMatchExactBeforeTheLongestPrefix) {
+  QuotaPolicy p;
+  p.prices = {{"*", {1, 1}}, {"llama-*", {2, 2}}, {"llama-3-*", {3, 3}}, {"llama-3-8b", {4, 4}}};
+  EXPECT_EQ(p.price_of("llama-3-8b").input_per_million, 4u);
+  EXPECT_EQ(p.price_of("llama-3-70b").input_per_million, 3u);
+  EXPECT_EQ(p.price_of("llama-2").input_per_million, 2u);
+  EXPECT_EQ(p.price_of("qwen").input_per_million, 1u);
+  p.prices.erase(p.prices.begin());
+  EXPECT_EQ(p.price_of("qwen").input_per_million, 0u);
+}
+
+TEST(Quotas, EveryTenantTheStarCoversHasItsOwnLimit) {
+  Quotas q(fake_now);
+  const auto p = policy_with(1000, 100);
+  q.configure(p);
+  std::string scratch;
+  auto a = q.reserve(p, "acme", "", "m", {0, 500}, kT0, scratch);
+  EXPECT_TRUE(a.limited);
+  EXPECT_FALSE(a.admit.refused);
+  auto x1 = q.reserve(p, "x", "", "m", {0, 80}, kT0, scratch);
+  auto y1 = q.reserve(p, "y", "", "m", {0, 80}, kT0, scratch);  // not x's limit
+  EXPECT_FALSE(x1.admit.refused);
+  EXPECT_FALSE(y1.admit.refused);
+  EXPECT_TRUE(q.reserve(p, "x", "", "m", {0, 80}, kT0, scratch).admit.refused);
+  // Without a "*" entry an unlisted tenant is not limited.
+  const auto none = policy_with(1000, std::nullopt);
+  q.configure(none);
+  EXPECT_FALSE(q.reserve(none, "z", "", "m", {0, 1'000'000}, kT0, scratch).limited);
+  EXPECT_FALSE(q.ledger().find("t:x"));  // forgotten with the "*" entry
+}
+
+TEST(Quotas, AKeysLimitsAreChargedWithItsTenants) {
+  Quotas q(fake_now);
+  const auto p = policy_with(1000, std::nullopt);
+  q.configure(p);
+  q.set_key("key_1", {tokens("key-tpm", 100)});
+  std::string scratch;
+  auto a = q.reserve(p, "acme", "key_1", "m", {0, 90}, kT0, scratch);
+  ASSERT_FALSE(a.admit.refused);
+  auto b = q.reserve(p, "acme", "key_1", "m", {0, 20}, kT0, scratch);
+  ASSERT_TRUE(b.admit.refused);
+  EXPECT_EQ(b.admit.refused->owner, "k:key_1");
+  EXPECT_FALSE(q.reserve(p, "acme", "key_2", "m", {0, 20}, kT0, scratch).admit.refused);
+  q.set_key("key_1", {});
+  EXPECT_FALSE(q.reserve(p, "acme", "key_1", "m", {0, 20}, kT0, scratch).admit.refused);
+}
+
+TEST(Quotas, AReloadRedefinesLimitsKeepingTheirSpend) {
+  Quotas q(fake_now);
+  auto p = policy_with(1000, 1000);
+  q.configure(p);
+  std::string scratch;
+  for (const char* t : {"acme", "other"}) {
+    auto a = q.reserve(p, t, "", "m", {0, 600}, kT0, scratch);
+    a.admit.reservation.dispatched();
+    a.admit.reservation.used({0, 600});
+  }
+  p = policy_with(700, 700);
+  q.configure(p);
+  for (const char* t : {"acme", "other"})
+    EXPECT_TRUE(q.reserve(p, t, "", "m", {0, 200}, kT0, scratch).admit.refused) << t;
+}
+
+TEST(Quotas, AFullOwnerTableRefusesANewTenantItCannotCount) {
+  Quotas q(fake_now, 1);
+  const auto p = policy_with(1000, 100);
+  q.configure(p);  // acme takes the one place
+  std::string scratch;
+  auto held = q.reserve(p, "acme", "", "m", {0, 5}, kT0, scratch);
+  auto x = q.reserve(p, "x", "", "m", {0, 5}, kT0, scratch);
+  EXPECT_TRUE(x.owners_full);
+  EXPECT_FALSE(x.limited);
+}
+
+}  // namespace
+}  // namespace sluice::quota
