@@ -33,6 +33,25 @@ TEST(OutputTokens, UsageWinsWhenPresent) {
     for (std::size_t off = 0; off < s.size(); off += piece)
       c.feed(std::string_view(s).substr(off, piece));
     EXPECT_EQ(c.tokens(), 12u) << "piece " << piece;
+    EXPECT_TRUE(c.prompt_reported());
+    EXPECT_EQ(c.prompt_tokens(), 7u) << "piece " << piece;
+  }
+}
+
+// An engine's usage that is not a count (negative, a string, a float's
+// sign, 20 digits) is not usage: the events counted stand (issue 41's bad
+// input; the quota step then clamps what stands to the reservation).
+TEST(OutputTokens, UsageThatIsNotACountLeavesTheEventsCount) {
+  for (std::string_view bad :
+       {R"(-5)", R"("12")", R"(null)", R"(99999999999999999999)", R"(123456789012345678901234)"}) {
+    std::string s;
+    for (int i = 0; i < 4; ++i) s += "data: {\"choices\":[{\"text\":\"x\"}]}\n\n";
+    s += "data: {\"usage\":{\"prompt_tokens\":" + std::string(bad) +
+         ",\"completion_tokens\":" + std::string(bad) + "}}\n\ndata: [DONE]\n\n";
+    OutputTokenCounter c;
+    c.feed(s);
+    EXPECT_EQ(c.tokens(), 5u) << bad;  // four token events and the usage event
+    EXPECT_FALSE(c.prompt_reported()) << bad;
   }
 }
 
@@ -41,8 +60,10 @@ TEST(OutputTokens, PlainAnswerUsage) {
   c.feed(R"({"choices":[{"text":"data: not an event"}],"usage":{"prompt_tokens":3,)");
   c.feed(R"("completion_tokens": 250,"total_tokens":253}})");
   EXPECT_EQ(c.tokens(), 250u);
+  EXPECT_EQ(c.prompt_tokens(), 3u);
   c.reset();
   EXPECT_EQ(c.tokens(), 0u);
+  EXPECT_FALSE(c.prompt_reported());
 }
 
 }  // namespace
