@@ -7,6 +7,7 @@
 #include <ctime>
 #include <set>
 
+#include "config/quota_limit.h"
 #include "protocol/steering.h"
 
 namespace sluice::auth {
@@ -108,7 +109,27 @@ KeyRecordError check_key_record(const KeyRecord& r) {
             "expires: from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z (unix seconds 0 to " +
                 std::to_string(kMaxKeyExpiry) + ")"};
   if (auto bad = check_key_scope(r); !bad.empty()) return {"invalid-scope", bad};
+  if (auto bad = check_key_quotas(r); !bad.empty()) return {"invalid-quota", bad};
   return {};
+}
+
+std::string check_key_quotas(const KeyRecord& r) {
+  if (auto bad = config::check_quota_list(r.quotas)) return "quotas" + bad.field + ": " + bad.what;
+  for (std::size_t i = 0; i < r.quotas.size(); ++i) {
+    // Written out and read back: what the key file's reader would say.
+    config::QuotaLimitDraft d;
+    std::string bad;
+    for (const auto& [k, v] : config::quota_limit_fields(r.quotas[i]))
+      if (bad.empty() && !(bad = d.set(k, v)).empty()) bad = k + ": " + bad;
+    for (const auto& m : r.quotas[i].models)
+      if (bad.empty() && !(bad = d.add_model(m)).empty()) bad = "models: " + bad;
+    config::QuotaLimitSpec back;
+    if (auto e = d.finish(back); bad.empty() && e)
+      bad = (e.field.empty() ? "" : e.field + ": ") + e.what;
+    if (bad.empty() && !(back == r.quotas[i])) bad = "not a limit its reader writes back";
+    if (!bad.empty()) return "quotas[" + std::to_string(i) + "]." + bad;
+  }
+  return "";
 }
 
 namespace {
@@ -170,11 +191,52 @@ namespace {
 
 std::string at_line(const YAML::Node& n) { return "line " + std::to_string(n.Mark().line + 1); }
 
+// One limit of a key's quotas:, or an error naming its line.
+bool read_limit(const YAML::Node& item, const std::string& path, config::QuotaLimitSpec& out,
+                std::string& error) {
+  if (!item.IsMap()) return error = at_line(item) + ": " + path + ": a mapping", false;
+  config::QuotaLimitDraft d;
+  for (const auto& kv : item) {
+    const std::string k = kv.first.Scalar();
+    const std::string field = path + "." + k;
+    std::string bad;
+    if (k == "models") {
+      if (!kv.second.IsSequence())
+        return error = at_line(kv.second) + ": " + field + ": a list of models", false;
+      for (const auto& m : kv.second)
+        if (bad.empty()) bad = m.IsScalar() ? d.add_model(m.Scalar()) : "names only";
+    } else {
+      bad = kv.second.IsScalar() ? d.set(k, kv.second.Scalar()) : "must be a plain value";
+    }
+    if (!bad.empty()) return error = at_line(kv.second) + ": " + field + ": " + bad, false;
+  }
+  if (auto bad = d.finish(out))
+    return error = at_line(item) + ": " + path + (bad.field.empty() ? "" : "." + bad.field) + ": " +
+                   bad.what,
+           false;
+  return true;
+}
+
+bool read_quotas(const YAML::Node& n, KeyRecord& r, std::string& error) {
+  if (!n.IsSequence() || n.size() > config::kMaxQuotaLimits)
+    return error = at_line(n) + ": quotas: a list of at most 32 limits", false;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    config::QuotaLimitSpec l;
+    if (!read_limit(n[i], "quotas[" + std::to_string(i) + "]", l, error)) return false;
+    r.quotas.push_back(std::move(l));
+  }
+  return true;
+}
+
 // One entry of keys:, or an error naming its line.
 bool read_record(const YAML::Node& item, KeyRecord& r, std::string& error) {
   if (!item.IsMap()) return error = at_line(item) + ": a key entry must be a mapping", false;
   for (const auto& kv : item) {
     const std::string k = kv.first.Scalar();
+    if (k == "quotas") {
+      if (!read_quotas(kv.second, r, error)) return false;
+      continue;
+    }
     if (k == "models") {
       if (!kv.second.IsSequence() || kv.second.size() > kMaxKeyModels)
         return error = at_line(kv.second) + ": models: a list of at most 64 names", false;
@@ -260,6 +322,32 @@ bool parse_key_file(std::string_view text, std::vector<KeyRecord>& out, std::str
   return true;
 }
 
+namespace {
+
+// Each limit on one line, every value quoted (names and models hold no
+// quote or backslash: check_key_record).
+void render_quotas(const std::vector<config::QuotaLimitSpec>& quotas, std::string& s) {
+  if (quotas.empty()) return;
+  s += "    quotas:\n";
+  for (const auto& l : quotas) {
+    s += "      - {";
+    const char* sep = "";
+    for (const auto& [k, v] : config::quota_limit_fields(l)) {
+      s += sep + k + ": \"" + v + "\"";
+      sep = ", ";
+    }
+    if (!l.models.empty()) {
+      s += ", models: [";
+      for (std::size_t i = 0; i < l.models.size(); ++i)
+        s += (i ? ", \"" : "\"") + l.models[i] + "\"";
+      s += "]";
+    }
+    s += "}\n";
+  }
+}
+
+}  // namespace
+
 std::string render_key_file(const std::vector<KeyRecord>& records) {
   std::string s = "# sluice API keys: hashes only (auth/api_keys.h)\nkeys:\n";
   for (const auto& r : records) {
@@ -276,6 +364,7 @@ std::string render_key_file(const std::vector<KeyRecord>& records) {
     }
     if (!r.max_objective.empty()) s += "    maxObjective: \"" + r.max_objective + "\"\n";
     if (r.max_tokens > 0) s += "    maxTokens: " + std::to_string(r.max_tokens) + "\n";
+    render_quotas(r.quotas, s);
   }
   return s;
 }

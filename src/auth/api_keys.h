@@ -13,6 +13,8 @@
 //       prefix: sk-sluice-Ab3x      # optional, for people
 //       expires: 2027-01-01T00:00:00Z  # optional: RFC 3339 UTC, or unix seconds
 //       disabled: false             # optional
+//       quotas:                     # optional: the key's own limits (config/quota_limit.h)
+//         - {name: tpm, tokens: "20000", window: 1m, models: ["llama*"]}
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "auth/crypto.h"
+#include "config/config.h"
 
 namespace sluice::auth {
 
@@ -44,6 +47,9 @@ struct KeyRecord {
   std::vector<std::string> models;
   std::string max_objective;
   std::uint64_t max_tokens = 0;
+  // The key's own quotas (issue 41), charged beside its tenant's: a request
+  // is never beyond either. Not enforced yet.
+  std::vector<config::QuotaLimitSpec> quotas;
   bool scoped() const { return !models.empty() || !max_objective.empty() || max_tokens > 0; }
   bool operator==(const KeyRecord&) const = default;
 };
@@ -88,6 +94,11 @@ inline constexpr std::uint64_t kMaxKeyMaxTokens = 1000000000;
 bool is_valid_key_model(std::string_view model);
 // The scope's fields, checked; "" if fine, else what is wrong.
 std::string check_key_scope(const KeyRecord& r);
+// The quotas' own syntax (each limit as its reader checks it, at most
+// kMaxQuotaLimits, names unique); "" if fine, else "quotas[i].field: what".
+// Whether a limit is within its tenant's is the admin API's check (the key
+// file holds no tenant policy).
+std::string check_key_quotas(const KeyRecord& r);
 
 // The latest expiry the key file writes and reads back the same:
 // 9999-12-31T23:59:59Z (its dates have four-digit years).
@@ -95,7 +106,7 @@ inline constexpr std::int64_t kMaxKeyExpiry = 253402300799;
 
 // What is wrong with a record: `code` the admin API's typed answer
 // ("invalid-id", "invalid-tenant", "invalid-sha256", "invalid-expires",
-// "invalid-scope"), `message` for people. Empty code: nothing.
+// "invalid-scope", "invalid-quota"), `message` for people. Empty code: nothing.
 struct KeyRecordError {
   std::string code;
   std::string message;

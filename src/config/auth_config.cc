@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "config/quota_config.h"
 #include "config/reader.h"
 #include "protocol/steering.h"
 
@@ -247,6 +248,7 @@ void read_tenants(const Reader& r, const YAML::Node& node, const std::vector<Obj
            "a tenant id is 1 to 128 token characters without '/' (it is the tenant's flow id)");
     read_tenant_objectives(r, f, t, objectives);
     read_tenant_limits(r, f, t);
+    if (auto n = f.take("quotas")) read_tenant_quotas(r, n, f.child("quotas"), t);
     read_certificate_names(r, f, t, certificate_owners);
   });
 }

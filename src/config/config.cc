@@ -19,6 +19,7 @@
 #include "config/flow_control_config.h"
 #include "config/llmd_document.h"
 #include "config/llmd_plugins.h"
+#include "config/quota_config.h"
 #include "config/reader.h"
 #include "config/units.h"
 #include "sluice/extensions.h"
@@ -660,13 +661,15 @@ void read_redis(const Reader& r, RedisSpec& s, const YAML::Node& node) {
   f.finish();
 }
 
-// auth: and tenants: (auth_config.cc).
+// auth:, tenants: (auth_config.cc) and quota: (quota_config.cc).
 void read_identity(const Reader& r, Fields& f, Config& c) {
   auto auth = f.take("auth");
   if (auth) read_auth(r, auth, c.auth);
+  if (auto n = f.take("quota")) read_quota(r, n, c.quota);
   if (auto n = f.take("tenants")) {
     read_tenants(r, n, c.objectives, c.tenants);
     tenant_weights_to_flows(r, n, c);
+    check_quotas(r, n, c);
   }
   // A certificate's name is a tenant only where the config says which: a
   // name is never cut down to one (issue 39, item 2).

@@ -431,6 +431,59 @@ struct AuthSpec {
   bool operator==(const AuthSpec&) const = default;
 };
 
+// Quotas (issue 41): how much a tenant or key may use over a window. The
+// configuration only, so far: nothing enforces these yet.
+enum class QuotaMeasure : std::uint8_t { kRequests, kInputTokens, kOutputTokens, kTokens, kCost };
+enum class QuotaCalendar : std::uint8_t { kNone, kDay, kMonth };  // UTC
+
+// One limit: tenants[].quotas[], or a key's own (auth/api_keys.h).
+struct QuotaLimitSpec {
+  std::string name;  // unique within its tenant (or key)
+  QuotaMeasure measure = QuotaMeasure::kTokens;
+  // Requests or tokens; kCost: micro-units of the prices' currency (1e-6).
+  std::uint64_t amount = 0;
+  std::chrono::nanoseconds window{0};  // sliding window, 1s..31d; 0 when calendar != kNone
+  QuotaCalendar calendar = QuotaCalendar::kNone;
+  bool shadow = false;              // mode: enforce (default) | shadow
+  bool queue = false;               // onExceeded: refuse (default) | queue
+  std::vector<std::string> models;  // exact or "prefix*"; empty: every model
+  int line = 0;
+  bool operator==(const QuotaLimitSpec& o) const {  // all but line
+    return name == o.name && measure == o.measure && amount == o.amount && window == o.window &&
+           calendar == o.calendar && shadow == o.shadow && queue == o.queue && models == o.models;
+  }
+};
+
+// quota.prices[]: what a million tokens of a model cost, in micro-units.
+struct ModelPrice {
+  std::string model;  // exact, "prefix*" or "*"
+  std::uint64_t input_per_million = 0;
+  std::uint64_t output_per_million = 0;
+  int line = 0;
+  bool operator==(const ModelPrice& o) const {  // all but line
+    return model == o.model && input_per_million == o.input_per_million &&
+           output_per_million == o.output_per_million;
+  }
+};
+
+enum class QuotaFailMode : std::uint8_t { kOpen, kClosed, kLocal };
+enum class QuotaHeaders : std::uint8_t { kAlways, kRefused, kNever };
+
+// quota: what every limit shares.
+struct QuotaSpec {
+  std::vector<ModelPrice> prices;
+  // Redis unreachable: each replica its share of the limit.
+  QuotaFailMode fail_mode = QuotaFailMode::kLocal;
+  QuotaHeaders headers = QuotaHeaders::kAlways;  // as OpenAI: on every answer
+  // Reserved when neither the body nor the tenant's maxTokens says.
+  std::uint64_t default_output_tokens = 4096;
+  bool operator==(const QuotaSpec&) const = default;
+};
+
+// Limits per tenant or key, and models per limit, at most.
+inline constexpr std::size_t kMaxQuotaLimits = 32;
+inline constexpr std::size_t kMaxQuotaModels = 64;
+
 // tenants[]: what an authenticated tenant may do. `id: "*"` is the policy
 // of every tenant not listed; without it such a tenant may do anything.
 struct TenantSpec {
@@ -454,6 +507,7 @@ struct TenantSpec {
   // (auth.clientCertificateTenants): an exact name, or a URI ending in "/*"
   // (any one last path segment: "spiffe://td/ns/prod/sa/*").
   std::vector<std::string> certificate_names;
+  std::vector<QuotaLimitSpec> quotas;  // nothing enforces them yet (issue 41)
   int line = 0;
   bool operator==(const TenantSpec& o) const {
     return id == o.id && objectives == o.objectives && max_objective == o.max_objective &&
@@ -461,7 +515,7 @@ struct TenantSpec {
            default_objective == o.default_objective && models == o.models &&
            max_tokens == o.max_tokens && refuse_above_max_tokens == o.refuse_above_max_tokens &&
            max_concurrency == o.max_concurrency && weight == o.weight && subflows == o.subflows &&
-           certificate_names == o.certificate_names;
+           certificate_names == o.certificate_names && quotas == o.quotas;
   }
 };
 
@@ -517,6 +571,7 @@ struct Config {
   RedisSpec redis;
   AuthSpec auth;
   std::vector<TenantSpec> tenants;
+  QuotaSpec quota;
   // Every detector declared under plugins:, by instance name (a profile may
   // use one as a filter).
   std::map<std::string, SaturationDetectorSpec> detectors;

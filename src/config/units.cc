@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 namespace sluice::config {
 namespace {
@@ -99,6 +101,72 @@ std::optional<std::uint64_t> parse_quantity(std::string_view text) {
   if (value > 1.8e19L) return std::nullopt;
   if (value != std::floor(value)) return std::nullopt;
   return static_cast<std::uint64_t>(value);
+}
+
+std::optional<std::uint64_t> parse_micro_units(std::string_view text) {
+  // The value is digits * 10^exponent micro-units, computed in integers.
+  int exponent = 6;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'm':
+        exponent = 3;
+        break;
+      case 'k':
+        exponent = 9;
+        break;
+      case 'M':
+        exponent = 12;
+        break;
+      case 'G':
+        exponent = 15;
+        break;
+      case 'T':
+        exponent = 18;
+        break;
+      default:
+        break;
+    }
+    if (exponent != 6) text.remove_suffix(1);
+  }
+  std::uint64_t digits = 0;
+  // A fraction's zeros wait for a digit after them: trailing ones add
+  // nothing (and are no 7th decimal).
+  int zeros = 0;
+  bool any = false, point = false;
+  for (char ch : text) {
+    if (ch == '.' && !point) {
+      point = true;
+      continue;
+    }
+    if (ch < '0' || ch > '9') return std::nullopt;
+    any = true;
+    if (point && ch == '0') {
+      ++zeros;
+      continue;
+    }
+    for (; zeros >= 0; --zeros) {  // the waiting zeros, then this digit
+      const auto d = static_cast<std::uint64_t>(zeros == 0 ? ch - '0' : 0);
+      if (digits > (UINT64_MAX - d) / 10) return std::nullopt;
+      digits = digits * 10 + d;
+      if (point) --exponent;
+    }
+    zeros = 0;
+  }
+  if (!any || exponent < 0) return std::nullopt;  // past 6 decimals
+  for (; exponent > 0; --exponent) {
+    if (digits > UINT64_MAX / 10) return std::nullopt;
+    digits *= 10;
+  }
+  return digits;
+}
+
+std::string format_micro_units(std::uint64_t micros) {
+  std::string out = std::to_string(micros / 1000000);
+  std::string fraction = std::to_string(micros % 1000000);
+  if (fraction == "0") return out;
+  fraction.insert(0, 6 - fraction.size(), '0');
+  while (fraction.back() == '0') fraction.pop_back();
+  return out + "." + fraction;
 }
 
 std::optional<HostPort> parse_host_port(std::string_view text) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace sluice::config {
@@ -18,6 +19,14 @@ std::optional<std::chrono::nanoseconds> parse_duration(std::string_view text);
 // results: binary suffixes Ki..Ei, decimal k, M, G, T, P, E, plain integers,
 // decimal fractions when the result is whole ("1.5Ki" = 1536).
 std::optional<std::uint64_t> parse_quantity(std::string_view text);
+
+// A decimal amount of money (quota costs and prices) in micro-units (1e-6),
+// exactly: digits, an optional fraction, an optional decimal suffix m, k, M,
+// G or T ("500", "0.25", "500m" = 0.5, "1.5k"). nullopt when the value has
+// more than 6 decimals, no digits, another suffix, or does not fit 64 bits.
+std::optional<std::uint64_t> parse_micro_units(std::string_view text);
+// micro-units as the shortest decimal parse_micro_units reads back ("0.25").
+std::string format_micro_units(std::uint64_t micros);
 
 // "host:port" with a numeric port (0..65535). The host may be a name, an IPv4
 // address or a bracketed IPv6 address.

@@ -174,5 +174,85 @@ TEST(ApiKeys, CheckKeyRecordIsTheFileReadersCheck) {
   EXPECT_EQ(back[0], last);
 }
 
+// Issue 41, item 1: a key's own quotas in the key file.
+TEST(ApiKeys, KeyFileRoundTripsQuotas) {
+  using namespace std::chrono_literals;
+  using config::QuotaCalendar;
+  using config::QuotaMeasure;
+  auto k = generate_key("acme", "key_q");
+  ASSERT_TRUE(k);
+  config::QuotaLimitSpec tpm{"tpm", QuotaMeasure::kTokens, 20000, 1min};
+  tpm.models = {"llama-3*", "gpt-4o"};
+  config::QuotaLimitSpec budget{"budget", QuotaMeasure::kCost, 250001, 0ns, QuotaCalendar::kMonth};
+  config::QuotaLimitSpec rps{"rps", QuotaMeasure::kRequests, 5, 1500ms, QuotaCalendar::kNone, true,
+                             true};
+  config::QuotaLimitSpec out{"out", QuotaMeasure::kOutputTokens, 7, 36h};
+  config::QuotaLimitSpec in{"in", QuotaMeasure::kInputTokens, 9, 0ns, QuotaCalendar::kDay};
+  k->record.quotas = {tpm, budget, rps, out, in};
+  ASSERT_FALSE(check_key_record(k->record)) << check_key_record(k->record).message;
+  std::vector<KeyRecord> back;
+  std::string error;
+  const std::string text = render_key_file({k->record});
+  ASSERT_TRUE(parse_key_file(text, back, error)) << error << "\n" << text;
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0], k->record) << text;
+  // As a person writes it.
+  const std::string h(64, 'a');
+  ASSERT_TRUE(parse_key_file("keys:\n  - id: k\n    tenant: t\n    sha256: " + h +
+                                 "\n    quotas:\n      - {name: tpm, tokens: 20k, window: 1m}\n"
+                                 "      - {name: b, cost: 0.25, calendar: day}\n",
+                             back, error))
+      << error;
+  ASSERT_EQ(back[0].quotas.size(), 2u);
+  EXPECT_EQ(back[0].quotas[0], (config::QuotaLimitSpec{"tpm", QuotaMeasure::kTokens, 20000, 1min}));
+  EXPECT_EQ(back[0].quotas[1].amount, 250000u);
+}
+
+TEST(ApiKeys, KeyFileQuotaErrorsNameTheLineAndField) {
+  const std::string head =
+      "keys:\n  - id: k\n    tenant: t\n    sha256: " + std::string(64, 'a') + "\n    quotas:\n";
+  struct Case {
+    std::string limit, expect;
+  };
+  const Case cases[] = {
+      {"{name: a, tokens: 1k, window: 0}", "line 6: quotas[0].window: must be between 1s and 31d"},
+      {"{name: a, tokens: 1k, calendar: week}",
+       "line 6: quotas[0].calendar: expected day or month"},
+      {"{name: a, tokens: 1k}", "line 6: quotas[0]: set exactly one of window and calendar"},
+      {"{name: a, tokens: 1k, cost: 1, window: 1m}", "quotas[0]: set exactly one of requests"},
+      {"{name: a, tokens: 0, window: 1m}", "quotas[0].tokens: must be greater than zero"},
+      {"{name: a, tokens: 1k, window: 1m, mode: warn}", "quotas[0].mode: expected enforce"},
+      {"{name: a, tokens: 1k, window: 1m, burst: 2}", "quotas[0].burst: unknown field"},
+      {"{name: a, tokens: 1k, window: 1m, models: ['*']}", "quotas[0].models: a model is"},
+      {"{name: a, tokens: 1k, window: 1m, models: llama}", "quotas[0].models: a list of models"},
+      {"{tokens: 1k, window: 1m}", "quotas[0].name: is required"},
+      {"[1]", "quotas[0]: a mapping"},
+  };
+  for (const auto& c : cases) {
+    std::vector<KeyRecord> out;
+    std::string error;
+    EXPECT_FALSE(parse_key_file(head + "      - " + c.limit + "\n", out, error)) << c.limit;
+    EXPECT_NE(error.find(c.expect), std::string::npos) << c.limit << " -> " << error;
+  }
+  std::vector<KeyRecord> out;
+  std::string error;
+  EXPECT_FALSE(parse_key_file(head + "      - {name: a, tokens: 1, window: 1m}\n" +
+                                  "      - {name: a, tokens: 2, window: 1h}\n",
+                              out, error));
+  EXPECT_NE(error.find("quotas[1].name: duplicate limit 'a'"), std::string::npos) << error;
+  EXPECT_FALSE(parse_key_file(head + "      {name: a}\n", out, error));
+  EXPECT_NE(error.find("quotas: a list of at most 32 limits"), std::string::npos) << error;
+  // check_key_record holds a record made in code to the same rules.
+  auto k = generate_key("acme", "k1");
+  ASSERT_TRUE(k);
+  k->record.quotas = {{"a", config::QuotaMeasure::kTokens, 1, std::chrono::hours(745)}};
+  EXPECT_EQ(check_key_record(k->record).code, "invalid-quota");
+  k->record.quotas = {{"a", config::QuotaMeasure::kTokens, 0, std::chrono::minutes(1)}};
+  EXPECT_EQ(check_key_record(k->record).code, "invalid-quota");
+  k->record.quotas = {{"a", config::QuotaMeasure::kTokens, 1, std::chrono::minutes(1)}};
+  k->record.quotas[0].models = {"a\"b"};
+  EXPECT_EQ(check_key_record(k->record).code, "invalid-quota");
+}
+
 }  // namespace
 }  // namespace sluice::auth
