@@ -72,6 +72,18 @@ flowcontrol::ErrorAnswer quota_refused(const quota::Refusal& r) {
   return a;
 }
 
+flowcontrol::ErrorAnswer quota_capacity_refused() {
+  flowcontrol::ErrorAnswer a;
+  a.status = 503;
+  a.code = "quota_capacity";
+  a.reason = "quota-capacity";
+  a.retry_after_seconds = 1;
+  a.body = flowcontrol::openai_error_body(
+      "sluice counts as many tenants' quotas as it may hold; retry shortly", "server_error",
+      a.code);
+  return a;
+}
+
 void rate_limit_headers(const quota::Headroom& h,
                         std::vector<std::pair<std::string_view, std::string>>& out) {
   if (h.requests.present) {
@@ -83,6 +95,35 @@ void rate_limit_headers(const quota::Headroom& h,
     out.emplace_back("x-ratelimit-limit-tokens", std::to_string(h.tokens.limit));
     out.emplace_back("x-ratelimit-remaining-tokens", std::to_string(h.tokens.remaining));
     out.emplace_back("x-ratelimit-reset-tokens", go_duration(h.tokens.reset_after));
+  }
+}
+
+void append_rate_limit_lines(const quota::Headroom& h, std::string& out) {
+  auto line = [&out](std::string_view name, std::string_view value) {
+    out += name;
+    out += ": ";
+    out += value;
+    out += "\r\n";
+  };
+  char digits[24];
+  auto number = [&digits](std::uint64_t v) {
+    char* end = digits + sizeof(digits);
+    char* p = end;
+    do {
+      *--p = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    return std::string_view(p, static_cast<std::size_t>(end - p));
+  };
+  if (h.requests.present) {
+    line("x-ratelimit-limit-requests", number(h.requests.limit));
+    line("x-ratelimit-remaining-requests", number(h.requests.remaining));
+    line("x-ratelimit-reset-requests", go_duration(h.requests.reset_after));
+  }
+  if (h.tokens.present) {
+    line("x-ratelimit-limit-tokens", number(h.tokens.limit));
+    line("x-ratelimit-remaining-tokens", number(h.tokens.remaining));
+    line("x-ratelimit-reset-tokens", go_duration(h.tokens.reset_after));
   }
 }
 

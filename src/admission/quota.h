@@ -16,9 +16,6 @@
 
 namespace sluice::admission {
 
-// Not wired into the data plane yet: every request goes on.
-inline Verdict quota_reserve_seam(const Request&) { return Verdict::go_on(); }
-
 // What a request reserves: its input estimate, and as output the largest
 // of the body's max_tokens, max_completion_tokens and max_output_tokens
 // (whichever the engine honours, the largest holds), else its tenant's (or
@@ -32,11 +29,19 @@ quota::Usage quota_worst_case(const Request& r, std::uint64_t default_output_tok
 // 429 otherwise), as is a request larger than a limit (it never fits).
 flowcontrol::ErrorAnswer quota_refused(const quota::Refusal& r);
 
+// 503 quota-capacity: the books have no room to count another tenant
+// (quota's owner table is full of tenants with spend in their windows).
+flowcontrol::ErrorAnswer quota_capacity_refused();
+
 // OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens} for the
 // tightest enforced limit of each kind (none when no limit of a kind
 // applies).
 void rate_limit_headers(const quota::Headroom& h,
                         std::vector<std::pair<std::string_view, std::string>>& out);
+
+// The same as header lines ("name: value\r\n") appended to `out`, for
+// a relayed answer's head (no allocation beyond `out`'s growth).
+void append_rate_limit_lines(const quota::Headroom& h, std::string& out);
 
 // A duration as Go's time.Duration.String writes it at millisecond
 // precision, as OpenAI's reset headers do: "20ms", "1s", "1.5s", "6m0s",

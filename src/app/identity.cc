@@ -10,6 +10,7 @@
 #include "app/gateway.h"
 #include "auth/api_keys.h"
 #include "observe/log.h"
+#include "proxy/quota_policy.h"
 
 namespace sluice::app {
 
@@ -139,6 +140,10 @@ void Gateway::publish_authenticator(std::function<void()> done) {
   all.reserve(keys_.admin.size() + keys_.file.size());
   for (const auto& [_, r] : keys_.admin) all.push_back(r);
   all.insert(all.end(), keys_.file.begin(), keys_.file.end());
+  std::vector<std::pair<std::string, std::vector<quota::LimitDef>>> key_quotas;
+  for (const auto& r : all)
+    if (!r.quotas.empty()) key_quotas.emplace_back(r.id, proxy::limit_defs(r.quotas));
+  ctx_.quotas.set_keys(key_quotas);
   auto store = std::make_shared<const auth::KeyStore>(std::move(all));
   data_.set_authenticator(
       std::make_shared<const auth::Authenticator>(*identity_config_, store, jwks_),

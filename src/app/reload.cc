@@ -10,6 +10,7 @@
 #include "flowcontrol/saturation_detectors.h"
 #include "flowcontrol/usage_limit_policies.h"
 #include "observe/log.h"
+#include "proxy/quota_policy.h"
 #include "proxy/tls_context.h"
 #include "scheduling/from_config.h"
 
@@ -183,6 +184,8 @@ void Gateway::apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> d
                                                                  : running_policy_->preparation);
   fresh->upstream_tls = plan.upstream_tls;
   std::shared_ptr<const proxy::RequestPolicy> policy = std::move(fresh);
+  // The books first: an I/O thread with the new policy finds its limits.
+  ctx_.quotas.configure(policy->quotas ? *policy->quotas : quota::QuotaPolicy{});
   running_policy_ = policy;
   running_ = next;
   set_identity_config(next);

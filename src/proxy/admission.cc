@@ -139,11 +139,38 @@ void Exchange::handle_passthrough() {
 }
 
 // admission's quota step, between the tenant's checks and flow control:
-// where issue 41, item 2 reserves a request's worst case. Only the seam
-// today (admission/quota.h): no quota exists, every request goes on.
+// the request's worst case (admission/quota.h) reserved against its
+// tenant's and key's limits (quota::Quotas, shared state), held until the
+// request ends (end_request settles it). A request of no tenant, or under
+// no limit, goes on holding nothing.
 bool Exchange::check_quota(protocol::OpenAIRequest& req) {
-  return go_on(
-      admission::quota_reserve_seam(admission::Request(request_, identity_, route_, &req)));
+  const auto& qp = thread_.policy().quotas;
+  if (!qp || identity_.tenant.empty()) return true;
+  const admission::Request r(request_, identity_, route_, &req);
+  const quota::Usage worst = admission::quota_worst_case(r, qp->default_output_tokens);
+  auto a = ctx_.quotas.reserve(*qp, identity_.tenant, identity_.key_id, req.model, worst,
+                               unix_now_ms(), quota_.scratch);
+  if (a.owners_full) {
+    SLUICE_LOG_LIMITED(kWarn, "quota",
+                       "no room to count tenant " << identity_.tenant << "'s quota: refused");
+    answer(admission::quota_capacity_refused());
+    return false;
+  }
+  if (!a.limited) return true;
+  if (a.admit.refused) {
+    auto ans = admission::quota_refused(*a.admit.refused);
+    if (qp->headers != quota::HeadersMode::kNever)
+      admission::rate_limit_headers(a.admit.headroom, ans.headers);
+    answer(ans);
+    return false;
+  }
+  quota_.reservation = std::move(a.admit.reservation);
+  quota_.headroom = a.admit.headroom;
+  quota_.worst = worst;
+  quota_.stated_output =
+      req.max_tokens.has_value() || (identity_.policy && identity_.policy->max_tokens > 0);
+  quota_.headers = qp->headers == quota::HeadersMode::kAlways;
+  return true;
 }
 
 // GET /v1/models and the like: no admission; any endpoint will do.
@@ -275,6 +302,7 @@ void Exchange::on_decision(const flowcontrol::Decision& d) {
 // to the upstream call.
 void Exchange::on_dispatched(const flowcontrol::Decision& d) {
   rec_.dispatched = true;
+  quota_.reservation.dispatched();
   rec_.dispatched_at = std::chrono::steady_clock::now();
   rec_.model_stats = &thread_.stats().model(rec_.model);
   rec_.model_stats->running += 1;

@@ -190,6 +190,7 @@ void Exchange::end_request(int status, std::string_view outcome) {
     rec_.model_stats = nullptr;
   }
   tenant_permit_.reset();
+  settle_quota();
   if (!ctx_.access_log.enabled()) return;
   using ms = std::chrono::duration<double, std::milli>;
   observe::AccessRecord r;
@@ -215,6 +216,22 @@ void Exchange::end_request(int status, std::string_view outcome) {
   r.output_tokens = tokens_.tokens();
   r.client_cert = conn_.client_certificate_name();
   ctx_.access_log.write(r, thread_.log_scratch());
+}
+
+// What the request used, as the engine reported it (the usage) or as it
+// was counted on the stream; its output clamped to what it reserved when
+// the body or a maxTokens stated it (an engine cannot have produced more:
+// a larger count is a bad usage), else counted whole (carried into the
+// next window, never forgiven). Not dispatched: nothing.
+void Exchange::settle_quota() {
+  quota_.headers = false;
+  if (quota_.reservation.empty()) return;
+  quota::Usage u;
+  u.input_tokens = tokens_.prompt_reported() ? tokens_.prompt_tokens() : quota_.worst.input_tokens;
+  u.output_tokens = tokens_.tokens();
+  if (quota_.stated_output) u.output_tokens = std::min(u.output_tokens, quota_.worst.output_tokens);
+  quota_.reservation.used(u);
+  quota_.reservation.settle(unix_now_ms());
 }
 
 // ---------------------------------------------------------------- own answers

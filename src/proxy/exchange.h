@@ -38,6 +38,7 @@
 #include "proxy/proxy_context.h"
 #include "proxy/tenant_load.h"
 #include "proxy/upstream_pool.h"
+#include "quota/ledger.h"
 
 namespace sluice::proxy {
 
@@ -275,6 +276,9 @@ class Exchange {
   void finish_evicted();
   void finish_response();
 
+  // Settles the quota hold to what the request used (exchange.cc).
+  void settle_quota();
+
   // Sluice's own answers (exchange.cc).
   void answer(const flowcontrol::ErrorAnswer& a);
   void on_answer_written(error_code ec, std::size_t n);
@@ -303,6 +307,17 @@ class Exchange {
   DispatchTicket ticket_;     // held once dispatched, until completed
   bool cancel_sent_ = false;  // the queued request's cancel went to the dispatcher
   protocol::OutputTokenCounter tokens_;
+  // The request's hold on its quotas (issue 41): reserved by check_quota,
+  // marked when dispatched, settled by end_request to what it used.
+  struct QuotaHold {
+    quota::Reservation reservation;
+    quota::Headroom headroom;
+    quota::Usage worst;
+    bool stated_output =
+        false;             // worst.output_tokens from the body or a maxTokens: usage clamped to it
+    bool headers = false;  // x-ratelimit-* on the relayed answer
+    std::string scratch;   // owner names (keeps capacity)
+  } quota_;
   UpstreamCall up_;
   Relay relay_;
   Record rec_;

@@ -25,6 +25,7 @@ RequestPolicy::RequestPolicy(const config::Config& c) {
   parse_openai = c.request_handler.openai;
   passthrough = c.request_handler.passthrough;
   propagate_priority = c.request_handler.propagate_priority;
+  quotas = make_quota_policy(c);
 }
 
 ProxyContext::ProxyContext(const config::Config& c)
@@ -42,6 +43,7 @@ ProxyContext::ProxyContext(const config::Config& c)
     std::string error;
     p->upstream_tls = datalayer::build_upstream_tls(c, error);
     if (!p->upstream_tls) throw config::ConfigError(error);
+    if (p->quotas) quotas.configure(*p->quotas);
     policy = std::move(p);
   }
   authenticator = std::make_shared<auth::Authenticator>(c, nullptr);

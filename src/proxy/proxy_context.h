@@ -22,6 +22,7 @@
 #include "observe/access_log.h"
 #include "proxy/body_budget.h"
 #include "proxy/connection_limit.h"
+#include "proxy/quota_policy.h"
 #include "proxy/tenant_load.h"
 
 namespace sluice::datalayer {
@@ -69,6 +70,8 @@ struct RequestPolicy {
   bool parse_openai = true;
   bool passthrough = false;
   bool propagate_priority = false;
+  // tenants[].quotas and quota: (issue 41); null: no tenant has a quota.
+  std::shared_ptr<const quota::QuotaPolicy> quotas;
 };
 
 // Read-mostly state shared by all I/O threads.
@@ -85,6 +88,9 @@ struct ProxyContext {
   std::shared_ptr<const auth::Authenticator> authenticator;
   // Each tenant's requests in flight, for tenants[].maxConcurrency.
   TenantLoad tenant_load;
+  // Quotas' books (tenants[].quotas, keys' own): configured with each
+  // config's policy before the I/O threads get it, and with the keys.
+  quota::Quotas quotas{&unix_now_ms};
   // A JWT named a key the JWKS lacks: the JWKS is asked for again. The
   // flag is set by the first such request and cleared by the fetcher once
   // it took the request (so a flood of them is one call); the callback is

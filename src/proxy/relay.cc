@@ -5,6 +5,7 @@
 #include <boost/asio/write.hpp>
 #include <cstdio>
 
+#include "admission/quota.h"
 #include "observe/log.h"
 #include "proxy/client_connection.h"
 #include "proxy/exchange.h"
@@ -176,6 +177,9 @@ void Exchange::build_client_head() {
     h += "\r\n";
   }
   h += up_.response_headers;
+  // quota.headers: always: OpenAI's x-ratelimit-* of the tightest limits,
+  // as they stood once this request's worst case was held.
+  if (quota_.headers) admission::append_rate_limit_lines(quota_.headroom, h);
   if (relay_.framing == Framing::kRaw && (p.content_length() || p.is_done())) {
     h += "Content-Length: ";
     wire::append_number(h, p.content_length() ? *p.content_length() : relay_.response.body.size());

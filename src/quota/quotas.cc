@@ -51,6 +51,19 @@ void Quotas::set_key(std::string_view key_id, const std::vector<LimitDef>& defs)
     ledger_.set_owner(name, defs);
 }
 
+void Quotas::set_keys(const std::vector<std::pair<std::string, std::vector<LimitDef>>>& keys) {
+  std::unordered_map<std::string, const std::vector<LimitDef>*> listed;
+  for (const auto& [id, defs] : keys) listed[std::string(kKey) + id] = &defs;
+  for (const auto& name : ledger_.owner_names())
+    if (name.starts_with(kKey) && !listed.count(name)) ledger_.remove_owner(name);
+  for (const auto& [name, defs] : listed) {
+    if (defs->empty())
+      ledger_.remove_owner(name);
+    else
+      ledger_.set_owner(name, *defs);
+  }
+}
+
 Quotas::Admit Quotas::reserve(const QuotaPolicy& policy, std::string_view tenant,
                               std::string_view key_id, std::string_view model, const Usage& worst,
                               Millis now, std::string& scratch) {

@@ -52,6 +52,8 @@ class Quotas {
   void configure(const QuotaPolicy& policy);
   // A key's own limits (empty: none).
   void set_key(std::string_view key_id, const std::vector<LimitDef>& defs);
+  // Every key's own limits: the listed keys' set, every other key's forgotten.
+  void set_keys(const std::vector<std::pair<std::string, std::vector<LimitDef>>>& keys);
 
   struct Admit {
     Ledger::Admit admit;

@@ -110,6 +110,13 @@ TEST(QuotaStep, RateLimitHeadersNameTheTightestOfEachKind) {
   EXPECT_EQ(out[1].second, "98000");
   EXPECT_EQ(out[2].first, "x-ratelimit-reset-tokens");
   EXPECT_EQ(out[2].second, "6m0s");
+  std::string lines;
+  h.requests = {true, 60, 0, 20};
+  append_rate_limit_lines(h, lines);
+  EXPECT_EQ(lines,
+            "x-ratelimit-limit-requests: 60\r\nx-ratelimit-remaining-requests: 0\r\n"
+            "x-ratelimit-reset-requests: 20ms\r\nx-ratelimit-limit-tokens: 100000\r\n"
+            "x-ratelimit-remaining-tokens: 98000\r\nx-ratelimit-reset-tokens: 6m0s\r\n");
 }
 
 TEST(QuotaStep, DurationsAreWrittenAsOpenAIWritesThem) {

@@ -1,0 +1,21 @@
+// A config's quotas as the data plane enforces them (issue 41):
+// tenants[].quotas, a key's own and quota: turned into quota/'s values.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "quota/quotas.h"
+
+namespace sluice::proxy {
+
+std::vector<quota::LimitDef> limit_defs(const std::vector<config::QuotaLimitSpec>& specs);
+// null when no tenant has a quota.
+std::shared_ptr<const quota::QuotaPolicy> make_quota_policy(const config::Config& c);
+// The unix clock, in ms (quota windows are UTC).
+quota::Millis unix_now_ms();
+
+}  // namespace sluice::proxy

@@ -1,0 +1,158 @@
+// Quotas end to end (issue 41): a tenant's and a key's limits reserved
+// before a request goes, settled to what it used, refused with OpenAI's
+// 429s and headers. Each refusal checks the status, the code and reason,
+// that the refused request never reached the engine, and that other
+// tenants and keys lost nothing.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "auth/api_keys.h"
+#include "flow_control_harness.h"
+#include "key_harness.h"
+#include "support/fake_upstream.h"
+
+namespace sluice::test {
+namespace {
+
+using json = nlohmann::json;
+
+class QuotaTest : public ::testing::Test {
+ protected:
+  void start(const std::string& tenants, const std::vector<auth::KeyRecord>& records) {
+    keys_ = std::make_unique<TempFile>(auth::render_key_file(records), "keys.yaml");
+    mock_ = start_mock();
+    std::string c = make_config({mock_->address()}) + "auth:\n  apiKeys: {file: " + keys_->path() +
+                    ", pollInterval: 50ms}\n" + tenants;
+    cfg_ = std::make_unique<TempFile>(c);
+    sluice_ = start_sluice(*cfg_);
+    ASSERT_TRUE(sluice_);
+  }
+  Response post(const Headers& h, const std::string& body) {
+    HttpClient c(kHost, sluice_->port());
+    return c.post_json("/v1/completions", body, h);
+  }
+  // Inference requests the engine saw.
+  std::size_t engine_requests() {
+    HttpClient admin(kHost, sluice_->admin_port());
+    auto m = admin.request("GET", "/metrics");
+    std::size_t n = 0;
+    for (std::size_t p = m.body.find("sluice_tenant_requests_total{"); p != std::string::npos;
+         p = m.body.find("sluice_tenant_requests_total{", p + 1)) {
+      const auto eol = m.body.find('\n', p);
+      const std::string line = m.body.substr(p, eol - p);
+      if (line.find("outcome=\"served\"") != std::string::npos)
+        n += std::stoul(line.substr(line.rfind(' ') + 1));
+    }
+    return n;
+  }
+  void expect_quota_refused(const Response& r, const std::string& code, const std::string& reason) {
+    EXPECT_EQ(r.status, 429) << r.body;
+    EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), reason);
+    auto body = json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(body.is_discarded()) << r.body;
+    EXPECT_EQ(body["error"]["code"], code) << r.body;
+  }
+
+  std::unique_ptr<Process> mock_;
+  std::unique_ptr<TempFile> keys_, cfg_;
+  std::unique_ptr<Process> sluice_;
+};
+
+std::string body_with(const std::string& limits) {
+  return R"({"model":"mock-model","prompt":"Say something about fairness.",)" + limits + "}";
+}
+
+TEST_F(QuotaTest, ATokenLimitHoldsAndRefusesWithOpenAIsHeaders) {
+  Key acme = make_key("acme", "key_acme");
+  Key beta = make_key("beta", "key_beta");
+  start(R"(tenants:
+  - id: acme
+    quotas:
+      - {name: tpm, tokens: 100, window: 1m}
+)",
+        {acme.record, beta.record});
+  // Larger than the limit: it never fits, so it is not to be retried.
+  auto big = post(bearer(acme.secret), body_with(R"("max_tokens":150)"));
+  expect_quota_refused(big, "insufficient_quota", "quota-exhausted");
+  EXPECT_EQ(big.header("x-should-retry"), "false");
+  // Requests of 30 output tokens until one is refused; what was served
+  // never exceeds the limit (each reserved its worst case first).
+  std::uint64_t used = 0;
+  int served = 0;
+  Response refused;
+  for (int i = 0; i < 10 && refused.status == 0; ++i) {
+    auto r = post(bearer(acme.secret), body_with(R"("max_tokens":30)"));
+    if (r.status == 200) {
+      ++served;
+      used += json::parse(r.body)["usage"]["total_tokens"].get<std::uint64_t>();
+      EXPECT_EQ(r.header("x-ratelimit-limit-tokens"), "100");
+      EXPECT_FALSE(r.header("x-ratelimit-remaining-tokens").empty());
+      EXPECT_FALSE(r.header("x-ratelimit-reset-tokens").empty());
+    } else {
+      refused = r;
+    }
+  }
+  EXPECT_GE(served, 2);
+  EXPECT_LE(used, 100u);
+  expect_quota_refused(refused, "rate_limit_exceeded", "quota-exceeded");
+  EXPECT_GE(std::stoi(refused.header("retry-after")), 1);
+  EXPECT_GE(std::stol(refused.header("retry-after-ms")), 1);
+  EXPECT_EQ(refused.header("x-should-retry"), "");
+  // The refused ones never reached the engine; another tenant is served.
+  EXPECT_TRUE(eventually([&] { return engine_requests() == static_cast<std::size_t>(served); }));
+  EXPECT_EQ(post(bearer(beta.secret), body_with(R"("max_tokens":30)")).status, 200);
+  EXPECT_TRUE(
+      eventually([&] { return engine_requests() == static_cast<std::size_t>(served) + 1; }));
+}
+
+// LiteLLM #34223: a reservation taken from max_tokens while the engine
+// honours max_completion_tokens let 738 tokens through a 60 TPM key.
+TEST_F(QuotaTest, TheLargestOutputLimitIsReservedInEitherOrder) {
+  Key acme = make_key("acme", "key_acme");
+  start(R"(tenants:
+  - id: acme
+    quotas:
+      - {name: tpm, tokens: 1000, window: 1m}
+)",
+        {acme.record});
+  expect_quota_refused(
+      post(bearer(acme.secret), body_with(R"("max_tokens":10,"max_completion_tokens":100000)")),
+      "insufficient_quota", "quota-exhausted");
+  expect_quota_refused(
+      post(bearer(acme.secret), body_with(R"("max_completion_tokens":100000,"max_tokens":10)")),
+      "insufficient_quota", "quota-exhausted");
+  EXPECT_EQ(engine_requests(), 0u);  // nothing served: nothing to wait for
+  EXPECT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":10)")).status, 200);
+}
+
+TEST_F(QuotaTest, AKeysOwnLimitIsChargedBesideItsTenants) {
+  Key limited = make_key("acme", "key_limited");
+  config::QuotaLimitSpec one;
+  one.name = "one-a-minute";
+  one.measure = config::QuotaMeasure::kRequests;
+  one.amount = 1;
+  one.window = std::chrono::minutes(1);
+  limited.record.quotas = {one};
+  Key free = make_key("acme", "key_free");
+  start(R"(tenants:
+  - id: acme
+    quotas:
+      - {name: rpm, requests: 100, window: 1m}
+)",
+        {limited.record, free.record});
+  auto first = post(bearer(limited.secret), body_with(R"("max_tokens":2)"));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("x-ratelimit-limit-requests"), "1");  // the tightest
+  EXPECT_EQ(first.header("x-ratelimit-remaining-requests"), "0");
+  auto second = post(bearer(limited.secret), body_with(R"("max_tokens":2)"));
+  expect_quota_refused(second, "rate_limit_exceeded", "quota-exceeded");
+  EXPECT_NE(second.body.find("one-a-minute"), std::string::npos) << second.body;
+  auto other = post(bearer(free.secret), body_with(R"("max_tokens":2)"));
+  EXPECT_EQ(other.status, 200);
+  EXPECT_EQ(other.header("x-ratelimit-limit-requests"), "100");
+  EXPECT_TRUE(eventually([&] { return engine_requests() == 2u; }));
+}
+
+}  // namespace
+}  // namespace sluice::test
