@@ -54,6 +54,10 @@ void get_key(HandlerContext& hc, const Request& req, Respond respond);
 void put_key(HandlerContext& hc, const Request& req, Respond respond);
 void delete_key(HandlerContext& hc, const Request& req, Respond respond);
 
+// quotas.cc: each limit as it stands; a tenant's reset ({tenant}/reset).
+void list_quotas(HandlerContext& hc, const Request& req, Respond respond);
+void reset_quota(HandlerContext& hc, const Request& req, Respond respond);
+
 // Rendering never throws: bytes that are not UTF-8 (a Latin-1 fairness id, an
 // endpoint label, a path) come out as U+FFFD.
 constexpr auto kReplace = nlohmann::json::error_handler_t::replace;

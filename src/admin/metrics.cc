@@ -272,6 +272,57 @@ void render_losses(observe::MetricsText& m, proxy::ProxyContext& ctx) {
   }
 }
 
+// Quotas (issue 41): each limit's spend, room and refusals on this
+// replica; the limits of owners past metricsMaxFlows summed as "other".
+void render_quotas(observe::MetricsText& m, proxy::ProxyContext& ctx) {
+  if (ctx.quotas.ledger().owners() == 0) return;
+  const quota::Millis now = quota::unix_now_ms();
+  const auto rows = ctx.quotas.rows({}, now, SIZE_MAX);
+  const std::size_t shown = ctx.config.server.metrics_max_flows;
+  struct Sums {
+    double used = 0, remaining = 0, refused = 0, would = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Sums> other;  // (kind, quota)
+  std::vector<std::tuple<std::string_view, const quota::Quotas::Row*>> each;
+  std::size_t owners = 0;
+  std::string last;
+  for (const auto& r : rows) {
+    if (r.id != last) ++owners, last = r.id;
+    if (owners <= shown) {
+      each.emplace_back(r.key ? "key" : "tenant", &r);
+      continue;
+    }
+    auto& s = other[{r.key ? "key" : "tenant", r.def.name}];
+    const std::uint64_t spent = r.now.used + r.now.held;
+    s.used += static_cast<double>(r.now.used);
+    s.remaining += static_cast<double>(spent >= r.now.amount ? 0 : r.now.amount - spent);
+    s.refused += static_cast<double>(r.now.refused);
+    s.would += static_cast<double>(r.now.would_refuse);
+  }
+  const std::array<std::pair<std::string_view, std::string_view>, 4> families{{
+      {"sluice_quota_used",
+       "Spent in the limit's current window (requests, tokens or micro-units)."},
+      {"sluice_quota_remaining", "What the limit's window has room for beside what is held."},
+      {"sluice_quota_refused_total", "Requests the limit refused (429)."},
+      {"sluice_quota_shadow_refusals_total", "Requests a shadow limit would have refused."},
+  }};
+  for (std::size_t f = 0; f < families.size(); ++f) {
+    m.family(families[f].first, f < 2 ? "gauge" : "counter", families[f].second);
+    for (const auto& [kind, r] : each) {
+      const std::uint64_t spent = r->now.used + r->now.held;
+      const double v[4] = {static_cast<double>(r->now.used),
+                           static_cast<double>(spent >= r->now.amount ? 0 : r->now.amount - spent),
+                           static_cast<double>(r->now.refused),
+                           static_cast<double>(r->now.would_refuse)};
+      m.sample(families[f].first, {{kind, r->id}, {"quota", r->def.name}}, v[f]);
+    }
+    for (const auto& [key, s] : other) {
+      const double v[4] = {s.used, s.remaining, s.refused, s.would};
+      m.sample(families[f].first, {{key.first, "other"}, {"quota", key.second}}, v[f]);
+    }
+  }
+}
+
 std::string metrics_text(const DispatcherCopy& c, const FlowsSnapshot& flows,
                          proxy::ProxyContext& ctx, fleet::FleetSync* fleet,
                          const observe::ThreadStats& requests) {
@@ -284,6 +335,7 @@ std::string metrics_text(const DispatcherCopy& c, const FlowsSnapshot& flows,
   render_scheduler(m, c);
   render_plugin_metrics(m, c.plugins, endpoint_addresses(ctx));
   render_admission(m, c, ctx);
+  render_quotas(m, ctx);
   render_tls(m, ctx, requests);
   render_dispatcher(m, ctx);
   render_fleet(m, fleet);

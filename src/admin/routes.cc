@@ -12,7 +12,7 @@ constexpr Fleet kScopeFleet = Fleet::kScopeFleet;
 
 // Every path of the admin plane. Methods answer in the order listed here
 // (which is also the order of a 405's "use ...").
-constexpr std::array<Route, 13> kRoutes{{
+constexpr std::array<Route, 15> kRoutes{{
     {"/healthz", Access::kOpen, nullptr, {{{"GET", kLocal, healthz}}}},
     {"/readyz", Access::kOpen, nullptr, {{{"GET", kLocal, readyz}}}},
     {"/metrics", Access::kOpenIfConfigured, nullptr, {{{"GET", kLocal, metrics}}}},
@@ -50,6 +50,8 @@ constexpr std::array<Route, 13> kRoutes{{
      {{{"GET", kLocal, get_key},
        {"PUT", kFleetWide, put_key},
        {"DELETE", kFleetWide, delete_key}}}},
+    {"/admin/v1/quotas", Access::kToken, nullptr, {{{"GET", kLocal, list_quotas}}}},
+    {"/admin/v1/quotas/{tenant}", Access::kToken, nullptr, {{{"POST", kLocal, reset_quota}}}},
 }};
 
 }  // namespace

@@ -149,7 +149,7 @@ bool Exchange::check_quota(protocol::OpenAIRequest& req) {
   const admission::Request r(request_, identity_, route_, &req);
   const quota::Usage worst = admission::quota_worst_case(r, qp->default_output_tokens);
   auto a = ctx_.quotas.reserve(*qp, identity_.tenant, identity_.key_id, req.model, worst,
-                               unix_now_ms(), quota_.scratch);
+                               quota::unix_now_ms(), quota_.scratch);
   if (a.owners_full) {
     SLUICE_LOG_LIMITED(kWarn, "quota",
                        "no room to count tenant " << identity_.tenant << "'s quota: refused");

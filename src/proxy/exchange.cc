@@ -231,7 +231,7 @@ void Exchange::settle_quota() {
   u.output_tokens = tokens_.tokens();
   if (quota_.stated_output) u.output_tokens = std::min(u.output_tokens, quota_.worst.output_tokens);
   quota_.reservation.used(u);
-  quota_.reservation.settle(unix_now_ms());
+  quota_.reservation.settle(quota::unix_now_ms());
 }
 
 // ---------------------------------------------------------------- own answers

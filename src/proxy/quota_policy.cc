@@ -85,10 +85,4 @@ std::shared_ptr<const quota::QuotaPolicy> make_quota_policy(const config::Config
   return p;
 }
 
-quota::Millis unix_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace sluice::proxy

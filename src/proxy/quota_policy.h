@@ -15,7 +15,5 @@ namespace sluice::proxy {
 std::vector<quota::LimitDef> limit_defs(const std::vector<config::QuotaLimitSpec>& specs);
 // null when no tenant has a quota.
 std::shared_ptr<const quota::QuotaPolicy> make_quota_policy(const config::Config& c);
-// The unix clock, in ms (quota windows are UTC).
-quota::Millis unix_now_ms();
 
 }  // namespace sluice::proxy

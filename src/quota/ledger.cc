@@ -81,6 +81,11 @@ Limit::Snapshot Limit::snapshot(Millis now) {
   return {def_.amount, window_.used(), held_, window_.resets_at(), refused_, would_refuse_};
 }
 
+void Limit::reset() {
+  std::lock_guard lock(mu_);
+  window_ = Window(def_.period);
+}
+
 Reservation& Reservation::operator=(Reservation&& o) noexcept {
   if (this == &o) return *this;
   release();

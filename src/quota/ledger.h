@@ -52,6 +52,9 @@ class Limit {
     std::uint64_t refused = 0, would_refuse = 0;
   };
   Snapshot snapshot(Millis now);
+  // An operator's reset: the window counts nothing (what is held stays
+  // held: those requests are still running).
+  void reset();
 
  private:
   friend class Ledger;

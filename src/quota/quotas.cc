@@ -1,5 +1,7 @@
 #include "quota/quotas.h"
 
+#include <algorithm>
+
 namespace sluice::quota {
 
 namespace {
@@ -62,6 +64,33 @@ void Quotas::set_keys(const std::vector<std::pair<std::string, std::vector<Limit
     else
       ledger_.set_owner(name, *defs);
   }
+}
+
+std::vector<Quotas::Row> Quotas::rows(std::string_view tenant, Millis now, std::size_t max) const {
+  std::vector<std::string> names = ledger_.owner_names();
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return a.starts_with(kTenant) != b.starts_with(kTenant) ? a.starts_with(kTenant) : a < b;
+  });
+  std::vector<Row> out;
+  for (const auto& name : names) {
+    const bool key = name.starts_with(kKey);
+    const std::string_view id = std::string_view(name).substr(2);
+    if (!tenant.empty() && (key || id != tenant)) continue;
+    const auto limits = ledger_.find(name);
+    if (!limits) continue;  // forgotten meanwhile
+    for (const auto& l : *limits) {
+      if (out.size() >= max) return out;
+      out.push_back(Row{key, std::string(id), l->def(), l->snapshot(now)});
+    }
+  }
+  return out;
+}
+
+bool Quotas::reset_tenant(std::string_view tenant) {
+  const auto limits = ledger_.find(std::string(kTenant) + std::string(tenant));
+  if (!limits) return false;
+  for (const auto& l : *limits) l->reset();
+  return true;
 }
 
 Quotas::Admit Quotas::reserve(const QuotaPolicy& policy, std::string_view tenant,

@@ -68,6 +68,19 @@ class Quotas {
 
   Ledger& ledger() { return ledger_; }
 
+  // For operators: each owner's limits as they stand, tenants ("t:") then
+  // keys ("k:"), by name; `tenant` non-empty: that tenant's only (and no
+  // keys). At most `max` limits.
+  struct Row {
+    bool key = false;
+    std::string id;  // the tenant, or the key's id
+    LimitDef def;
+    Limit::Snapshot now;
+  };
+  std::vector<Row> rows(std::string_view tenant, Millis now, std::size_t max) const;
+  // Resets a tenant's limits (not its keys'); false if it has none.
+  bool reset_tenant(std::string_view tenant);
+
  private:
   Ledger ledger_;
 };

@@ -26,6 +26,12 @@ Millis millis_of(std::chrono::year_month_day d) {
 
 }  // namespace
 
+Millis unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 Millis calendar_start(Calendar c, Millis t) {
   if (c == Calendar::kMonth) {
     const auto d = ymd_of(t);

@@ -33,6 +33,9 @@ struct Period {
   bool operator==(const Period&) const = default;
 };
 
+// The unix clock, in ms (windows are cut in UTC).
+Millis unix_now_ms();
+
 // The UTC day or month holding t: its start, and the next one's start.
 Millis calendar_start(Calendar c, Millis t);
 Millis calendar_next(Calendar c, Millis t);

@@ -104,6 +104,29 @@ TEST_F(QuotaTest, ATokenLimitHoldsAndRefusesWithOpenAIsHeaders) {
   EXPECT_EQ(post(bearer(beta.secret), body_with(R"("max_tokens":30)")).status, 200);
   EXPECT_TRUE(
       eventually([&] { return engine_requests() == static_cast<std::size_t>(served) + 1; }));
+  // The operator's view: the books add up to what the answers reported.
+  HttpClient admin(kHost, sluice_->admin_port());
+  auto view = admin.request("GET", "/admin/v1/quotas?tenant=acme");
+  ASSERT_EQ(view.status, 200) << view.body;
+  const json rows = json::parse(view.body);
+  ASSERT_EQ(rows.size(), 1u) << view.body;
+  EXPECT_EQ(rows[0]["tenant"], "acme");
+  EXPECT_EQ(rows[0]["name"], "tpm");
+  EXPECT_EQ(rows[0]["used"], used);
+  EXPECT_EQ(rows[0]["reserved"], 0);
+  EXPECT_EQ(rows[0]["remaining"], 100 - used);
+  EXPECT_EQ(rows[0]["refused"], 2);
+  auto m = admin.request("GET", "/metrics");
+  EXPECT_NE(m.body.find(R"(sluice_quota_refused_total{tenant="acme",quota="tpm"} 2)"),
+            std::string::npos)
+      << m.body;
+  EXPECT_NE(m.body.find(R"(sluice_quota_used{tenant="acme",quota="tpm"} )" + std::to_string(used)),
+            std::string::npos);
+  // A reset makes room at once; an unknown tenant's is a typed 404.
+  EXPECT_EQ(admin.request("POST", "/admin/v1/quotas/acme/reset").status, 200);
+  EXPECT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":30)")).status, 200);
+  EXPECT_EQ(admin.request("POST", "/admin/v1/quotas/nobody/reset").status, 404);
+  EXPECT_EQ(admin.request("GET", "/admin/v1/quotas?tenant=" + std::string(300, 'x')).status, 400);
 }
 
 // LiteLLM #34223: a reservation taken from max_tokens while the engine
