@@ -19,9 +19,10 @@ using json = nlohmann::json;
 
 class QuotaTest : public ::testing::Test {
  protected:
-  void start(const std::string& tenants, const std::vector<auth::KeyRecord>& records) {
+  void start(const std::string& tenants, const std::vector<auth::KeyRecord>& records,
+             std::vector<std::string> mock_args = {}) {
     keys_ = std::make_unique<TempFile>(auth::render_key_file(records), "keys.yaml");
-    mock_ = start_mock();
+    mock_ = start_mock(std::move(mock_args));
     std::string c = make_config({mock_->address()}) + "auth:\n  apiKeys: {file: " + keys_->path() +
                     ", pollInterval: 50ms}\n" + tenants;
     cfg_ = std::make_unique<TempFile>(c);
@@ -52,6 +53,20 @@ class QuotaTest : public ::testing::Test {
     auto body = json::parse(r.body, nullptr, false);
     ASSERT_FALSE(body.is_discarded()) << r.body;
     EXPECT_EQ(body["error"]["code"], code) << r.body;
+  }
+
+  // The one limit of `tenant` as GET /admin/v1/quotas shows it, once
+  // nothing is held (every request of the tenant has settled).
+  json settled_row(const std::string& tenant) {
+    HttpClient admin(kHost, sluice_->admin_port());
+    json row;
+    EXPECT_TRUE(eventually([&] {
+      auto view = admin.request("GET", "/admin/v1/quotas?tenant=" + tenant);
+      if (view.status != 200) return false;
+      row = json::parse(view.body).at(0);
+      return row["reserved"] == 0;
+    }));
+    return row;
   }
 
   std::unique_ptr<Process> mock_;
@@ -147,6 +162,39 @@ TEST_F(QuotaTest, TheLargestOutputLimitIsReservedInEitherOrder) {
       "insufficient_quota", "quota-exhausted");
   EXPECT_EQ(engine_requests(), 0u);  // nothing served: nothing to wait for
   EXPECT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":10)")).status, 200);
+}
+
+// A stream with no usage event settles to the tokens counted on it; one
+// the client abandons settles to what was produced before it left, not to
+// the 200 tokens it reserved.
+TEST_F(QuotaTest, StreamsSettleToWhatWasProducedEvenWhenCancelled) {
+  Key acme = make_key("acme", "key_acme");
+  start(R"(tenants:
+  - id: acme
+    quotas:
+      - {name: tpm, tokens: 100k, window: 1m}
+)",
+        {acme.record}, {"--decode-ms-per-token", "20"});
+  const Headers h = bearer(acme.secret, {{"Content-Type", "application/json"}});
+  HttpClient whole(kHost, sluice_->port());
+  int events = 0;
+  auto a = whole.stream("/v1/completions", body_with(R"("max_tokens":20,"stream":true)"), h,
+                        [&](const Response&, const SseEvent& e) {
+                          if (e.data != "[DONE]") ++events;
+                          return true;
+                        });
+  ASSERT_TRUE(a.complete) << a.error;
+  const std::uint64_t after_whole = settled_row("acme")["used"];
+  EXPECT_GE(after_whole, 20u);  // its input estimate and the 20 tokens streamed
+  HttpClient left(kHost, sluice_->port());
+  int seen = 0;
+  left.stream("/v1/completions", body_with(R"("max_tokens":200,"stream":true)"), h,
+              [&](const Response&, const SseEvent&) { return ++seen < 3; });
+  left.close();
+  const std::uint64_t after_cancel = settled_row("acme")["used"];
+  const std::uint64_t input = after_whole - 20;
+  EXPECT_GE(after_cancel - after_whole, input + 3);   // what it produced was charged
+  EXPECT_LE(after_cancel - after_whole, input + 60);  // not its 200 reserved
 }
 
 TEST_F(QuotaTest, AKeysOwnLimitIsChargedBesideItsTenants) {
