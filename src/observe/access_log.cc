@@ -193,7 +193,7 @@ struct LineFields {
     const char* key;
     double value;
   };
-  Str strings[11];
+  Str strings[12];
   Num ints[4];
   Ms times[3];
 };
@@ -210,7 +210,8 @@ LineFields fields_of(const AccessRecord& r) {
        {"model", r.model},
        {"outcome", r.outcome},
        {"endpoint", r.endpoint},
-       {"client_cert", r.client_cert, true}},
+       {"client_cert", r.client_cert, true},
+       {"quota", r.quota, true}},
       {{"priority", r.priority},
        {"status", r.status},
        {"input_tokens", static_cast<std::int64_t>(r.input_tokens)},

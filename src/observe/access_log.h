@@ -46,6 +46,9 @@ struct AccessRecord {
   std::uint64_t output_tokens = 0;
   // The verified TLS client certificate's name; on the line only when set.
   std::string_view client_cert;
+  // The quota that refused the request, or "shadow:<name>" for a shadow
+  // limit that would have; on the line only when set.
+  std::string_view quota;
 };
 
 class AccessLog {

@@ -157,7 +157,12 @@ bool Exchange::check_quota(protocol::OpenAIRequest& req) {
     return false;
   }
   if (!a.limited) return true;
+  if (!a.admit.would_refuse.empty()) {
+    quota_.logged.assign("shadow:");
+    quota_.logged += a.admit.would_refuse;
+  }
   if (a.admit.refused) {
+    quota_.logged.assign(a.admit.refused->limit.name);
     auto ans = admission::quota_refused(*a.admit.refused);
     if (qp->headers != quota::HeadersMode::kNever)
       admission::rate_limit_headers(a.admit.headroom, ans.headers);

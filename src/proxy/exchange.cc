@@ -146,6 +146,7 @@ void Exchange::begin_request(bool head_read) {
   rec_.priority = 0;
   rec_.input_tokens = 0;
   tokens_.reset();
+  quota_.logged.clear();
   identity_.clear();
 }
 
@@ -215,6 +216,7 @@ void Exchange::end_request(int status, std::string_view outcome) {
   r.input_tokens = rec_.input_tokens;
   r.output_tokens = tokens_.tokens();
   r.client_cert = conn_.client_certificate_name();
+  r.quota = quota_.logged;
   ctx_.access_log.write(r, thread_.log_scratch());
 }
 

@@ -317,6 +317,7 @@ class Exchange {
         false;             // worst.output_tokens from the body or a maxTokens: usage clamped to it
     bool headers = false;  // x-ratelimit-* on the relayed answer
     std::string scratch;   // owner names (keeps capacity)
+    std::string logged;    // the access log's quota field (refused, or shadow:<name>)
   } quota_;
   UpstreamCall up_;
   Relay relay_;

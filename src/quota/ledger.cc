@@ -249,6 +249,7 @@ Ledger::Admit Ledger::reserve(std::initializer_list<const Limits*> owners, std::
     if (after <= l.def_.amount) continue;
     if (l.def_.shadow) {
       ++l.would_refuse_;
+      if (out.would_refuse.empty()) out.would_refuse = l.def_.name;
       continue;
     }
     ++l.refused_;

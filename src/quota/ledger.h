@@ -130,6 +130,8 @@ class Ledger {
     Reservation reservation;
     std::optional<Refusal> refused;
     Headroom headroom;
+    // The first shadow limit that would have refused it ("" none).
+    std::string would_refuse;
   };
   // Reserves `worst` (and one request) of the model `model` at `price`
   // against every applying limit of `owners` (null entries skipped).

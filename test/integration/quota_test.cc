@@ -5,6 +5,7 @@
 // tenants and keys lost nothing.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "auth/api_keys.h"
@@ -23,8 +24,10 @@ class QuotaTest : public ::testing::Test {
              std::vector<std::string> mock_args = {}) {
     keys_ = std::make_unique<TempFile>(auth::render_key_file(records), "keys.yaml");
     mock_ = start_mock(std::move(mock_args));
-    std::string c = make_config({mock_->address()}) + "auth:\n  apiKeys: {file: " + keys_->path() +
-                    ", pollInterval: 50ms}\n" + tenants;
+    log_ = std::make_unique<TempFile>("", "access.log");
+    std::string c = make_config({mock_->address()}, "  accessLog: " + log_->path() + "\n") +
+                    "auth:\n  apiKeys: {file: " + keys_->path() + ", pollInterval: 50ms}\n" +
+                    tenants;
     cfg_ = std::make_unique<TempFile>(c);
     sluice_ = start_sluice(*cfg_);
     ASSERT_TRUE(sluice_);
@@ -70,7 +73,20 @@ class QuotaTest : public ::testing::Test {
   }
 
   std::unique_ptr<Process> mock_;
-  std::unique_ptr<TempFile> keys_, cfg_;
+  // The access log's lines as JSON, once `n` are there.
+  std::vector<json> log_lines(std::size_t n) {
+    std::vector<json> out;
+    eventually([&] {
+      out.clear();
+      std::ifstream in(log_->path());
+      for (std::string line; std::getline(in, line);)
+        if (!line.empty()) out.push_back(json::parse(line));
+      return out.size() >= n;
+    });
+    return out;
+  }
+
+  std::unique_ptr<TempFile> keys_, cfg_, log_;
   std::unique_ptr<Process> sluice_;
 };
 
@@ -195,6 +211,36 @@ TEST_F(QuotaTest, StreamsSettleToWhatWasProducedEvenWhenCancelled) {
   const std::uint64_t input = after_whole - 20;
   EXPECT_GE(after_cancel - after_whole, input + 3);   // what it produced was charged
   EXPECT_LE(after_cancel - after_whole, input + 60);  // not its 200 reserved
+}
+
+// A shadow limit is counted, logged and exported, never enforced; a
+// refusal names its limit in the access log.
+TEST_F(QuotaTest, AShadowLimitIsCountedAndLoggedNeverEnforced) {
+  Key acme = make_key("acme", "key_acme");
+  start(R"(tenants:
+  - id: acme
+    quotas:
+      - {name: trial, tokens: 10, window: 1m, mode: shadow}
+      - {name: rpm, requests: 2, window: 1m}
+)",
+        {acme.record});
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":30)")).status, 200);
+  expect_quota_refused(post(bearer(acme.secret), body_with(R"("max_tokens":30)")),
+                       "rate_limit_exceeded", "quota-exceeded");
+  auto lines = log_lines(3);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["quota"], "shadow:trial");
+  EXPECT_EQ(lines[1]["quota"], "shadow:trial");
+  EXPECT_EQ(lines[2]["quota"], "rpm");
+  HttpClient admin(kHost, sluice_->admin_port());
+  const json rows = json::parse(admin.request("GET", "/admin/v1/quotas?tenant=acme").body);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["name"], "trial");
+  EXPECT_EQ(rows[0]["mode"], "shadow");
+  EXPECT_GE(rows[0]["wouldRefuse"], 2);  // the third too: counted before rpm refused it
+  EXPECT_GT(rows[0]["used"], 10);
+  EXPECT_EQ(rows[1]["used"], 2);
 }
 
 TEST_F(QuotaTest, AKeysOwnLimitIsChargedBesideItsTenants) {
