@@ -118,8 +118,9 @@ class ContextLengthAware final : public Plugin, public Filter, public Scorer, pu
   std::uint64_t grouped_epoch_ = 0;
   std::vector<RangeRow> distinct_;
   std::vector<std::uint32_t> ids_;
-  // The distinct rows' verdicts and scores for the length `length_` (the
-  // filter's, then the same cycle's scorer's), of the grouping's epoch.
+  // keep_ and score_: the distinct rows' verdicts and scores for the
+  // request length table_.length (the filter's, then the same cycle's
+  // scorer's) and the grouping of epoch table_.epoch.
   struct Decided {
     bool valid = false;
     std::uint64_t length = 0;
