@@ -1,7 +1,11 @@
 #include "scheduling/plugins/context_length_aware.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <cstring>
+#include <limits>
+#include <map>
 
 namespace sluice::scheduling {
 
@@ -62,46 +66,129 @@ double context_range_score(std::uint64_t length, ContextRange r) {
   return prepared_range_score(length, prepare_range(r));
 }
 
-ContextLengthAware::LabelRead ContextLengthAware::read_label(const Endpoint& e) const {
+namespace {
+
+constexpr double kMaxFallback = 0.3;
+
+// Whether `length` is in the row's range, without a branch.
+inline bool in_range(std::uint64_t length, const RangeRow& r) {
+  return (static_cast<unsigned>(length >= r.min) & static_cast<unsigned>(length <= r.max)) != 0;
+}
+
+// The score out of range: 0 for a label that does not parse (min > max),
+// else 0.3 / (1 + distance / 1000), the distance to the nearer bound.
+inline double out_of_range_score(std::uint64_t length, const RangeRow& r) {
+  if (r.min > r.max) return 0.0;
+  const std::uint64_t distance = length > r.max ? length - r.max : r.min - length;
+  return kMaxFallback / (1.0 + static_cast<double>(distance) / 1000.0);
+}
+
+}  // namespace
+
+RangeRow range_row(const std::optional<ScoredRange>& range, bool labelled) {
+  if (!labelled) return {0, std::numeric_limits<std::uint64_t>::max(), 0.5, 0.0};
+  if (!range) return {1, 0, 0.0, 0.0};
+  return {range->range.min, range->range.max, range->base, range->per_token};
+}
+
+double range_row_score(std::uint64_t length, const RangeRow& r) {
+  if (in_range(length, r)) return r.base + r.per_token * static_cast<double>(r.max - length);
+  return out_of_range_score(length, r);
+}
+
+RangeRow ContextLengthAware::read_label(const Endpoint& e) const {
   auto it = e.labels.find(label_);
-  if (it == e.labels.end()) return {};
+  if (it == e.labels.end()) return range_row(std::nullopt, false);
   const auto range = parse_context_range(it->second);
-  if (!range) return {true, std::nullopt};
-  return {true, prepare_range(*range)};
+  return range_row(range ? std::optional<ScoredRange>(prepare_range(*range)) : std::nullopt, true);
+}
+
+void ContextLengthAware::group() {
+  const auto rows = reads_.pass([this](const Endpoint& x) { return read_label(x); });
+  if (grouped_ && grouped_epoch_ == view_->labels_epoch && ids_.size() == view_->size) return;
+  // Rows compared by their bits (the same label gives the same row).
+  using Key = std::array<std::uint64_t, 4>;
+  std::map<Key, std::uint32_t> seen;
+  distinct_.clear();
+  ids_.resize(view_->size);
+  for (std::size_t p = 0; p < view_->size; ++p) {
+    const RangeRow& r = rows.rows[p];
+    Key k{r.min, r.max, 0, 0};
+    std::memcpy(&k[2], &r.base, sizeof(double));
+    std::memcpy(&k[3], &r.per_token, sizeof(double));
+    auto [it, added] = seen.try_emplace(k, static_cast<std::uint32_t>(distinct_.size()));
+    if (added) distinct_.push_back(r);
+    ids_[p] = it->second;
+  }
+  keep_.resize(distinct_.size());
+  score_.resize(distinct_.size());
+  grouped_epoch_ = view_->labels_epoch;
+  grouped_ = true;
+  table_.valid = false;
+}
+
+ContextLengthAware::Table ContextLengthAware::table(std::uint64_t length) {
+  if (!view_ || view_->size == 0) return {};
+  group();
+  if (!table_.valid || table_.length != length || table_.epoch != grouped_epoch_) {
+    // The out-of-range score (a division) only for the ranges out of range.
+    for (std::size_t d = 0; d < distinct_.size(); ++d) {
+      const RangeRow& r = distinct_[d];
+      keep_[d] = in_range(length, r);
+      score_[d] = keep_[d] ? r.base + r.per_token * static_cast<double>(r.max - length)
+                           : out_of_range_score(length, r);
+    }
+    table_ = {true, length, grouped_epoch_};
+  }
+  return {reinterpret_cast<std::uintptr_t>(view_->base), view_->size * sizeof(Endpoint),
+          ids_.data(), keep_.data(), score_.data()};
 }
 
 void ContextLengthAware::filter(CycleState&, const Request& request,
                                 std::vector<const Endpoint*>& candidates) {
   if (!enable_filtering_) return;
   const std::uint64_t length = request.input_tokens;
-  auto keeps = [length](const LabelRead& r) {
-    // No label: any length.
-    return !r.labelled || (r.range && length >= r.range->range.min && length <= r.range->range.max);
-  };
-  reads_.keep_if(
-      candidates, [this](const Endpoint& x) { return read_label(x); }, keeps);
+  const Table t = table(length);
+  const std::size_t n = candidates.size();
+  const Endpoint** cand = candidates.data();
+  std::size_t kept = 0;
+  std::size_t i = 0;
+  // The view's candidates: each written, then kept or overwritten (no
+  // branch). A candidate outside the view ends the loop: it and the rest
+  // read their rows the slow way.
+  for (; i < n; ++i) {
+    const Endpoint* e = cand[i];
+    const std::uintptr_t d = reinterpret_cast<std::uintptr_t>(e) - t.base;
+    if (d >= t.bytes) [[unlikely]]
+      break;
+    cand[kept] = e;
+    kept += t.keep[t.ids[d / sizeof(Endpoint)]];
+  }
+  for (; i < n; ++i) {
+    const Endpoint* e = cand[i];
+    cand[kept] = e;
+    kept += in_range(length, row_of(*e));
+  }
+  candidates.resize(kept);
 }
 
 void ContextLengthAware::score(CycleState&, const Request& request,
                                std::span<const Endpoint* const> candidates,
                                std::span<double> scores) {
   const std::uint64_t length = request.input_tokens;
+  // The filter's table when it ran before in this cycle (same length).
+  const Table t = table(length);
   const std::size_t n = candidates.size();
   const Endpoint* const* cand = candidates.data();
   double* out = scores.data();
-  auto score_of = [length](const LabelRead& r) {
-    if (!r.labelled) return 0.5;
-    return r.range ? prepared_range_score(length, *r.range) : 0.0;
-  };
-  const auto labels = pass();
   std::size_t i = 0;
-  for (; i < n; ++i) {  // as the filter's: no call in the loop
-    const LabelRead* r = labels.find(cand[i]);
-    if (!r) [[unlikely]]
+  for (; i < n; ++i) {  // as the filter's
+    const std::uintptr_t d = reinterpret_cast<std::uintptr_t>(cand[i]) - t.base;
+    if (d >= t.bytes) [[unlikely]]
       break;
-    out[i] = score_of(*r);
+    out[i] = t.score[t.ids[d / sizeof(Endpoint)]];
   }
-  for (; i < n; ++i) out[i] = score_of(label_of(labels, cand[i]));
+  for (; i < n; ++i) out[i] = range_row_score(length, row_of(*cand[i]));
 }
 
 }  // namespace sluice::scheduling

@@ -46,6 +46,25 @@ double prepared_range_score(std::uint64_t length, const ScoredRange& r);
 // The score of an endpoint serving `range` for a request of `length` tokens.
 double context_range_score(std::uint64_t length, ContextRange range);
 
+// What an endpoint's label says, as the filter and the scorer read it, kept
+// per endpoint until its labels change: flat, so that the filter's keep is
+// two comparisons and a score in range one multiply-add, with no flag.
+//   in range (min <= length <= max): base + per_token x (max - length);
+//   a range:   prepare_range's base and per_token;
+//   no label:  0..UINT64_MAX, base 0.5, per_token 0 (in range at any
+//              length, and 0.5 + 0 x (max - length) is 0.5);
+//   a label that does not parse: min 1 > max 0 (never in range; out of
+//              range it scores 0, see range_row_score).
+struct RangeRow {
+  std::uint64_t min = 0;
+  std::uint64_t max = 0;
+  double base = 0;
+  double per_token = 0;
+};
+RangeRow range_row(const std::optional<ScoredRange>& range, bool labelled);
+// The score of `row` for a request of `length` tokens.
+double range_row_score(std::uint64_t length, const RangeRow& row);
+
 class ContextLengthAware final : public Plugin, public Filter, public Scorer, public PoolViewer {
  public:
   static constexpr std::string_view kType = "context-length-aware";
@@ -58,32 +77,58 @@ class ContextLengthAware final : public Plugin, public Filter, public Scorer, pu
   void score(CycleState& cycle, const Request& request, std::span<const Endpoint* const> candidates,
              std::span<double> scores) override;
   std::uint32_t columns_read() const override { return 0; }
-  void attach(const PoolView* view) override { reads_.attach(view); }
+  void attach(const PoolView* view) override {
+    reads_.attach(view);
+    view_ = view;
+    grouped_ = false;
+    table_ = {};
+  }
 
   const std::string& label() const { return label_; }
   bool filtering() const { return enable_filtering_; }
 
  private:
-  // What an endpoint's label says, kept by slot until its labels change:
-  // the filter and the scorer of every cycle read it without a map lookup
-  // or a parse per endpoint.
-  struct LabelRead {
-    bool labelled = false;
-    std::optional<ScoredRange> range;
+  // A request length's verdicts and scores for the view's endpoints: an
+  // endpoint's are those of its distinct range, keep[ids[position]] and
+  // score[ids[position]], its position (address - base) / sizeof(Endpoint)
+  // when the difference is below `bytes` (never when not attached).
+  struct Table {
+    std::uintptr_t base = 0;
+    std::size_t bytes = 0;  // the view's size x sizeof(Endpoint)
+    const std::uint32_t* ids = nullptr;
+    const std::uint8_t* keep = nullptr;
+    const double* score = nullptr;
   };
-  LabelRead read_label(const Endpoint& e) const;
-  // The value of a candidate: found in this cycle's pass, else read.
-  const LabelRead& label_of(const LabelCache<LabelRead>::Pass& pass, const Endpoint* e) {
-    if (const LabelRead* r = pass.find(e)) return *r;
-    return reads_.get(*e, [this](const Endpoint& x) { return read_label(x); });
-  }
-  LabelCache<LabelRead>::Pass pass() {
-    return reads_.pass([this](const Endpoint& x) { return read_label(x); });
+  Table table(std::uint64_t length);
+  void group();
+  RangeRow read_label(const Endpoint& e) const;
+  RangeRow row_of(const Endpoint& e) {
+    return reads_.get(e, [this](const Endpoint& x) { return read_label(x); });
   }
 
   std::string label_;
   bool enable_filtering_;
-  LabelCache<LabelRead> reads_;
+  LabelCache<RangeRow> reads_;
+  const PoolView* view_ = nullptr;
+  // The view's endpoints grouped by row, once per labels epoch: the
+  // distinct rows, and each position's among them (a pool has few
+  // distinct ranges: a cycle decides and scores each once, then reads one
+  // number a candidate).
+  bool grouped_ = false;
+  std::uint64_t grouped_epoch_ = 0;
+  std::vector<RangeRow> distinct_;
+  std::vector<std::uint32_t> ids_;
+  // keep_ and score_: the distinct rows' verdicts and scores for the
+  // request length table_.length (the filter's, then the same cycle's
+  // scorer's) and the grouping of epoch table_.epoch.
+  struct Decided {
+    bool valid = false;
+    std::uint64_t length = 0;
+    std::uint64_t epoch = 0;
+  };
+  Decided table_;
+  std::vector<std::uint8_t> keep_;
+  std::vector<double> score_;
 };
 
 }  // namespace sluice::scheduling

@@ -92,22 +92,27 @@ void TopologyExtractor::group() const {
   regions_.resize(n);
   for (std::size_t p = 0; p < n; ++p) regions_[p] = pass.rows[p][3];
   marks_.assign(n, 0);
-  stamp_ = 0;
   groups_epoch_ = view_->labels_epoch;
   grouped_ = true;
 }
 
-bool TopologyExtractor::mark(const Ids& peer, TopologyLevel loosest) const {
+bool TopologyExtractor::visit(const Ids& peer, TopologyLevel loosest, bool set) const {
   if (!view_ || view_->size == 0) return false;
-  group();
-  ++stamp_;
+  if (set) group();  // unmark clears what mark wrote, of the same grouping
+  // Locals: a byte store may alias anything, so through the members the
+  // compiler reloads every pointer after each mark.
+  std::uint8_t* marks = marks_.data();
+  const std::uint32_t* members = members_.data();
+  const std::uint32_t* starts = starts_.data();
+  const std::size_t keys = starts_.size();
   // Loosest first, so that a tighter level shared overwrites it.
   for (int l = static_cast<int>(loosest); l >= 0; --l) {
     const std::size_t key = 4 * static_cast<std::size_t>(peer[static_cast<std::size_t>(l)]) +
                             static_cast<std::size_t>(l);
-    if (peer[static_cast<std::size_t>(l)] == 0 || key + 1 >= starts_.size()) continue;
-    for (std::uint32_t k = starts_[key]; k < starts_[key + 1]; ++k)
-      marks_[members_[k]] = stamp_ * 8 + static_cast<std::uint64_t>(l);
+    if (peer[static_cast<std::size_t>(l)] == 0 || key + 1 >= keys) continue;
+    const auto code = static_cast<std::uint8_t>(set ? l + 1 : 0);
+    const std::uint32_t end = starts[key + 1];
+    for (std::uint32_t k = starts[key]; k < end; ++k) marks[members[k]] = code;
   }
   return true;
 }

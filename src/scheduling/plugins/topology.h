@@ -122,22 +122,27 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
   // groups (8 + 32 endpoints for host and rack at 512) instead of reading
   // every candidate's row. mark(peer, loosest) notes for each endpoint of
   // the view the tightest level no looser than `loosest` it shares with
-  // `peer`; marked(position) reads it (kNone: none). False, and nothing
-  // marked, when not attached.
-  bool mark(const Ids& peer, TopologyLevel loosest) const;
-  // The region's number of the view's endpoint at `position` (after a
+  // `peer`, as a byte by position (marks(): 0 none, level + 1), until
+  // unmark(peer, loosest) clears the same groups (the pass that marked
+  // calls it when done). False, and nothing marked, when not attached.
+  bool mark(const Ids& peer, TopologyLevel loosest) const { return visit(peer, loosest, true); }
+  void unmark(const Ids& peer, TopologyLevel loosest) const { visit(peer, loosest, false); }
+  const std::uint8_t* marks() const { return marks_.data(); }
+  TopologyLevel marked(std::size_t position) const {
+    const std::uint8_t m = marks_[position];
+    return m != 0 ? static_cast<TopologyLevel>(m - 1) : TopologyLevel::kNone;
+  }
+  // The region's number of the view's endpoints by position (after a
   // mark): the scorer marks host to zone and compares the region, which
   // most often holds the whole pool (no marking it endpoint by endpoint).
+  const std::uint32_t* regions() const { return regions_.data(); }
   std::uint32_t region_at(std::size_t position) const { return regions_[position]; }
-  TopologyLevel marked(std::size_t position) const {
-    const std::uint64_t v = marks_[position];
-    return (v >> 3) == stamp_ ? static_cast<TopologyLevel>(v & 7) : TopologyLevel::kNone;
-  }
   const PoolView* view() const { return view_; }
 
  private:
   Ids intern(const Endpoint& e) const;
   void group() const;
+  bool visit(const Ids& peer, TopologyLevel loosest, bool set) const;
 
   LabelNames labels_;
   // Memoized on the dispatcher thread, the one that runs the plugins.
@@ -153,10 +158,9 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
   mutable std::vector<std::uint32_t> starts_;
   mutable std::vector<std::uint32_t> members_;
   mutable std::vector<std::uint32_t> regions_;  // by position
-  // mark's notes by position: stamp x 8 + level, current when the stamp is
-  // this pass's (nothing to clear between passes).
-  mutable std::vector<std::uint64_t> marks_;
-  mutable std::uint64_t stamp_ = 0;
+  // mark's notes by position: 0 none, else the level + 1; all 0 between
+  // passes (each pass clears the groups it marked).
+  mutable std::vector<std::uint8_t> marks_;
 };
 
 // The startup warning for a topology-affinity plugin that can see no

@@ -32,20 +32,25 @@ void TopologyAffinityFilter::filter(CycleState& cycle, const Request&,
   const TopologyLevel loosest = min_affinity_;
   std::size_t kept = 0;
   std::size_t i = 0;
-  if (x->mark(at, loosest)) {
-    const PoolView& view = *x->view();
+  const bool marked = x->mark(at, loosest);
+  if (marked) {
+    // Locals: through the extractor the compiler reloads them per candidate.
+    const std::uint8_t* marks = x->marks();
+    const auto base = reinterpret_cast<std::uintptr_t>(x->view()->base);
+    const std::size_t bytes = x->view()->size * sizeof(Endpoint);
     for (; i < n; ++i) {  // a candidate outside the view ends it: the rest below
-      const std::size_t p = view.position(cand[i]);
-      if (p == view.size) [[unlikely]]
+      const std::uintptr_t d = reinterpret_cast<std::uintptr_t>(cand[i]) - base;
+      if (d >= bytes) [[unlikely]]
         break;
       pos[kept] = static_cast<std::uint32_t>(i);  // kept only if near: no branch
-      kept += x->marked(p) != TopologyLevel::kNone;
+      kept += marks[d / sizeof(Endpoint)] != 0;
     }
   }
   for (; i < n; ++i) {
     pos[kept] = static_cast<std::uint32_t>(i);
     kept += TopologyExtractor::near(at, x->ids(*cand[i]), loosest);
   }
+  if (marked) x->unmark(at, loosest);
   if (kept == 0) return;
   for (std::size_t j = 0; j < kept; ++j) candidates[j] = candidates[pos[j]];  // pos[j] >= j
   candidates.resize(kept);
@@ -66,24 +71,30 @@ void TopologyAffinityScorer::score(CycleState& cycle, const Request&,
   double* out = scores.data();
   std::size_t i = 0;
   // As the filter's, host to zone; the region (most often the whole
-  // pool) is compared, not marked.
-  if (x->mark(at, TopologyLevel::kZone)) {
-    const PoolView& view = *x->view();
-    const std::uint32_t region = at[3];
+  // pool) is compared, not marked. A score by mark and same region: the
+  // mark's level when marked, else the region's or none.
+  static constexpr double kByMark[8] = {kLevelScores[4], kLevelScores[3], kLevelScores[0],
+                                        kLevelScores[0], kLevelScores[1], kLevelScores[1],
+                                        kLevelScores[2], kLevelScores[2]};
+  const bool marked = x->mark(at, TopologyLevel::kZone);
+  if (marked) {
+    const std::uint8_t* marks = x->marks();
+    const std::uint32_t* regions = x->regions();
+    // No region (0) is shared with no one: a number no endpoint has.
+    const std::uint32_t region = at[3] != 0 ? at[3] : ~std::uint32_t{0};
+    const auto base = reinterpret_cast<std::uintptr_t>(x->view()->base);
+    const std::size_t bytes = x->view()->size * sizeof(Endpoint);
     for (; i < n; ++i) {
-      const std::size_t p = view.position(candidates[i]);
-      if (p == view.size) [[unlikely]]
+      const std::uintptr_t d = reinterpret_cast<std::uintptr_t>(candidates[i]) - base;
+      if (d >= bytes) [[unlikely]]
         break;
-      const TopologyLevel m = x->marked(p);
-      const bool same_region = region != 0 && x->region_at(p) == region;
-      const TopologyLevel level = m != TopologyLevel::kNone ? m
-                                  : same_region             ? TopologyLevel::kRegion
-                                                            : TopologyLevel::kNone;
-      out[i] = kLevelScores[static_cast<int>(level)];
+      const std::size_t p = d / sizeof(Endpoint);
+      out[i] = kByMark[2 * marks[p] + static_cast<unsigned>(regions[p] == region)];
     }
   }
   for (; i < n; ++i)
     out[i] = kLevelScores[static_cast<int>(TopologyExtractor::compare(at, x->ids(*candidates[i])))];
+  if (marked) x->unmark(at, TopologyLevel::kZone);
 }
 
 }  // namespace sluice::scheduling

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <random>
 
 #include "config/config.h"
@@ -252,6 +253,117 @@ TEST(ContextLengthAware, ConfigErrorsNameThePluginFieldAndLine) {
                 "test.yaml:4: plugins[context-length-aware].parameters.labels: unknown field"),
             std::string::npos)
       << build_error(unknown);
+}
+
+// Inside a scheduler context-length-aware groups the view's endpoints by
+// distinct range and decides and scores each range once a cycle. The
+// oracle: the plain computation from each candidate's own label (parse it,
+// score it: no label 0.5, unparseable 0; keep what holds the length or has
+// no label), candidate by candidate. Seeded random pools with shared,
+// distinct, zero-width, unparseable and absent ranges and bounds near
+// 2^64, lengths at and around the bounds, candidates in any order and some
+// from outside the view, the filter then the scorer of the same cycle, the
+// scorer alone, and a change of labels between passes.
+TEST(ContextLengthAware, GroupedRangesFilterAndScoreAsEachLabelAlone) {
+  std::mt19937_64 rng(40);
+  const std::string label(ContextLengthAware::kDefaultLabel);
+  const std::uint64_t bounds[] = {0,
+                                  1,
+                                  100,
+                                  2047,
+                                  2048,
+                                  2049,
+                                  8192,
+                                  131072,
+                                  std::numeric_limits<std::uint64_t>::max() - 1,
+                                  std::numeric_limits<std::uint64_t>::max()};
+  auto bound = [&] {
+    return bounds[rng() % std::size(bounds)] + (rng() % 4 == 0 ? rng() % 50 : 0);
+  };
+  auto labelled = [&](Endpoint& e) {
+    e.labels.clear();
+    const int kind = static_cast<int>(rng() % 8);
+    if (kind == 0) return;  // no label
+    if (kind == 1) {
+      e.labels[label] = rng() % 2 ? "lots" : "10-5";  // does not parse
+      return;
+    }
+    std::uint64_t lo = bound(), hi = bound();
+    if (lo > hi) std::swap(lo, hi);
+    e.labels[label] = std::to_string(lo) + "-" + std::to_string(hi);
+  };
+  auto plain_score = [&](const Endpoint& e, std::uint64_t length) {
+    auto it = e.labels.find(label);
+    if (it == e.labels.end()) return 0.5;
+    const auto r = parse_context_range(it->second);
+    return r ? context_range_score(length, *r) : 0.0;
+  };
+  auto plain_keeps = [&](const Endpoint& e, std::uint64_t length) {
+    auto it = e.labels.find(label);
+    if (it == e.labels.end()) return true;
+    const auto r = parse_context_range(it->second);
+    return r && length >= r->min && length <= r->max;
+  };
+  for (int round = 0; round < 200; ++round) {
+    SCOPED_TRACE(round);
+    std::vector<Endpoint> pool(1 + rng() % 40);
+    // A few ranges shared by many endpoints, as pools have, or each its own.
+    std::vector<Labels> shared(1 + rng() % 4);
+    for (auto& l : shared) {
+      Endpoint e;
+      labelled(e);
+      l = e.labels;
+    }
+    const bool few = rng() % 2 != 0;
+    for (std::size_t i = 0; i < pool.size(); ++i) {
+      pool[i].index = static_cast<std::uint32_t>(i);
+      if (few)
+        pool[i].labels = shared[rng() % shared.size()];
+      else
+        labelled(pool[i]);
+    }
+    Pool outside;
+    for (int i = 0; i < 3; ++i) {
+      Endpoint& e = outside.add("out:" + std::to_string(i));
+      e.index = 1000 + static_cast<std::uint32_t>(i);
+      labelled(e);
+    }
+    PoolView view{pool.data(), pool.size(), 1};
+    ContextLengthAware viewed(label, true);
+    viewed.attach(&view);
+    for (int pass = 0; pass < 4; ++pass) {
+      if (pass == 2) {  // labels change: a new epoch, as the scheduler would mark it
+        labelled(pool[rng() % pool.size()]);
+        for (auto& e : pool) e.labels_version += 1;
+        view.labels_epoch += 1;
+      }
+      std::vector<const Endpoint*> cands;
+      for (auto& e : pool)
+        if (rng() % 4 != 0) cands.push_back(&e);
+      if (rng() % 2) cands.push_back(&outside.endpoints[rng() % 3]);
+      std::shuffle(cands.begin(), cands.end(), rng);
+      if (cands.empty()) continue;
+      Request r;
+      r.input_tokens = rng() % 3 == 0 ? bound() : rng() % 140000;
+      CycleState cycle;
+      // The scorer alone, over every candidate.
+      std::vector<double> got(cands.size());
+      viewed.score(cycle, r, cands, got);
+      for (std::size_t i = 0; i < cands.size(); ++i)
+        EXPECT_EQ(got[i], plain_score(*cands[i], r.input_tokens)) << i;
+      // The filter, then the scorer over what it kept.
+      auto kept = cands;
+      viewed.filter(cycle, r, kept);
+      std::vector<const Endpoint*> want;
+      for (const Endpoint* e : cands)
+        if (plain_keeps(*e, r.input_tokens)) want.push_back(e);
+      EXPECT_EQ(kept, want);
+      got.assign(kept.size(), -1);
+      viewed.score(cycle, r, kept, got);
+      for (std::size_t i = 0; i < kept.size(); ++i)
+        EXPECT_EQ(got[i], plain_score(*kept[i], r.input_tokens));
+    }
+  }
 }
 
 // --- always-disagg-pd-decider and the context-length-aware P/D guide ------
