@@ -118,28 +118,30 @@ void Reservation::settle(Millis now) {
 }
 
 bool Ledger::evict_idle_locked(Millis now) {
-  const std::size_t before = owners_.size();
-  std::erase_if(owners_, [now](const auto& entry) {
-    for (const auto& l : *entry.second) {
+  const std::size_t before = bounded_;
+  std::erase_if(owners_, [this, now](const auto& entry) {
+    if (!entry.second.bounded) return false;
+    for (const auto& l : *entry.second.limits) {
       const auto s = l->snapshot(now);
       if (s.used != 0 || s.held != 0) return false;
     }
+    --bounded_;
     return true;
   });
-  return owners_.size() < before;
+  return bounded_ < before;
 }
 
-bool Ledger::set_owner(const std::string& owner, const std::vector<LimitDef>& defs) {
+bool Ledger::set_owner(const std::string& owner, const std::vector<LimitDef>& defs, bool bounded) {
   if (defs.size() > kMaxLimitsPerOwner) return false;
   std::lock_guard lock(mu_);
   auto it = owners_.find(owner);
-  if (it == owners_.end() && owners_.size() >= max_owners_ && !evict_idle_locked(clock_()))
+  if (it == owners_.end() && bounded && bounded_ >= max_owners_ && !evict_idle_locked(clock_()))
     return false;
   auto limits = std::make_shared<Limits>();
   for (const auto& d : defs) {
     std::shared_ptr<Limit> reuse;
     if (it != owners_.end())
-      for (const auto& l : *it->second)
+      for (const auto& l : *it->second.limits)
         if (l->def().name == d.name) reuse = l;
     if (reuse) {
       reuse->redefine(d);
@@ -148,19 +150,29 @@ bool Ledger::set_owner(const std::string& owner, const std::vector<LimitDef>& de
       limits->push_back(std::make_shared<Limit>(owner, d));
     }
   }
-  owners_.insert_or_assign(owner, std::move(limits));
+  if (it == owners_.end()) {
+    owners_.emplace(owner, Entry{std::move(limits), bounded});
+    bounded_ += bounded;
+  } else {
+    // A configured owner stays configured; a bounded one may become one.
+    if (it->second.bounded && !bounded) --bounded_;
+    it->second = Entry{std::move(limits), it->second.bounded && bounded};
+  }
   return true;
 }
 
 std::shared_ptr<const Limits> Ledger::find(std::string_view owner) const {
   std::lock_guard lock(mu_);
   auto it = owners_.find(owner);
-  return it == owners_.end() ? nullptr : it->second;
+  return it == owners_.end() ? nullptr : it->second.limits;
 }
 
 void Ledger::remove_owner(std::string_view owner) {
   std::lock_guard lock(mu_);
-  if (auto it = owners_.find(owner); it != owners_.end()) owners_.erase(it);
+  if (auto it = owners_.find(owner); it != owners_.end()) {
+    bounded_ -= it->second.bounded;
+    owners_.erase(it);
+  }
 }
 
 std::vector<std::string> Ledger::owner_names() const {

@@ -114,12 +114,15 @@ class Ledger {
       : clock_(clock), max_owners_(max_owners) {}
 
   static constexpr std::size_t kMaxLimitsPerOwner = Reservation::kMaxLimits / 2;
-  // An owner's limits ("tenant:acme", "key:key_1a2b"), replacing its
-  // previous definitions (kept spend by name). false when the table holds
-  // max_owners others (none idle to evict: an idle owner, nothing spent in
-  // its windows nor held, loses nothing by being forgotten), or with more
-  // than kMaxLimitsPerOwner limits (the config refuses more).
-  bool set_owner(const std::string& owner, const std::vector<LimitDef>& defs);
+  // An owner's limits ("t:acme", "k:key_1a2b"), replacing its previous
+  // definitions (kept spend by name). A `bounded` owner (one made at a
+  // request: a tenant the "*" entry covers) is one of at most max_owners
+  // such: false when there are that many and none is idle (nothing spent
+  // in its windows nor held: it loses nothing by being forgotten). An
+  // owner from the config (a listed tenant, a key) is always kept, and
+  // never forgotten but by remove_owner. false too with more than
+  // kMaxLimitsPerOwner limits (the config refuses more).
+  bool set_owner(const std::string& owner, const std::vector<LimitDef>& defs, bool bounded = false);
   // Its limits, or null.
   std::shared_ptr<const Limits> find(std::string_view owner) const;
   void remove_owner(std::string_view owner);
@@ -151,7 +154,12 @@ class Ledger {
   };
   bool evict_idle_locked(Millis now);
   mutable std::mutex mu_;  // the table only
-  std::unordered_map<std::string, std::shared_ptr<const Limits>, Hash, std::equal_to<>> owners_;
+  struct Entry {
+    std::shared_ptr<const Limits> limits;
+    bool bounded = false;
+  };
+  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> owners_;
+  std::size_t bounded_ = 0;  // owners_ entries with bounded set
 };
 
 }  // namespace sluice::quota

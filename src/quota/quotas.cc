@@ -39,7 +39,7 @@ void Quotas::configure(const QuotaPolicy& policy) {
     const std::string tenant = name.substr(kTenant.size());
     if (policy.tenants.contains(tenant)) continue;
     if (policy.has_default)
-      ledger_.set_owner(name, policy.default_limits);
+      ledger_.set_owner(name, policy.default_limits, /*bounded=*/true);
     else
       ledger_.remove_owner(name);
   }
@@ -100,7 +100,7 @@ Quotas::Admit Quotas::reserve(const QuotaPolicy& policy, std::string_view tenant
   owner_name(scratch, kTenant, tenant);
   auto t = ledger_.find(scratch);
   if (!t && !policy.tenants.contains(tenant) && policy.has_default) {
-    if (!ledger_.set_owner(scratch, policy.default_limits)) {
+    if (!ledger_.set_owner(scratch, policy.default_limits, /*bounded=*/true)) {
       out.owners_full = true;
       return out;
     }

@@ -221,18 +221,25 @@ TEST(QuotaLedger, AReloadKeepsTheSpendOfALimitOfTheSameNameAndPeriod) {
 TEST(QuotaLedger, TheOwnerTableIsBoundedAndForgetsOnlyIdleOwners) {
   g_now = kT0;
   Ledger ledger(fake_now, 2);
-  ASSERT_TRUE(ledger.set_owner("tenant:a", {tokens("tpm", 10)}));
-  ASSERT_TRUE(ledger.set_owner("tenant:b", {tokens("tpm", 10)}));
+  ASSERT_TRUE(ledger.set_owner("tenant:configured", {tokens("tpm", 10)}));  // not counted
+  ASSERT_TRUE(ledger.set_owner("tenant:a", {tokens("tpm", 10)}, true));
+  ASSERT_TRUE(ledger.set_owner("tenant:b", {tokens("tpm", 10)}, true));
   auto a = ledger.find("tenant:a");
   auto b = ledger.find("tenant:b");
   auto ra = ledger.reserve({a.get()}, "m", {1, 0}, {}, g_now);
   auto rb = ledger.reserve({b.get()}, "m", {1, 0}, {}, g_now);
-  EXPECT_FALSE(ledger.set_owner("tenant:c", {tokens("tpm", 10)}));  // both busy
-  EXPECT_EQ(ledger.owners(), 2u);
+  EXPECT_FALSE(ledger.set_owner("tenant:c", {tokens("tpm", 10)}, true));  // both busy
+  EXPECT_EQ(ledger.owners(), 3u);
   rb.reservation.settle(g_now);  // b never dispatched: idle again
-  EXPECT_TRUE(ledger.set_owner("tenant:c", {tokens("tpm", 10)}));
+  EXPECT_TRUE(ledger.set_owner("tenant:c", {tokens("tpm", 10)}, true));
   EXPECT_TRUE(ledger.find("tenant:a"));
   EXPECT_FALSE(ledger.find("tenant:b"));
+  // An idle owner from the config is never forgotten to make room.
+  EXPECT_TRUE(ledger.find("tenant:configured"));
+  ra.reservation.settle(g_now);
+  EXPECT_TRUE(ledger.set_owner("tenant:d", {tokens("tpm", 10)}, true));
+  EXPECT_TRUE(ledger.find("tenant:configured"));
+  EXPECT_FALSE(ledger.find("tenant:a"));
   std::vector<LimitDef> too_many(Ledger::kMaxLimitsPerOwner + 1, tokens("x", 1));
   EXPECT_FALSE(ledger.set_owner("tenant:a", too_many));
 }

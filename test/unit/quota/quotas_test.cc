@@ -94,12 +94,17 @@ TEST(Quotas, AReloadRedefinesLimitsKeepingTheirSpend) {
 TEST(Quotas, AFullOwnerTableRefusesANewTenantItCannotCount) {
   Quotas q(fake_now, 1);
   const auto p = policy_with(1000, 100);
-  q.configure(p);  // acme takes the one place
+  q.configure(p);  // acme is the config's: not one of the one place
   std::string scratch;
-  auto held = q.reserve(p, "acme", "", "m", {0, 5}, kT0, scratch);
-  auto x = q.reserve(p, "x", "", "m", {0, 5}, kT0, scratch);
-  EXPECT_TRUE(x.owners_full);
-  EXPECT_FALSE(x.limited);
+  auto held = q.reserve(p, "x", "", "m", {0, 5}, kT0, scratch);  // x takes it
+  ASSERT_FALSE(held.owners_full);
+  auto y = q.reserve(p, "y", "", "m", {0, 5}, kT0, scratch);
+  EXPECT_TRUE(y.owners_full);
+  EXPECT_FALSE(y.limited);
+  // A listed tenant is never refused for room, nor forgotten: still limited.
+  auto acme = q.reserve(p, "acme", "", "m", {0, 5000}, kT0, scratch);
+  EXPECT_TRUE(acme.limited);
+  EXPECT_TRUE(acme.admit.refused);
 }
 
 }  // namespace
