@@ -14,7 +14,8 @@ quota::Usage quota_worst_case(const Request& r, std::uint64_t default_output_tok
     if (r.body->max_tokens)
       output = static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.body->max_tokens));
   }
-  u.output_tokens = output;
+  // An embedding produces no tokens.
+  u.output_tokens = r.route == protocol::Route::kEmbeddings ? 0 : output;
   return u;
 }
 

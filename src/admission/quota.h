@@ -19,8 +19,9 @@ namespace sluice::admission {
 // What a request reserves: its input estimate, and as output the largest
 // of the body's max_tokens, max_completion_tokens and max_output_tokens
 // (whichever the engine honours, the largest holds), else its tenant's (or
-// key's) maxTokens, else `default_output_tokens`. A request with no parsed
-// body (passthrough) reserves its estimate and the fallbacks.
+// key's) maxTokens, else `default_output_tokens`; an embedding none. A
+// request with no parsed body (passthrough) reserves its estimate and the
+// fallbacks.
 quota::Usage quota_worst_case(const Request& r, std::uint64_t default_output_tokens);
 
 // 429 for a refused reservation: rate_limit_exceeded with Retry-After

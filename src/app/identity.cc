@@ -143,7 +143,8 @@ void Gateway::publish_authenticator(std::function<void()> done) {
   std::vector<std::pair<std::string, std::vector<quota::LimitDef>>> key_quotas;
   for (const auto& r : all)
     if (!r.quotas.empty()) key_quotas.emplace_back(r.id, proxy::limit_defs(r.quotas));
-  ctx_.quotas.set_keys(key_quotas);
+  if (const std::size_t failed = ctx_.quotas.set_keys(key_quotas))
+    SLUICE_LOG(kError, "quota", failed << " key(s) with more limits than an owner may have");
   auto store = std::make_shared<const auth::KeyStore>(std::move(all));
   data_.set_authenticator(
       std::make_shared<const auth::Authenticator>(*identity_config_, store, jwks_),

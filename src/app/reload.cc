@@ -185,7 +185,8 @@ void Gateway::apply(ReloadPlan& plan, std::function<void(admin::ReloadResult)> d
   fresh->upstream_tls = plan.upstream_tls;
   std::shared_ptr<const proxy::RequestPolicy> policy = std::move(fresh);
   // The books first: an I/O thread with the new policy finds its limits.
-  ctx_.quotas.configure(policy->quotas ? *policy->quotas : quota::QuotaPolicy{});
+  if (const std::size_t failed = ctx_.quotas.configure(policy->quotas))
+    SLUICE_LOG(kError, "quota", failed << " tenant(s) with more limits than an owner may have");
   running_policy_ = policy;
   running_ = next;
   set_identity_config(next);

@@ -51,8 +51,11 @@ void OutputTokenCounter::feed(std::string_view data) {
   // is complete (a non-digit follows). Seeing the same one twice is
   // harmless: the largest wins. A negative value, one that is not a number
   // or has more than 19 digits is not usage: the events count stands.
+  // The Responses API reports them as output_tokens and input_tokens.
   take_usage(s, "\"completion_tokens\":", usage_, usage_seen_);
+  take_usage(s, "\"output_tokens\":", usage_, usage_seen_);
   take_usage(s, "\"prompt_tokens\":", prompt_, prompt_seen_);
+  take_usage(s, "\"input_tokens\":", prompt_, prompt_seen_);
 
   if (window_.size() > kCarry) window_.erase(0, window_.size() - kCarry);
 }

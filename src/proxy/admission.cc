@@ -172,8 +172,6 @@ bool Exchange::check_quota(protocol::OpenAIRequest& req) {
   quota_.reservation = std::move(a.admit.reservation);
   quota_.headroom = a.admit.headroom;
   quota_.worst = worst;
-  quota_.stated_output =
-      req.max_tokens.has_value() || (identity_.policy && identity_.policy->max_tokens > 0);
   quota_.headers = qp->headers == quota::HeadersMode::kAlways;
   return true;
 }

@@ -191,7 +191,7 @@ void Exchange::end_request(int status, std::string_view outcome) {
     rec_.model_stats = nullptr;
   }
   tenant_permit_.reset();
-  settle_quota();
+  settle_quota(served);
   if (!ctx_.access_log.enabled()) return;
   using ms = std::chrono::duration<double, std::milli>;
   observe::AccessRecord r;
@@ -221,17 +221,21 @@ void Exchange::end_request(int status, std::string_view outcome) {
 }
 
 // What the request used, as the engine reported it (the usage) or as it
-// was counted on the stream; its output clamped to what it reserved when
-// the body or a maxTokens stated it (an engine cannot have produced more:
-// a larger count is a bad usage), else counted whole (carried into the
-// next window, never forgiven). Not dispatched: nothing.
-void Exchange::settle_quota() {
+// was counted on the stream, whole: beyond its reservation too (carried
+// into the next window, never forgiven). Not clamped to the limit its body
+// stated: which of max_tokens, max_completion_tokens and max_output_tokens
+// an engine honours depends on the route, and `n` choices multiply it. A
+// plain answer cut before its body (the client left, an error, an
+// eviction) is charged its reserved output: the engine worked on it and no
+// count says how much. Not dispatched: nothing.
+void Exchange::settle_quota(bool served) {
   quota_.headers = false;
   if (quota_.reservation.empty()) return;
   quota::Usage u;
   u.input_tokens = tokens_.prompt_reported() ? tokens_.prompt_tokens() : quota_.worst.input_tokens;
   u.output_tokens = tokens_.tokens();
-  if (quota_.stated_output) u.output_tokens = std::min(u.output_tokens, quota_.worst.output_tokens);
+  if (!served && !rec_.streaming && u.output_tokens == 0)
+    u.output_tokens = quota_.worst.output_tokens;
   quota_.reservation.used(u);
   quota_.reservation.settle(quota::unix_now_ms());
 }

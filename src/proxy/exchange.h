@@ -277,7 +277,7 @@ class Exchange {
   void finish_response();
 
   // Settles the quota hold to what the request used (exchange.cc).
-  void settle_quota();
+  void settle_quota(bool served);
 
   // Sluice's own answers (exchange.cc).
   void answer(const flowcontrol::ErrorAnswer& a);
@@ -313,8 +313,6 @@ class Exchange {
     quota::Reservation reservation;
     quota::Headroom headroom;
     quota::Usage worst;
-    bool stated_output =
-        false;             // worst.output_tokens from the body or a maxTokens: usage clamped to it
     bool headers = false;  // x-ratelimit-* on the relayed answer
     std::string scratch;   // owner names (keeps capacity)
     std::string logged;    // the access log's quota field (refused, or shadow:<name>)

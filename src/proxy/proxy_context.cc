@@ -43,7 +43,7 @@ ProxyContext::ProxyContext(const config::Config& c)
     std::string error;
     p->upstream_tls = datalayer::build_upstream_tls(c, error);
     if (!p->upstream_tls) throw config::ConfigError(error);
-    if (p->quotas) quotas.configure(*p->quotas);
+    quotas.configure(p->quotas);  // the config refuses an owner it could not set
     policy = std::move(p);
   }
   authenticator = std::make_shared<auth::Authenticator>(c, nullptr);

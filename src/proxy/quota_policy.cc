@@ -66,7 +66,9 @@ std::shared_ptr<const quota::QuotaPolicy> make_quota_policy(const config::Config
       p->tenants.emplace(t.id, limit_defs(t.quotas));
     }
   }
-  if (p->empty()) return nullptr;
+  // With auth: on, a key may carry its own limits (the key file, the admin
+  // API) whether or not a tenant has one.
+  if (p->empty() && !c.auth.enabled) return nullptr;
   for (const auto& price : c.quota.prices)
     p->prices.emplace_back(price.model,
                            quota::Price{price.input_per_million, price.output_per_million});

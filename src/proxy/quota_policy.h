@@ -13,7 +13,7 @@
 namespace sluice::proxy {
 
 std::vector<quota::LimitDef> limit_defs(const std::vector<config::QuotaLimitSpec>& specs);
-// null when no tenant has a quota.
+// null when no tenant has a quota and auth: is off (no key can have one).
 std::shared_ptr<const quota::QuotaPolicy> make_quota_policy(const config::Config& c);
 
 }  // namespace sluice::proxy

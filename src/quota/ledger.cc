@@ -35,7 +35,9 @@ Kind kind_of(Measure m) {
 }
 
 bool LimitDef::applies_to(std::string_view model) const {
-  if (models.empty()) return true;
+  // No model known (a passthrough request's body is not read): it could be
+  // any, so every per-model limit holds it.
+  if (models.empty() || model.empty()) return true;
   for (const auto& m : models) {
     if (!m.empty() && m.back() == '*') {
       if (model.substr(0, m.size() - 1) == std::string_view(m).substr(0, m.size() - 1)) return true;
@@ -118,9 +120,15 @@ void Reservation::settle(Millis now) {
 }
 
 bool Ledger::evict_idle_locked(Millis now) {
+  // At most one scan a second: a table full of busy owners would otherwise
+  // be walked, under the table's lock, by every new owner.
+  if (scanned_at_ != 0 && now - scanned_at_ < 1000) return false;
+  scanned_at_ = now;
   const std::size_t before = bounded_;
   std::erase_if(owners_, [this, now](const auto& entry) {
-    if (!entry.second.bounded) return false;
+    // Not while a request found it (copies are made under this lock): it
+    // may be about to reserve on it.
+    if (!entry.second.bounded || entry.second.limits.use_count() > 1) return false;
     for (const auto& l : *entry.second.limits) {
       const auto s = l->snapshot(now);
       if (s.used != 0 || s.held != 0) return false;
@@ -269,7 +277,16 @@ Ledger::Admit Ledger::reserve(std::initializer_list<const Limits*> owners, std::
     if (!out.refused || waits_longer(wait, out.refused->retry_after))
       out.refused = Refusal{l.owner_, l.def_, wait, insufficient_kind(l.def_)};
   }
-  if (out.refused) return out;
+  if (out.refused) {
+    // OpenAI's headers on the 429 too: the limits as they stand (nothing
+    // of this request held).
+    for (std::size_t i = 0; i < lk.n; ++i)
+      if (applies[i]) {
+        const Limit& l = **lk.limits[i];
+        note_headroom(out.headroom, l.def_, l.window_, l.held_, now);
+      }
+    return out;
+  }
   Reservation& r = out.reservation;
   r.price_ = price;
   r.ledger_ = this;

@@ -160,6 +160,7 @@ class Ledger {
   };
   std::unordered_map<std::string, Entry, Hash, std::equal_to<>> owners_;
   std::size_t bounded_ = 0;  // owners_ entries with bounded set
+  Millis scanned_at_ = 0;    // the last scan for idle owners
 };
 
 }  // namespace sluice::quota

@@ -31,18 +31,31 @@ Price QuotaPolicy::price_of(std::string_view model) const {
   return best ? *best : Price{};
 }
 
-void Quotas::configure(const QuotaPolicy& policy) {
-  for (const auto& [tenant, defs] : policy.tenants)
-    ledger_.set_owner(std::string(kTenant) + tenant, defs);
+std::size_t Quotas::configure(std::shared_ptr<const QuotaPolicy> policy) {
+  {
+    std::lock_guard lock(mu_);
+    current_ = policy;
+  }
+  static const QuotaPolicy kNone;
+  const QuotaPolicy& p = policy ? *policy : kNone;
+  std::size_t failed = 0;
+  for (const auto& [tenant, defs] : p.tenants)
+    failed += !ledger_.set_owner(std::string(kTenant) + tenant, defs);
   for (const auto& name : ledger_.owner_names()) {
     if (!name.starts_with(kTenant)) continue;
     const std::string tenant = name.substr(kTenant.size());
-    if (policy.tenants.contains(tenant)) continue;
-    if (policy.has_default)
-      ledger_.set_owner(name, policy.default_limits, /*bounded=*/true);
+    if (p.tenants.contains(tenant)) continue;
+    if (p.has_default)
+      failed += !ledger_.set_owner(name, p.default_limits, /*bounded=*/true);
     else
       ledger_.remove_owner(name);
   }
+  return failed;
+}
+
+std::shared_ptr<const QuotaPolicy> Quotas::current() const {
+  std::lock_guard lock(mu_);
+  return current_;
 }
 
 void Quotas::set_key(std::string_view key_id, const std::vector<LimitDef>& defs) {
@@ -53,17 +66,20 @@ void Quotas::set_key(std::string_view key_id, const std::vector<LimitDef>& defs)
     ledger_.set_owner(name, defs);
 }
 
-void Quotas::set_keys(const std::vector<std::pair<std::string, std::vector<LimitDef>>>& keys) {
+std::size_t Quotas::set_keys(
+    const std::vector<std::pair<std::string, std::vector<LimitDef>>>& keys) {
   std::unordered_map<std::string, const std::vector<LimitDef>*> listed;
-  for (const auto& [id, defs] : keys) listed[std::string(kKey) + id] = &defs;
+  for (const auto& [id, defs] : keys) listed.emplace(std::string(kKey) + id, &defs);  // first wins
+  std::size_t failed = 0;
   for (const auto& name : ledger_.owner_names())
     if (name.starts_with(kKey) && !listed.count(name)) ledger_.remove_owner(name);
   for (const auto& [name, defs] : listed) {
     if (defs->empty())
       ledger_.remove_owner(name);
     else
-      ledger_.set_owner(name, *defs);
+      failed += !ledger_.set_owner(name, *defs);
   }
+  return failed;
 }
 
 std::vector<Quotas::Row> Quotas::rows(std::string_view tenant, Millis now, std::size_t max) const {
@@ -100,11 +116,16 @@ Quotas::Admit Quotas::reserve(const QuotaPolicy& policy, std::string_view tenant
   owner_name(scratch, kTenant, tenant);
   auto t = ledger_.find(scratch);
   if (!t && !policy.tenants.contains(tenant) && policy.has_default) {
-    if (!ledger_.set_owner(scratch, policy.default_limits, /*bounded=*/true)) {
-      out.owners_full = true;
-      return out;
+    // The "*" limits of the policy configured last (a reload may have
+    // changed them since this thread's policy).
+    const auto now_policy = current();
+    if (now_policy && now_policy->has_default && !now_policy->tenants.contains(tenant)) {
+      if (!ledger_.set_owner(scratch, now_policy->default_limits, /*bounded=*/true)) {
+        out.owners_full = true;
+        return out;
+      }
+      t = ledger_.find(scratch);
     }
-    t = ledger_.find(scratch);
   }
   std::shared_ptr<const Limits> k;
   if (!key_id.empty()) {

@@ -45,15 +45,22 @@ class Quotas {
   explicit Quotas(Ledger::Clock clock, std::size_t max_owners = 100'000)
       : ledger_(clock, max_owners) {}
 
-  // A config's limits: every listed tenant's set (spend kept by name),
-  // those "*" covers redefined; tenants no longer listed, nor covered by
-  // "*", forgotten. The I/O threads then reserve under the same policy
-  // (they hold it in their request policy).
-  void configure(const QuotaPolicy& policy);
+  // A config's limits (null: none): every listed tenant's set (spend kept
+  // by name), those "*" covers redefined; tenants no longer listed, nor
+  // covered by "*", forgotten. A tenant "*" covers that is first seen
+  // after this gets this policy's "*" limits, whatever policy the I/O
+  // thread that saw it still holds. Returns the owners it could not set
+  // (more limits than an owner may have: the config refuses them).
+  std::size_t configure(std::shared_ptr<const QuotaPolicy> policy);
+  std::size_t configure(const QuotaPolicy& policy) {
+    return configure(std::make_shared<const QuotaPolicy>(policy));
+  }
   // A key's own limits (empty: none).
   void set_key(std::string_view key_id, const std::vector<LimitDef>& defs);
-  // Every key's own limits: the listed keys' set, every other key's forgotten.
-  void set_keys(const std::vector<std::pair<std::string, std::vector<LimitDef>>>& keys);
+  // Every key's own limits: the listed keys' set, every other key's
+  // forgotten; a key listed twice has its first entry's. Returns the keys
+  // it could not set.
+  std::size_t set_keys(const std::vector<std::pair<std::string, std::vector<LimitDef>>>& keys);
 
   struct Admit {
     Ledger::Admit admit;
@@ -81,8 +88,12 @@ class Quotas {
   // Resets a tenant's limits (not its keys'); false if it has none.
   bool reset_tenant(std::string_view tenant);
 
+  std::shared_ptr<const QuotaPolicy> current() const;
+
  private:
   Ledger ledger_;
+  mutable std::mutex mu_;  // current_ only
+  std::shared_ptr<const QuotaPolicy> current_;
 };
 
 }  // namespace sluice::quota

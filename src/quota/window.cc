@@ -94,6 +94,7 @@ void Window::roll_calendar(Millis now, std::uint64_t amount) {
 }
 
 void Window::add(std::uint64_t n) {
+  n = std::min(n, UINT64_MAX - used_);  // saturates: the buckets add up to used_
   used_ += n;
   if (period_.calendar == Calendar::kNone) counts_[static_cast<std::size_t>(head_ % buckets_)] += n;
 }

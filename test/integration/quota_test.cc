@@ -130,6 +130,8 @@ TEST_F(QuotaTest, ATokenLimitHoldsAndRefusesWithOpenAIsHeaders) {
   EXPECT_GE(std::stoi(refused.header("retry-after")), 1);
   EXPECT_GE(std::stol(refused.header("retry-after-ms")), 1);
   EXPECT_EQ(refused.header("x-should-retry"), "");
+  EXPECT_EQ(refused.header("x-ratelimit-limit-tokens"), "100");  // on the 429 too
+  EXPECT_EQ(refused.header("x-ratelimit-remaining-tokens"), std::to_string(100 - used));
   // The refused ones never reached the engine; another tenant is served.
   EXPECT_TRUE(eventually([&] { return engine_requests() == static_cast<std::size_t>(served); }));
   EXPECT_EQ(post(bearer(beta.secret), body_with(R"("max_tokens":30)")).status, 200);
@@ -241,6 +243,26 @@ TEST_F(QuotaTest, AShadowLimitIsCountedAndLoggedNeverEnforced) {
   EXPECT_GE(rows[0]["wouldRefuse"], 2);  // the third too: counted before rpm refused it
   EXPECT_GT(rows[0]["used"], 10);
   EXPECT_EQ(rows[1]["used"], 2);
+}
+
+// A key's own limit binds with no tenant quota anywhere in the config, and
+// an embedding reserves no output.
+TEST_F(QuotaTest, AKeysOwnLimitBindsWithoutAnyTenantQuota) {
+  Key limited = make_key("acme", "key_limited");
+  config::QuotaLimitSpec tpm;
+  tpm.name = "key-tpm";
+  tpm.measure = config::QuotaMeasure::kTokens;
+  tpm.amount = 100;
+  tpm.window = std::chrono::minutes(1);
+  limited.record.quotas = {tpm};
+  start("", {limited.record});
+  HttpClient c(kHost, sluice_->port());
+  auto e = c.post_json("/v1/embeddings", R"({"model":"mock-model","input":"hi"})",
+                       bearer(limited.secret));
+  EXPECT_NE(e.status, 429) << e.body;  // not refused for a 4096-token output it never makes
+  expect_quota_refused(post(bearer(limited.secret), body_with(R"("max_tokens":500)")),
+                       "insufficient_quota", "quota-exhausted");
+  EXPECT_EQ(post(bearer(limited.secret), body_with(R"("max_tokens":5)")).status, 200);
 }
 
 TEST_F(QuotaTest, AKeysOwnLimitIsChargedBesideItsTenants) {

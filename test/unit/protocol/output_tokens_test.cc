@@ -55,6 +55,16 @@ TEST(OutputTokens, UsageThatIsNotACountLeavesTheEventsCount) {
   }
 }
 
+// The Responses API's usage: input_tokens and output_tokens (a plain
+// answer has no events to count: without these it would count 0).
+TEST(OutputTokens, ResponsesApiUsage) {
+  OutputTokenCounter c;
+  c.feed(R"({"object":"response","output":[{"type":"message"}],)");
+  c.feed(R"("usage":{"input_tokens":50,"output_tokens":700,"total_tokens":750}})");
+  EXPECT_EQ(c.tokens(), 700u);
+  EXPECT_EQ(c.prompt_tokens(), 50u);
+}
+
 TEST(OutputTokens, PlainAnswerUsage) {
   OutputTokenCounter c;
   c.feed(R"({"choices":[{"text":"data: not an event"}],"usage":{"prompt_tokens":3,)");

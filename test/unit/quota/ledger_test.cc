@@ -78,6 +78,10 @@ TEST(QuotaLedger, ARefusedRequestHoldsNothingAndSaysWhenItWouldFit) {
   EXPECT_EQ(s.held, 0u);
   EXPECT_EQ(s.used, 900u);
   EXPECT_EQ(s.refused, 1u);
+  // OpenAI's headers on the 429 too: the limit as it stands.
+  EXPECT_TRUE(r.headroom.tokens.present);
+  EXPECT_EQ(r.headroom.tokens.limit, 1000u);
+  EXPECT_EQ(r.headroom.tokens.remaining, 100u);
   // A request larger than the limit never fits: no Retry-After.
   auto big = b.ledger.reserve({b.owner("tenant:acme")}, "m", {0, 1001}, {}, g_now);
   ASSERT_TRUE(big.refused);
@@ -159,6 +163,15 @@ TEST(QuotaLedger, AModelLimitBindsOnlyItsModels) {
   EXPECT_EQ(b.snap("tenant:acme", 1).held, 0u);
 }
 
+TEST(QuotaLedger, ARequestOfNoKnownModelIsHeldToEveryModelsLimit) {
+  Books b;
+  LimitDef big = tokens("big", 100);
+  big.models = {"llama-3-70b*"};
+  ASSERT_TRUE(b.ledger.set_owner("tenant:acme", {big}));
+  // A passthrough request: its body, and so its model, is not read.
+  EXPECT_TRUE(b.ledger.reserve({b.owner("tenant:acme")}, "", {0, 200}, {}, g_now).refused);
+}
+
 TEST(QuotaLedger, AShadowLimitCountsButNeverRefuses) {
   Books b;
   LimitDef s = tokens("trial", 100);
@@ -228,20 +241,29 @@ TEST(QuotaLedger, TheOwnerTableIsBoundedAndForgetsOnlyIdleOwners) {
   auto b = ledger.find("tenant:b");
   auto ra = ledger.reserve({a.get()}, "m", {1, 0}, {}, g_now);
   auto rb = ledger.reserve({b.get()}, "m", {1, 0}, {}, g_now);
+  a.reset();
+  b.reset();
   EXPECT_FALSE(ledger.set_owner("tenant:c", {tokens("tpm", 10)}, true));  // both busy
   EXPECT_EQ(ledger.owners(), 3u);
   rb.reservation.settle(g_now);  // b never dispatched: idle again
+  // At most one scan a second: a full table of busy owners is not walked
+  // by every new one.
+  EXPECT_FALSE(ledger.set_owner("tenant:c", {tokens("tpm", 10)}, true));
+  g_now += 1000;
   EXPECT_TRUE(ledger.set_owner("tenant:c", {tokens("tpm", 10)}, true));
   EXPECT_TRUE(ledger.find("tenant:a"));
   EXPECT_FALSE(ledger.find("tenant:b"));
+  // Not one a request found (it may be about to reserve on it), idle or not.
+  ra.reservation.settle(g_now);
+  auto found = ledger.find("tenant:c");
+  g_now += 1000;
+  EXPECT_TRUE(ledger.set_owner("tenant:d", {tokens("tpm", 10)}, true));  // a goes, not c
+  EXPECT_TRUE(ledger.find("tenant:c"));
+  EXPECT_FALSE(ledger.find("tenant:a"));
   // An idle owner from the config is never forgotten to make room.
   EXPECT_TRUE(ledger.find("tenant:configured"));
-  ra.reservation.settle(g_now);
-  EXPECT_TRUE(ledger.set_owner("tenant:d", {tokens("tpm", 10)}, true));
-  EXPECT_TRUE(ledger.find("tenant:configured"));
-  EXPECT_FALSE(ledger.find("tenant:a"));
   std::vector<LimitDef> too_many(Ledger::kMaxLimitsPerOwner + 1, tokens("x", 1));
-  EXPECT_FALSE(ledger.set_owner("tenant:a", too_many));
+  EXPECT_FALSE(ledger.set_owner("tenant:configured", too_many));
 }
 
 TEST(QuotaLedger, ThreadsReservingAtOnceNeverPassTheLimitAndTheBooksAddUp) {

@@ -59,6 +59,33 @@ TEST(Quotas, EveryTenantTheStarCoversHasItsOwnLimit) {
   EXPECT_FALSE(q.ledger().find("t:x"));  // forgotten with the "*" entry
 }
 
+// A thread still on the old policy meets a new tenant after a reload: it
+// gets the new "*" limits, not the ones its policy names.
+TEST(Quotas, ATenantFirstSeenAfterAReloadGetsTheNewStarLimits) {
+  Quotas q(fake_now);
+  const auto old_policy = policy_with(1000, 1000);
+  q.configure(old_policy);
+  q.configure(policy_with(1000, 10));
+  std::string scratch;
+  auto a = q.reserve(old_policy, "new", "", "m", {0, 50}, kT0, scratch);
+  EXPECT_TRUE(a.admit.refused);
+  EXPECT_EQ((*q.ledger().find("t:new"))[0]->def().amount, 10u);
+}
+
+TEST(Quotas, AKeyListedTwiceHasItsFirstEntrysLimits) {
+  Quotas q(fake_now);
+  q.configure(policy_with(1000, std::nullopt));
+  EXPECT_EQ(q.set_keys({{"key_1", {tokens("admin", 10)}}, {"key_1", {tokens("file", 500)}}}), 0u);
+  EXPECT_EQ((*q.ledger().find("k:key_1"))[0]->def().name, "admin");
+}
+
+TEST(Quotas, AnOwnerWithMoreLimitsThanTheLedgerHoldsIsReported) {
+  Quotas q(fake_now);
+  QuotaPolicy p = policy_with(1000, std::nullopt);
+  p.tenants["big"] = std::vector<LimitDef>(Ledger::kMaxLimitsPerOwner + 1, tokens("x", 1));
+  EXPECT_EQ(q.configure(p), 1u);
+}
+
 TEST(Quotas, AKeysLimitsAreChargedWithItsTenants) {
   Quotas q(fake_now);
   const auto p = policy_with(1000, std::nullopt);

@@ -68,6 +68,16 @@ TEST(QuotaWindow, SlidingSpendLeavesWhenItsBucketDoes) {
   EXPECT_EQ(w.resets_at(), (second_bucket + 65) * 938);  // nothing left: now
 }
 
+TEST(QuotaWindow, SpendSaturatesInsteadOfWrappingAround) {
+  Window w(Period{60'000});
+  w.advance(kDec7, 10);
+  w.add(UINT64_MAX - 5);
+  w.add(100);
+  EXPECT_EQ(w.used(), UINT64_MAX);
+  w.advance(kDec7 + 70'000, 10);
+  EXPECT_EQ(w.used(), 0u);
+}
+
 TEST(QuotaWindow, TimeNeverRunsBackwards) {
   Window w(Period{1000});
   w.advance(kDec7 + 5000, 10);
