@@ -260,8 +260,10 @@ void put_key(HandlerContext& hc, const Request& req, Respond respond) {
   }
   if (auto bad = read_key_fields(*j, r)) return respond(*bad);
   if (auto bad = auth::check_key_record(r)) return respond(error_reply(400, bad.code, bad.message));
-  // Another replica's change was checked against its config where it was made.
-  if (!req.replicated)
+  // Checked when the limits or the tenant change here: another replica's
+  // change was checked where it was made, and a key's other changes
+  // (disabling it) never wait on limits it had already (a key file's).
+  if (!req.replicated && (j->contains("quotas") || j->contains("tenant")))
     if (auto bad = within_tenant(hc, r)) return respond(*bad);
   hc.backend.put_key(r, [&hc, r, respond](KeyWriteResult e) {
     hc.post([r, respond, e] {

@@ -148,7 +148,12 @@ TEST_F(KeyApi, AChangeTheKeyFileCouldNotHoldIsRefusedAndTheFileStaysByteForByte)
 // the same measure and window, or malformed, is a typed 400 and the file
 // stays byte for byte. Nothing enforces them yet: the key serves.
 TEST_F(KeyApi, KeyQuotasAreTakenWithinTheTenantsAndMalformedOnesRefused) {
-  start({}, "",
+  // The key file holds no tenant policy: a key there wider than its
+  // tenant's loads, and can still be disabled through the API.
+  auto wide = auth::generate_key("acme", "key_wide");
+  ASSERT_TRUE(wide);
+  wide->record.quotas = {{"tpm", config::QuotaMeasure::kTokens, 1000000, std::chrono::minutes(1)}};
+  start({wide->record}, "",
         "tenants:\n  - id: acme\n    quotas:\n"
         "      - {name: tpm, tokens: 100k, window: 1m}\n"
         "      - {name: big, tokens: 10k, window: 1m, models: ['llama*']}\n");
@@ -168,10 +173,14 @@ TEST_F(KeyApi, KeyQuotasAreTakenWithinTheTenantsAndMalformedOnesRefused) {
   std::vector<auth::KeyRecord> in_file;
   std::string error;
   ASSERT_TRUE(auth::parse_key_file(read_file(keys_->path()), in_file, error)) << error;
-  ASSERT_EQ(in_file.size(), 1u);
-  ASSERT_EQ(in_file[0].quotas.size(), 3u);
-  EXPECT_EQ(in_file[0].quotas[0].amount, 20000u);
+  ASSERT_EQ(in_file.size(), 2u);
+  const auto& q = in_file[0].id == "key_q" ? in_file[0] : in_file[1];
+  ASSERT_EQ(q.quotas.size(), 3u);
+  EXPECT_EQ(q.quotas[0].amount, 20000u);
   EXPECT_EQ(serve(json::parse(made.body)["key"]), 200);
+  EXPECT_EQ(serve(wide->key), 200);
+  auto disabled = call("PUT", "/admin/v1/keys/key_wide", R"({"disabled": true})");
+  EXPECT_EQ(disabled.status, 200) << disabled.body;
 
   const std::string before = read_file(keys_->path());
   struct Trigger {
