@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "auth/api_keys.h"
+#include "config/config.h"
 #include "observe/request_stats.h"
 
 namespace sluice::fleet {
@@ -66,6 +67,10 @@ class Backend {
   // any thread, never waits for the write: `done` runs on the writer's
   // thread, or on the caller's when the change is refused at once.
   virtual void put_key(const auth::KeyRecord& r, std::function<void(KeyWriteResult)> done) = 0;
+  // The quotas of `tenant`'s policy in the config in use (its own
+  // tenants[] entry, else "*"'s; empty: none): a key's own are checked
+  // against them when made or changed through the admin API.
+  virtual std::vector<config::QuotaLimitSpec> tenant_quotas(const std::string& tenant) = 0;
   // Removes `id`'s record; `done(found, result)` once every I/O thread
   // refuses it (found false: no such key this plane may remove).
   virtual void delete_key(const std::string& id,

@@ -3,6 +3,7 @@
 // is how a key reaches the other replicas of a fleet; DELETE: revoke). No
 // answer ever holds a key but POST's, and no log line any key.
 #include "admin/handlers.h"
+#include "config/quota_limit.h"
 #include "fleet/fleet_sync.h"
 #include "observe/log.h"
 
@@ -22,7 +23,72 @@ json key_json(const KeyEntry& k) {
   if (!k.record.models.empty()) j["models"] = k.record.models;
   if (!k.record.max_objective.empty()) j["maxObjective"] = k.record.max_objective;
   if (k.record.max_tokens > 0) j["maxTokens"] = k.record.max_tokens;
+  if (!k.record.quotas.empty()) {
+    json quotas = json::array();
+    for (const auto& l : k.record.quotas) {
+      json q = json::object();
+      for (const auto& [name, value] : config::quota_limit_fields(l)) q[name] = value;
+      if (!l.models.empty()) q["models"] = l.models;
+      quotas.push_back(std::move(q));
+    }
+    j["quotas"] = std::move(quotas);
+  }
   return j;
+}
+
+// One limit of "quotas" ({"name": "tpm", "tokens": "20k", "window": "1m"},
+// the YAML's names; a number as a JSON number or a string); "" or what is
+// wrong, as "field: what".
+std::string read_quota_limit(const json& j, config::QuotaLimitSpec& out) {
+  if (!j.is_object()) return "an object";
+  config::QuotaLimitDraft d;
+  for (const auto& [key, value] : j.items()) {
+    std::string bad;
+    if (key == "models") {
+      if (!value.is_array()) bad = "a list of model names";
+      for (std::size_t i = 0; bad.empty() && value.is_array() && i < value.size(); ++i)
+        bad = value[i].is_string() ? d.add_model(value[i].get<std::string>()) : "names only";
+    } else if (value.is_string()) {
+      bad = d.set(key, value.get<std::string>());
+    } else if (value.is_number()) {
+      bad = d.set(key, value.dump());  // 0.25, 20000: the number's own digits
+    } else {
+      bad = "must be a string or a number";
+    }
+    if (!bad.empty()) return key + ": " + bad;
+  }
+  if (auto bad = d.finish(out)) return (bad.field.empty() ? "" : bad.field + ": ") + bad.what;
+  return "";
+}
+
+// "quotas": a list of limits ([] or null: none).
+std::optional<AdminReply> read_key_quotas(const json& j, auth::KeyRecord& r) {
+  auto it = j.find("quotas");
+  if (it == j.end()) return std::nullopt;
+  if (!it->is_null() && (!it->is_array() || it->size() > config::kMaxQuotaLimits))
+    return error_reply(400, "invalid-quota", "quotas must be a list of at most 32 limits");
+  r.quotas.clear();
+  for (std::size_t i = 0; it->is_array() && i < it->size(); ++i) {
+    config::QuotaLimitSpec l;
+    if (auto bad = read_quota_limit((*it)[i], l); !bad.empty())
+      return error_reply(400, "invalid-quota", "quotas[" + std::to_string(i) + "]: " + bad);
+    r.quotas.push_back(std::move(l));
+  }
+  return std::nullopt;
+}
+
+// A key's limit may not be wider than its tenant's of the same measure and
+// window (a request is charged to both: the key's would never bind).
+std::optional<AdminReply> within_tenant(HandlerContext& hc, const auth::KeyRecord& r) {
+  if (r.quotas.empty()) return std::nullopt;
+  const auto tenant = hc.backend.tenant_quotas(r.tenant);
+  for (const auto& l : r.quotas)
+    if (const auto* t = config::tenant_limit_narrower_than(l, tenant))
+      return error_reply(400, "quota_wider_than_tenant",
+                         "quota '" + l.name + "' is wider than tenant '" + r.tenant +
+                             "''s quota '" + t->name + "' (" + std::string(to_string(t->measure)) +
+                             " over the same window): a key's limits are within its tenant's");
+  return std::nullopt;
 }
 
 // A key's scope in its body: "models" (a list; [] or null: the tenant's),
@@ -49,7 +115,7 @@ std::optional<AdminReply> read_key_scope(const json& j, auth::KeyRecord& r) {
       return error_reply(400, "invalid-scope", "maxTokens must be a whole number or null");
     r.max_tokens = it->is_null() ? 0 : it->get<std::uint64_t>();
   }
-  return std::nullopt;
+  return read_key_quotas(j, r);
 }
 
 // The optional fields of a key's body (tenant, expires, disabled, prefix)
@@ -140,8 +206,10 @@ void create_key(HandlerContext& hc, const Request& req, Respond respond) {
   made->record.models = fields.models;
   made->record.max_objective = fields.max_objective;
   made->record.max_tokens = fields.max_tokens;
+  made->record.quotas = fields.quotas;
   if (auto bad = auth::check_key_record(made->record))
     return respond(error_reply(400, bad.code, bad.message));
+  if (auto bad = within_tenant(hc, made->record)) return respond(*bad);
   hc.backend.put_key(made->record, [&hc, made = *made, respond](KeyWriteResult e) {
     hc.post([&hc, made, respond, e] {
       if (!e.ok()) return respond(refused(e));
@@ -192,6 +260,11 @@ void put_key(HandlerContext& hc, const Request& req, Respond respond) {
   }
   if (auto bad = read_key_fields(*j, r)) return respond(*bad);
   if (auto bad = auth::check_key_record(r)) return respond(error_reply(400, bad.code, bad.message));
+  // Checked when the limits or the tenant change here: another replica's
+  // change was checked where it was made, and a key's other changes
+  // (disabling it) never wait on limits it had already (a key file's).
+  if (!req.replicated && (j->contains("quotas") || j->contains("tenant")))
+    if (auto bad = within_tenant(hc, r)) return respond(*bad);
   hc.backend.put_key(r, [&hc, r, respond](KeyWriteResult e) {
     hc.post([r, respond, e] {
       if (!e.ok()) return respond(refused(e));

@@ -71,6 +71,7 @@ class Gateway final : public admin::Backend {
   // The key changes run on key_writer_'s thread, `done` there too.
   std::vector<admin::KeyEntry> keys() override;
   std::optional<admin::KeyEntry> find_key(const std::string& id) override;
+  std::vector<config::QuotaLimitSpec> tenant_quotas(const std::string& tenant) override;
   void put_key(const auth::KeyRecord& r, std::function<void(admin::KeyWriteResult)> done) override;
   void delete_key(const std::string& id,
                   std::function<void(bool, admin::KeyWriteResult)> done) override;

@@ -171,4 +171,14 @@ std::optional<admin::KeyEntry> Gateway::find_key(const std::string& id) {
   return std::nullopt;
 }
 
+std::vector<config::QuotaLimitSpec> Gateway::tenant_quotas(const std::string& tenant) {
+  std::lock_guard lock(identity_mu_);
+  const config::TenantSpec* fallback = nullptr;
+  for (const auto& t : identity_config_->tenants) {
+    if (t.id == tenant) return t.quotas;
+    if (t.id == "*") fallback = &t;
+  }
+  return fallback ? fallback->quotas : std::vector<config::QuotaLimitSpec>{};
+}
+
 }  // namespace sluice::app

@@ -152,6 +152,7 @@ void Gateway::note_applied(ReloadPlan& plan) {
   if (!(next.endpoints == running_.endpoints)) applied.push_back("endpoints");
   if (!(next.tenants == running_.tenants)) applied.push_back("tenants");
   if (!(next.auth == running_.auth)) applied.push_back("auth");
+  if (!(next.quota == running_.quota)) applied.push_back("quota");
   if (plan.tls) applied.push_back("server.tls (files read again)");
   // Their files were read again by the load: new requests carry what they
   // hold now (nothing of it in the result).

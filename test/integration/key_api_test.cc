@@ -60,12 +60,13 @@ void expect_error(const Response& r, int status, const std::string& code) {
 
 class KeyApi : public ::testing::Test {
  protected:
-  void start(const std::vector<auth::KeyRecord>& records, const std::string& api_keys_extra = "") {
+  void start(const std::vector<auth::KeyRecord>& records, const std::string& api_keys_extra = "",
+             const std::string& tail = "") {
     mock_ = start_mock();
     keys_ = std::make_unique<TempFile>(auth::render_key_file(records), "keys.yaml");
     cfg_ = std::make_unique<TempFile>(make_config({mock_->address()}) +
                                       "auth:\n  apiKeys: {file: " + keys_->path() +
-                                      ", pollInterval: 50ms" + api_keys_extra + "}\n");
+                                      ", pollInterval: 50ms" + api_keys_extra + "}\n" + tail);
     sluice_ = start_sluice(*cfg_);
     ASSERT_TRUE(sluice_);
   }
@@ -139,6 +140,108 @@ TEST_F(KeyApi, AChangeTheKeyFileCouldNotHoldIsRefusedAndTheFileStaysByteForByte)
   EXPECT_EQ(serve(a->key), 200);
   EXPECT_EQ(serve(b), 200);
   EXPECT_EQ(serve(json::parse(last.body)["key"]), 200);
+}
+
+// Issue 41, item 1: a key's own quotas through the admin API. Accepted as
+// the YAML writes them (numbers as JSON numbers or strings), returned in the
+// record and written to the key file; one wider than its tenant's limit of
+// the same measure and window, or malformed, is a typed 400 and the file
+// stays byte for byte. Nothing enforces them yet: the key serves.
+TEST_F(KeyApi, KeyQuotasAreTakenWithinTheTenantsAndMalformedOnesRefused) {
+  // The key file holds no tenant policy: a key there wider than its
+  // tenant's loads, and can still be disabled through the API.
+  auto wide = auth::generate_key("acme", "key_wide");
+  ASSERT_TRUE(wide);
+  wide->record.quotas = {{"tpm", config::QuotaMeasure::kTokens, 1000000, std::chrono::minutes(1)}};
+  start({wide->record}, "",
+        "tenants:\n  - id: acme\n    quotas:\n"
+        "      - {name: tpm, tokens: 100k, window: 1m}\n"
+        "      - {name: big, tokens: 10k, window: 1m, models: ['llama*']}\n");
+  auto made = call("POST", "/admin/v1/keys", R"({"tenant": "acme", "id": "key_q", "quotas": [
+      {"name": "tpm", "tokens": "20k", "window": "1m"},
+      {"name": "rps", "requests": 10, "window": "1s", "mode": "shadow"},
+      {"name": "day", "tokens": 500000, "calendar": "day", "models": ["llama-3*"]}]})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  const json want = json::parse(R"([
+      {"name": "tpm", "tokens": "20000", "window": "1m"},
+      {"name": "rps", "requests": "10", "window": "1s", "mode": "shadow"},
+      {"name": "day", "tokens": "500000", "calendar": "day", "models": ["llama-3*"]}])");
+  EXPECT_EQ(json::parse(made.body)["quotas"], want) << made.body;
+  auto got = call("GET", "/admin/v1/keys/key_q");
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(json::parse(got.body)["quotas"], want) << got.body;
+  std::vector<auth::KeyRecord> in_file;
+  std::string error;
+  ASSERT_TRUE(auth::parse_key_file(read_file(keys_->path()), in_file, error)) << error;
+  ASSERT_EQ(in_file.size(), 2u);
+  const auto& q = in_file[0].id == "key_q" ? in_file[0] : in_file[1];
+  ASSERT_EQ(q.quotas.size(), 3u);
+  EXPECT_EQ(q.quotas[0].amount, 20000u);
+  EXPECT_EQ(serve(json::parse(made.body)["key"]), 200);
+  EXPECT_EQ(serve(wide->key), 200);
+  auto disabled = call("PUT", "/admin/v1/keys/key_wide", R"({"disabled": true})");
+  EXPECT_EQ(disabled.status, 200) << disabled.body;
+
+  const std::string before = read_file(keys_->path());
+  struct Trigger {
+    std::string method, target, body, code, names;
+  };
+  const std::vector<Trigger> triggers = {
+      // Wider than tpm (100k a minute): the key's would never bind.
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "k", "tokens": 200000, "window": "1m"}]})",
+       "quota_wider_than_tenant", "'tpm'"},
+      // Within tpm, but wider than big on the models big counts.
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "k", "tokens": "20k", "window": "1m",
+           "models": ["llama-3*"]}]})",
+       "quota_wider_than_tenant", "'big'"},
+      {"PUT", "/admin/v1/keys/key_q",
+       R"({"quotas": [{"name": "tpm", "tokens": "1M", "window": "1m"}]})",
+       "quota_wider_than_tenant", "'tpm'"},
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "k", "tokens": "1k", "window": "0"}]})",
+       "invalid-quota", "quotas[0]: window: must be between 1s and 31d"},
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "k", "tokens": "1k", "calendar": "week"}]})",
+       "invalid-quota", "calendar: expected day or month"},
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "k", "cost": 0.1234567, "window": "1m"}]})",
+       "invalid-quota", "cost: expected an amount"},
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "k", "tokens": true, "window": "1m"}]})",
+       "invalid-quota", "tokens: must be a string or a number"},
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "k", "tokens": -5, "window": "1m"}]})",
+       "invalid-quota", "tokens: expected a count"},
+      {"POST", "/admin/v1/keys", R"({"tenant": "acme", "quotas": [{"name": "k", "window": "1m"}]})",
+       "invalid-quota", "set exactly one of requests"},
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "k", "tokens": 1, "window": "1m", "burst": 2}]})",
+       "invalid-quota", "burst: unknown field"},
+      {"POST", "/admin/v1/keys", R"({"tenant": "acme", "quotas": "lots"})", "invalid-quota",
+       "a list of at most 32"},
+      {"POST", "/admin/v1/keys",
+       R"({"tenant": "acme", "quotas": [{"name": "a", "tokens": 1, "window": "1m"},
+           {"name": "a", "tokens": 2, "window": "1h"}]})",
+       "invalid-quota", "duplicate limit 'a'"},
+  };
+  for (const auto& t : triggers) {
+    SCOPED_TRACE(t.method + " " + t.target + " " + t.body);
+    const auto r = call(t.method, t.target, t.body);
+    expect_error(r, 400, t.code);
+    EXPECT_NE(r.body.find(t.names), std::string::npos) << r.body;
+    EXPECT_EQ(read_file(keys_->path()), before);
+  }
+  // Another window, or a tenant without limits: nothing to be wider than.
+  EXPECT_EQ(call("POST", "/admin/v1/keys",
+                 R"({"tenant": "acme", "quotas": [{"name": "h", "tokens": "1M", "window": "1h"}]})")
+                .status,
+            201);
+  EXPECT_EQ(call("POST", "/admin/v1/keys",
+                 R"({"tenant": "beta", "quotas": [{"name": "h", "cost": "2.5", "window": "1m"}]})")
+                .status,
+            201);
 }
 
 // Issue 39, item 3: one create when the file is just under its 4 MiB limit.
