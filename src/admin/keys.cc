@@ -66,7 +66,7 @@ std::optional<AdminReply> read_key_quotas(const json& j, auth::KeyRecord& r) {
   auto it = j.find("quotas");
   if (it == j.end()) return std::nullopt;
   if (!it->is_null() && (!it->is_array() || it->size() > config::kMaxQuotaLimits))
-    return error_reply(400, "invalid-quota", "quotas must be a list of at most 32 limits");
+    return error_reply(400, "invalid-quota", "quotas must be a list of at most 16 limits");
   r.quotas.clear();
   for (std::size_t i = 0; it->is_array() && i < it->size(); ++i) {
     config::QuotaLimitSpec l;

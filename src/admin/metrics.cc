@@ -273,7 +273,8 @@ void render_losses(observe::MetricsText& m, proxy::ProxyContext& ctx) {
 }
 
 // Quotas (issue 41): each limit's spend, room and refusals on this
-// replica; the limits of owners past metricsMaxFlows summed as "other".
+// replica; the limits of owners past metricsMaxFlows summed as "(other)", as the tenants' own
+// series.
 void render_quotas(observe::MetricsText& m, proxy::ProxyContext& ctx) {
   if (ctx.quotas.ledger().owners() == 0) return;
   const quota::Millis now = quota::unix_now_ms();
@@ -318,7 +319,7 @@ void render_quotas(observe::MetricsText& m, proxy::ProxyContext& ctx) {
     }
     for (const auto& [key, s] : other) {
       const double v[4] = {s.used, s.remaining, s.refused, s.would};
-      m.sample(families[f].first, {{key.first, "other"}, {"quota", key.second}}, v[f]);
+      m.sample(families[f].first, {{key.first, "(other)"}, {"quota", key.second}}, v[f]);
     }
   }
 }

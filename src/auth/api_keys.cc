@@ -219,7 +219,7 @@ bool read_limit(const YAML::Node& item, const std::string& path, config::QuotaLi
 
 bool read_quotas(const YAML::Node& n, KeyRecord& r, std::string& error) {
   if (!n.IsSequence() || n.size() > config::kMaxQuotaLimits)
-    return error = at_line(n) + ": quotas: a list of at most 32 limits", false;
+    return error = at_line(n) + ": quotas: a list of at most 16 limits", false;
   for (std::size_t i = 0; i < n.size(); ++i) {
     config::QuotaLimitSpec l;
     if (!read_limit(n[i], "quotas[" + std::to_string(i) + "]", l, error)) return false;

@@ -477,11 +477,17 @@ struct QuotaSpec {
   QuotaHeaders headers = QuotaHeaders::kAlways;  // as OpenAI: on every answer
   // Reserved when neither the body nor the tenant's maxTokens says.
   std::uint64_t default_output_tokens = 4096;
+  // Tenants the "*" entry covers whose books are kept at once (each made at
+  // its first request; an idle one is forgotten to make room; none idle:
+  // 503 quota_capacity). Listed tenants and keys are not counted.
+  std::uint64_t max_counted_tenants = 100000;
   bool operator==(const QuotaSpec&) const = default;
 };
 
 // Limits per tenant or key, and models per limit, at most.
-inline constexpr std::size_t kMaxQuotaLimits = 32;
+// 16: a request is charged to its tenant's and its key's at once, and the
+// ledger holds at most 32 limits a request (quota::Ledger::kMaxLimitsPerOwner).
+inline constexpr std::size_t kMaxQuotaLimits = 16;
 inline constexpr std::size_t kMaxQuotaModels = 64;
 
 // tenants[]: what an authenticated tenant may do. `id: "*"` is the policy

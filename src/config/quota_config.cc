@@ -80,7 +80,7 @@ E one_of(const Reader& r, const YAML::Node& n, const std::string& path,
 void read_tenant_quotas(const Reader& r, const YAML::Node& node, const std::string& path,
                         TenantSpec& t) {
   r.sequence(node, path);
-  if (node.size() > kMaxQuotaLimits) fail(r.source, node, path, "at most 32 limits");
+  if (node.size() > kMaxQuotaLimits) fail(r.source, node, path, "at most 16 limits");
   for (std::size_t i = 0; i < node.size(); ++i)
     t.quotas.push_back(read_limit(r, node[i], path + "[" + std::to_string(i) + "]", t));
   if (auto bad = check_quota_list(t.quotas)) {
@@ -115,6 +115,11 @@ void read_quota(const Reader& r, const YAML::Node& node, QuotaSpec& q) {
     q.default_output_tokens = r.quantity(n, "quota.defaultOutputTokens");
     if (q.default_output_tokens < 1 || q.default_output_tokens > 1000000000)
       fail(r.source, n, "quota.defaultOutputTokens", "must be between 1 and 1000000000");
+  }
+  if (auto n = f.take("maxCountedTenants")) {
+    q.max_counted_tenants = r.quantity(n, "quota.maxCountedTenants");
+    if (q.max_counted_tenants < 1 || q.max_counted_tenants > 10000000)
+      fail(r.source, n, "quota.maxCountedTenants", "must be between 1 and 10000000");
   }
   f.finish();
 }

@@ -156,7 +156,7 @@ std::vector<std::pair<std::string, std::string>> quota_limit_fields(const QuotaL
 }
 
 QuotaLimitError check_quota_list(const std::vector<QuotaLimitSpec>& limits) {
-  if (limits.size() > kMaxQuotaLimits) return {"", "at most 32 limits"};
+  if (limits.size() > kMaxQuotaLimits) return {"", "at most 16 limits"};
   std::set<std::string_view> names;
   for (std::size_t i = 0; i < limits.size(); ++i) {
     if (!names.insert(limits[i].name).second) {

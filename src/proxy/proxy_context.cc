@@ -31,6 +31,7 @@ RequestPolicy::RequestPolicy(const config::Config& c) {
 ProxyContext::ProxyContext(const config::Config& c)
     : config(c),
       endpoints(c.endpoints),
+      quotas(&quota::unix_now_ms, c.quota.max_counted_tenants),
       connections(c.server.max_connections),
       admin_connections(c.server.admin_max_connections),
       body_budget(c.server.max_buffered_body_bytes > 0

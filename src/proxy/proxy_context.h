@@ -90,7 +90,7 @@ struct ProxyContext {
   TenantLoad tenant_load;
   // Quotas' books (tenants[].quotas, keys' own): configured with each
   // config's policy before the I/O threads get it, and with the keys.
-  quota::Quotas quotas{&quota::unix_now_ms};
+  quota::Quotas quotas;
   // A JWT named a key the JWKS lacks: the JWKS is asked for again. The
   // flag is set by the first such request and cleared by the fetcher once
   // it took the request (so a flood of them is one call); the callback is

@@ -4,6 +4,9 @@
 
 namespace sluice::proxy {
 
+// Every limit the config lets an owner have, the ledger holds.
+static_assert(config::kMaxQuotaLimits <= quota::Ledger::kMaxLimitsPerOwner);
+
 namespace {
 
 quota::Measure measure_of(config::QuotaMeasure m) {

@@ -220,7 +220,7 @@ TEST_F(KeyApi, KeyQuotasAreTakenWithinTheTenantsAndMalformedOnesRefused) {
        R"({"tenant": "acme", "quotas": [{"name": "k", "tokens": 1, "window": "1m", "burst": 2}]})",
        "invalid-quota", "burst: unknown field"},
       {"POST", "/admin/v1/keys", R"({"tenant": "acme", "quotas": "lots"})", "invalid-quota",
-       "a list of at most 32"},
+       "a list of at most 16"},
       {"POST", "/admin/v1/keys",
        R"({"tenant": "acme", "quotas": [{"name": "a", "tokens": 1, "window": "1m"},
            {"name": "a", "tokens": 2, "window": "1h"}]})",

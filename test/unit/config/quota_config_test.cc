@@ -82,6 +82,8 @@ TEST(QuotaConfig, Defaults) {
   EXPECT_EQ(c.quota.fail_mode, QuotaFailMode::kLocal);
   EXPECT_EQ(c.quota.headers, QuotaHeaders::kAlways);
   EXPECT_EQ(c.quota.default_output_tokens, 4096u);
+  EXPECT_EQ(c.quota.max_counted_tenants, 100000u);
+  EXPECT_EQ(load_config_string("quota: {maxCountedTenants: 5k}").quota.max_counted_tenants, 5000u);
   // The good limits of the helper load.
   EXPECT_EQ(unit::load_error(with_limit("{name: x, tokens: 1k, window: 744h}")), "");
   EXPECT_EQ(unit::load_error(with_limit("{name: x, cost: 5, window: 1h, models: [llama-3*]}")), "");
@@ -102,6 +104,16 @@ TEST(QuotaConfig, EachLimitHasOneMeasureAndOneWindow) {
   expect_error(with_limit("{tokens: 1k, window: 1m}"), l + ".name", "is required");
   expect_error(with_limit("{name: 'a b', tokens: 1k, window: 1m}"), l + ".name",
                "a limit's name is 1 to 64");
+}
+
+// The ledger holds 16 limits an owner (a request: its tenant's and its
+// key's); a 17th would leave the tenant unlimited, so it is refused here.
+TEST(QuotaConfig, AtMostSixteenLimitsATenant) {
+  std::string limits = "{name: l0, tokens: 1k, window: 1m}";
+  for (int i = 1; i < 17; ++i)
+    limits += "\n      - {name: l" + std::to_string(i) + ", tokens: 1k, window: 1m}";
+  const std::string e = unit::load_error(with_limit(limits));
+  EXPECT_NE(e.find("tenants[0].quotas: at most 16 limits"), std::string::npos) << e;
 }
 
 TEST(QuotaConfig, AmountsArePositiveAndWellFormed) {
@@ -206,6 +218,8 @@ TEST(QuotaConfig, TheQuotaSection) {
                "expected always, refused or never, got 'sometimes'", 1);
   expect_error("quota: {defaultOutputTokens: 0}", "quota.defaultOutputTokens",
                "must be between 1 and 1000000000", 1);
+  expect_error("quota: {maxCountedTenants: 0}", "quota.maxCountedTenants",
+               "must be between 1 and 10000000", 1);
   expect_error("quota: {burst: 1}", "quota.burst", "unknown field", 1);
   expect_error("quota:\n  prices:\n    - {model: a, input: 1.2345678, output: 1}",
                "quota.prices[0].input", "expected a price like 0.15 or 2.5 (at most 6 decimals)",
