@@ -2,6 +2,8 @@
 // admin address that answers what it should not, and of sluice-ctl's key
 // commands against a real sluice.
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 
 #include "harness.h"
 #include "support/fake_upstream.h"
@@ -233,6 +235,171 @@ TEST(Cli, SluiceCtlManagesApiKeys) {
   EXPECT_EQ(ctl(admin + "key disable").rc, 2);
   EXPECT_EQ(ctl(admin + "key revoke 'a/../b'").rc, 2);
   EXPECT_EQ(sluice->stop(), 0);
+}
+
+// The words of a table's line, for comparing rows whatever the widths.
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// The line of `table` that starts with `head`, as words; empty when none.
+std::vector<std::string> row_of(const std::string& table, const std::string& head) {
+  std::istringstream in(table);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(head, 0) == 0) return words(line);
+  return {};
+}
+
+// Issue 41, item 6: a tenant's quotas as sluice-ctl shows them (a table and
+// --json), and reset. The numbers in the table are the answer's.
+TEST(Cli, SluiceCtlShowsAndResetsQuotas) {
+  auto mock = start_mock();
+  ASSERT_TRUE(mock);
+  TempFile keys("", "keys.yaml");
+  TempFile cfg(make_config({mock->address()}) + "auth:\n  apiKeys: {file: " + keys.path() + "}\n" +
+               "tenants:\n  - id: acme\n    quotas:\n"
+               "      - {name: tpm, tokens: 100k, window: 1m}\n"
+               "      - {name: daily, requests: 1000, calendar: day, mode: shadow}\n");
+  auto sluice = start_sluice(cfg);
+  ASSERT_TRUE(sluice);
+  const std::string admin = "--admin 127.0.0.1:" + std::to_string(sluice->admin_port()) + " ";
+  auto r = ctl(admin + "key create --tenant acme");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string key = r.out.substr(0, r.out.size() - 1);
+  for (int i = 0; i < 3; ++i) {
+    HttpClient c("127.0.0.1", sluice->port());
+    auto served =
+        c.post_json("/v1/completions", completion_body(2), {{"Authorization", "Bearer " + key}});
+    ASSERT_EQ(served.status, 200) << served.body;
+  }
+  // --json: the answer itself, once the three requests have settled.
+  nlohmann::json rows;
+  ASSERT_TRUE(eventually([&] {
+    r = ctl(admin + "--json quotas --tenant acme");
+    rows = nlohmann::json::parse(r.out, nullptr, false);
+    return r.rc == 0 && rows.is_array() && rows.size() == 2 && rows[0]["reserved"] == 0 &&
+           rows[1]["reserved"] == 0;
+  })) << r.rc
+      << " " << r.out << r.err;
+  const auto& tpm = rows[0]["name"] == "tpm" ? rows[0] : rows[1];
+  const auto& daily = rows[0]["name"] == "tpm" ? rows[1] : rows[0];
+  EXPECT_EQ(tpm["tenant"], "acme");
+  EXPECT_EQ(tpm["windowMs"], 60000);
+  EXPECT_GT(tpm["used"].get<std::uint64_t>(), 3u);
+  EXPECT_EQ(daily["calendar"], "day");
+  EXPECT_EQ(daily["used"], 3);
+  EXPECT_EQ(daily["mode"], "shadow");
+
+  r = ctl(admin + "quotas");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(words(r.out.substr(0, r.out.find('\n'))),
+            words("OWNER NAME MEASURE PERIOD LIMIT USED RESERVED REMAINING RESETS-IN MODE "
+                  "REFUSED"))
+      << r.out;
+  auto row = row_of(r.out, "tenant:acme  tpm");
+  ASSERT_EQ(row.size(), 11u) << r.out;
+  const std::string used = std::to_string(tpm["used"].get<std::uint64_t>());
+  const std::string left = std::to_string(100000 - tpm["used"].get<std::uint64_t>());
+  EXPECT_EQ(
+      std::vector<std::string>(row.begin(), row.begin() + 8),
+      (std::vector<std::string>{"tenant:acme", "tpm", "tokens", "1m0s", "100000", used, "0", left}))
+      << r.out;
+  // About a minute (the window, from the last bucket), as Go prints it:
+  // "59.5s", "1m0.425s".
+  EXPECT_TRUE(std::regex_match(row[8], std::regex("(1m|2m)?[0-9]+(\\.[0-9]+)?s"))) << row[8];
+  EXPECT_EQ(row[9], "enforce");
+  EXPECT_EQ(row[10], "0");
+  row = row_of(r.out, "tenant:acme  daily");
+  ASSERT_EQ(row.size(), 12u) << r.out;  // REFUSED of a shadow limit: "would N"
+  EXPECT_EQ(std::vector<std::string>(row.begin(), row.begin() + 8),
+            (std::vector<std::string>{"tenant:acme", "daily", "requests", "day", "1000", "3", "0",
+                                      "997"}))
+      << r.out;
+  EXPECT_EQ(std::vector<std::string>(row.begin() + 9, row.end()),
+            (std::vector<std::string>{"shadow", "would", "0"}))
+      << r.out;
+
+  // A reset: both windows count nothing from there.
+  r = ctl(admin + "quota reset acme");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "quota acme: reset; its windows count from now (what is in flight stays held)\n");
+  r = ctl(admin + "--json quotas --tenant acme");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  rows = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(rows.is_array() && rows.size() == 2) << r.out;
+  EXPECT_EQ(rows[0]["used"], 0) << r.out;
+  EXPECT_EQ(rows[1]["used"], 0) << r.out;
+  r = ctl(admin + "quota reset nobody");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "sluice-ctl: 404 no-quota: tenant 'nobody' has no quota\n");
+  r = ctl(admin + "quotas --tenant " + std::string(300, 'x'));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("400 invalid-tenant"), std::string::npos) << r.err;
+  EXPECT_EQ(ctl(admin + "quota reset").rc, 2);
+  EXPECT_EQ(ctl(admin + "quota clear acme").rc, 2);
+  EXPECT_EQ(ctl(admin + "quotas acme").rc, 2);
+  EXPECT_EQ(sluice->stop(), 0);
+}
+
+// Issue 41, item 6: key create --quota SPEC, repeatable, is the body's
+// "quotas" in the config's field names; a malformed SPEC is a usage error
+// (exit 2) naming what is wrong, and nothing is sent. The admin address is
+// a loopback server that records what it is sent.
+TEST(Cli, SluiceCtlKeyCreateSendsQuotaSpecs) {
+  FakeUpstream admin([](const UpstreamRequest&) {
+    FakeUpstream::Reply r;
+    r.bytes = FakeUpstream::response(
+        201, R"({"id":"key_1","tenant":"acme","prefix":"sk-sluice-abcd","key":"sk-sluice-x"})");
+    r.close_after = true;
+    return r;
+  });
+  const std::string at = "--admin " + admin.address() + " ";
+  auto r = ctl(at +
+               "key create --tenant acme --quota tokens=20k/1m --quota "
+               "'cost=0.25/month,name=spend,shadow,models=m1|fam/*' --quota requests=100/1s "
+               "--quota tokens=20M/day --quota inputTokens=1.5Ki/1h30m");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "sk-sluice-x\n");
+  auto sent = admin.requests();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].head.rfind("POST /admin/v1/keys ", 0), 0u) << sent[0].head;
+  const auto body = nlohmann::json::parse(sent[0].body, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << sent[0].body;
+  EXPECT_EQ(body["tenant"], "acme");
+  EXPECT_EQ(body["quotas"], nlohmann::json::parse(R"([
+      {"name":"tokens-1m","tokens":"20k","window":"1m"},
+      {"name":"spend","cost":"0.25","calendar":"month","mode":"shadow","models":["m1","fam/*"]},
+      {"name":"requests-1s","requests":"100","window":"1s"},
+      {"name":"tokens-day","tokens":"20M","calendar":"day"},
+      {"name":"inputTokens-1h30m","inputTokens":"1.5Ki","window":"1h30m"}])"))
+      << sent[0].body;
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"tokens=20k", "expected MEASURE=AMOUNT/PERIOD"},
+      {"tokens=x/1m", "the amount 'x' is not a number"},
+      {"tokens=20k/week", "the period 'week' is not day, month or a duration"},
+      {"tokenz=20k/1m", "unknown measure 'tokenz'"},
+      {"tokens=/1m", "the amount '' is not a number"},
+      {"cost=5Ki/day", "the amount '5Ki' is not a number"},
+      {"requests=100/1m,burst", "unexpected 'burst'"},
+      {"requests=100/1m,name=", "unexpected 'name='"},
+      {"tokens=20k/m1", "the period 'm1' is not"},
+  };
+  for (const auto& [spec, what] : bad) {
+    SCOPED_TRACE(spec);
+    r = ctl(at + "key create --tenant acme --quota '" + spec + "'");
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err.rfind("sluice-ctl: --quota '" + spec + "': " + what, 0), 0u) << r.err;
+  }
+  EXPECT_EQ(ctl(at + "key create --tenant acme --quota").rc, 2);
+  // Nothing more was sent.
+  EXPECT_EQ(admin.requests().size(), 1u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tools/ctl/ctl_answers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -396,6 +397,72 @@ std::string keys_table(const std::vector<std::vector<std::string>>& rows) {
   return table({"ID", "TENANT", "PREFIX", "EXPIRES", "STATE", "SOURCE"}, rows);
 }
 
+// Milliseconds the way Go prints a duration: "0s", "250ms", "6m0s",
+// "1h0m0s", "1.5s".
+std::string go_duration(double ms) {
+  if (!(ms > 0)) return "0s";
+  if (ms < 1000) return formatted("%.0fms", ms);
+  const double hours = std::floor(ms / 3600000.0);
+  const double minutes = std::floor((ms - hours * 3600000.0) / 60000.0);
+  std::string seconds = formatted("%.3f", (ms - hours * 3600000.0 - minutes * 60000.0) / 1000.0);
+  while (seconds.back() == '0') seconds.pop_back();
+  if (seconds.back() == '.') seconds.pop_back();
+  std::string out;
+  if (hours > 0) out += formatted("%.0fh", hours);
+  if (hours > 0 || minutes > 0) out += formatted("%.0fm", minutes);
+  return out + seconds + "s";
+}
+
+// A cost in micro-units (a whole number, as the answer has it) as the
+// decimal the config writes: "5000000" -> "5", "250000" -> "0.25". Other
+// text ("-", a fraction) is as it came.
+std::string money(const std::string& micros) {
+  if (micros.empty() || micros.find_first_not_of("0123456789") != std::string::npos) return micros;
+  std::string digits = std::string(micros.size() < 7 ? 7 - micros.size() : 0, '0') + micros;
+  std::string whole = digits.substr(0, digits.size() - 6);
+  std::string fraction = digits.substr(digits.size() - 6);
+  while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+  return fraction.empty() ? whole : whole + "." + fraction;
+}
+
+// GET /admin/v1/quotas: each limit of each tenant and key on this replica.
+std::string quotas_table(Reader& r, const json& answer) {
+  std::vector<std::vector<std::string>> rows;
+  const json::array_t* limits = r.array(&answer, "");
+  for (std::size_t i = 0; limits != nullptr && i < limits->size(); ++i) {
+    const std::string at = element_path("", i);
+    const json::object_t* q = r.object(&(*limits)[i], at);
+    auto name = [&](const char* key) {
+      return r.string_cell(member(q, key), member_path(at, key));
+    };
+    const std::string measure = name("measure");
+    auto cell = [&](const char* key) {
+      return r.number_cell(member(q, key), member_path(at, key));
+    };
+    // An amount of the limit's measure (refusals are counts).
+    auto amount = [&](const char* key) { return measure == "cost" ? money(cell(key)) : cell(key); };
+    // A key's limits are the key's, a tenant's the tenant's.
+    const json* key = member(q, "key");
+    const std::string owner = key != nullptr ? "key:" + name("key") : "tenant:" + name("tenant");
+    std::string period = "-";
+    if (const json* c = member(q, "calendar"); c != nullptr && !c->is_null())
+      period = name("calendar");
+    else if (const json* w = member(q, "windowMs"); w != nullptr && !w->is_null())
+      period = go_duration(r.number_or(w, 0.0, member_path(at, "windowMs")));
+    const std::string mode = name("mode");
+    // A shadow limit refuses nothing: what it would have refused instead.
+    const std::string refused = mode == "shadow" ? "would " + cell("wouldRefuse") : cell("refused");
+    rows.push_back(
+        {owner, name("name"), measure, period, amount("limit"), amount("used"), amount("reserved"),
+         amount("remaining"),
+         go_duration(r.number_or(member(q, "resetsInMs"), 0.0, member_path(at, "resetsInMs"))),
+         mode, refused});
+  }
+  return table({"OWNER", "NAME", "MEASURE", "PERIOD", "LIMIT", "USED", "RESERVED", "REMAINING",
+                "RESETS-IN", "MODE", "REFUSED"},
+               rows);
+}
+
 std::string reload_lines(Reader& r, const json& answer) {
   const json::object_t* o = r.object(&answer, "");
   // Absent or empty: nothing in that list.
@@ -486,7 +553,8 @@ Outcome read_with(const Request& request, int status, std::string_view body,
   const Parsed p = parse(body);
   const char* expected = request.command == Command::kFlows || request.command == Command::kBands ||
                                  request.command == Command::kEndpoints ||
-                                 request.command == Command::kKeys
+                                 request.command == Command::kKeys ||
+                                 request.command == Command::kQuotas
                              ? "a JSON array"
                              : "a JSON object";
   if (!p.problem.empty())
@@ -611,6 +679,10 @@ std::string command_name(const Request& request) {
       return "key enable " + request.subject;
     case Command::kKeyRevoke:
       return "key revoke " + request.subject;
+    case Command::kQuotas:
+      return "quotas";
+    case Command::kQuotaReset:
+      return "quota reset " + request.subject;
     case Command::kMetrics:
       return "metrics";
   }
@@ -690,6 +762,17 @@ Outcome read_answer(const Request& request, int status, std::string_view body) {
     case Command::kKeyEnable:
     case Command::kKeyRevoke:
       return read_key(request, status, body, subject);
+    case Command::kQuotas:
+      return read_with(request, status, body, quotas_table);
+    case Command::kQuotaReset:
+      return read_with(request, status, body, [&](Reader& r, const json& answer) {
+        const json::object_t* o = r.object(&answer, "");
+        const bool reset = r.boolean(member(o, "reset"), ".reset");
+        return "quota " + subject + ": " +
+               (reset ? "reset; its windows count from now (what is in flight stays held)"
+                      : "not reset") +
+               "\n";
+      });
     case Command::kMetrics: {
       // Prometheus text, for a person or a pipe: printed as it came.
       if (status != 200) return refused(status, body);

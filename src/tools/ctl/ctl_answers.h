@@ -40,13 +40,17 @@ enum class Command {
   kKeyDisable,   // PUT /admin/v1/keys/ID {"disabled":true}
   kKeyEnable,    // PUT /admin/v1/keys/ID {"disabled":false}
   kKeyRevoke,    // DELETE /admin/v1/keys/ID
+  kQuotas,       // GET /admin/v1/quotas[?tenant=ID]
+  kQuotaReset,   // POST /admin/v1/quotas/TENANT/reset
   kMetrics,      // GET /metrics (Prometheus text, printed as it came)
 };
 inline constexpr int kCommandCount = static_cast<int>(Command::kMetrics) + 1;
 
 struct Request {
   Command command = Command::kFlows;
-  std::string subject;  // the flow ID, band PRIORITY or key ID the command names; "" for the others
+  // The flow ID, band PRIORITY, key ID or TENANT the command names; "" for
+  // the others.
+  std::string subject;
   bool as_json = false;  // --json: the answer as indented JSON instead of a table or a line
 };
 

@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -52,10 +53,17 @@ commands:
   key ID                                one key's record (never the key itself)
   key create --tenant T [--id ID] [--expires RFC3339|UNIX]
              [--models M,P*] [--max-objective O] [--max-tokens N]
-                                        a new key, printed once, alone on stdout;
+             [--quota SPEC]...          a new key, printed once, alone on stdout;
                                         its scope narrows its tenant's policy
+                                        SPEC: MEASURE=AMOUNT/PERIOD[,name=N][,shadow]
+                                        [,models=M|P*], e.g. tokens=20k/1m,
+                                        requests=100/1s, cost=5/month (PERIOD: day,
+                                        month or a duration; MEASURE: requests,
+                                        inputTokens, outputTokens, tokens, cost)
   key disable ID | key enable ID        refuse the key; accept it again
   key revoke ID                         delete the key
+  quotas [--tenant ID]                  each quota limit: used, reserved, remaining, reset
+  quota reset TENANT                    the tenant's windows count nothing from now
   metrics                               the Prometheus exposition
 
 The admin address defaults to $SLUICE_ADMIN or 127.0.0.1:9090; the token to
@@ -170,6 +178,13 @@ struct Options {
     for (const auto& [k, v] : values)
       if (k == name) return v;
     return std::nullopt;
+  }
+  // Every value of a repeatable option, in order.
+  std::vector<std::string> all(const std::string& name) const {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : values)
+      if (k == name) out.push_back(v);
+    return out;
   }
 };
 
@@ -398,41 +413,151 @@ const std::string& key_id(const Invocation& inv, std::size_t i) {
   return id;
 }
 
+// The parts of `text` between `sep`s (empty ones too).
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t end = text.find(sep, at);
+    parts.push_back(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) return parts;
+    at = end + 1;
+  }
+}
+
+// `text` is digits with an optional fraction, then one of `suffixes` or
+// none: the shape of a quota amount (the server checks its value).
+bool amount_shaped(const std::string& text, std::initializer_list<const char*> suffixes) {
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    return i > from;
+  };
+  if (!digits()) return false;
+  if (i < text.size() && text[i] == '.' && (++i, !digits())) return false;
+  const std::string rest = text.substr(i);
+  return rest.empty() ||
+         std::any_of(suffixes.begin(), suffixes.end(), [&](const char* s) { return rest == s; });
+}
+
+// A Go duration's shape: numbers each with a unit, "1m", "1h30m", "1.5s".
+bool duration_shaped(const std::string& text) {
+  static constexpr const char* kUnits[] = {"ns", "us", "\u00b5s", "ms", "s", "m", "h"};
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t from = i;
+    while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+    if (i == from) return false;
+    bool unit = false;
+    for (const char* u : kUnits) {  // "ms" before "m" and "s"
+      const std::string_view uv = u;
+      if (text.compare(i, uv.size(), uv) == 0) {
+        i += uv.size();
+        unit = true;
+        break;
+      }
+    }
+    if (!unit) return false;
+  }
+  return !text.empty();
+}
+
+// --quota MEASURE=AMOUNT/PERIOD[,name=N][,shadow][,models=M|P*] as the
+// limit POST /admin/v1/keys takes (the config's field names), or a usage
+// error naming what is wrong; nothing is sent then. The server checks the
+// values (a window's range, a name's characters, the tenant's limits).
+json quota_spec(const std::string& spec) {
+  const std::string bad = "--quota '" + spec + "': ";
+  const auto parts = split(spec, ',');
+  const std::string& head = parts[0];
+  const auto eq = head.find('=');
+  const auto slash = head.find('/', eq == std::string::npos ? 0 : eq);
+  if (eq == std::string::npos || slash == std::string::npos)
+    usage_error(bad + "expected MEASURE=AMOUNT/PERIOD, e.g. tokens=20k/1m");
+  const std::string measure = head.substr(0, eq);
+  const std::string amount = head.substr(eq + 1, slash - eq - 1);
+  const std::string period = head.substr(slash + 1);
+  static constexpr const char* kMeasures[] = {"requests", "inputTokens", "outputTokens", "tokens",
+                                              "cost"};
+  if (std::none_of(std::begin(kMeasures), std::end(kMeasures),
+                   [&](const char* m) { return measure == m; }))
+    usage_error(bad + "unknown measure '" + measure +
+                "' (requests, inputTokens, outputTokens, tokens or cost)");
+  const bool cost = measure == "cost";
+  if (!(cost ? amount_shaped(amount, {"m", "k", "M", "G", "T"})
+             : amount_shaped(amount,
+                             {"k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"})))
+    usage_error(bad + "the amount '" + amount + "' is not a number like " +
+                (cost ? "5, 0.25 or 1.5k" : "100, 20k or 20M"));
+  json limit = json::object();
+  limit["name"] = measure + "-" + period;
+  limit[measure] = amount;
+  if (period == "day" || period == "month")
+    limit["calendar"] = period;
+  else if (duration_shaped(period))
+    limit["window"] = period;
+  else
+    usage_error(bad + "the period '" + period + "' is not day, month or a duration like 1m or 24h");
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (p == "shadow") {
+      limit["mode"] = "shadow";
+    } else if (p.rfind("name=", 0) == 0 && p.size() > 5) {
+      limit["name"] = p.substr(5);
+    } else if (p.rfind("models=", 0) == 0 && p.size() > 7) {
+      limit["models"] = split(p.substr(7), '|');
+    } else {
+      usage_error(bad + "unexpected '" + p + "' (name=N, shadow or models=M|P*)");
+    }
+  }
+  return limit;
+}
+
+// key create --tenant T [--id ID] [--expires RFC3339|UNIX] [--models M,P*]
+// [--max-objective O] [--max-tokens N] [--quota SPEC]...
+int run_key_create(const Invocation& inv) {
+  auto o = parse_options(
+      inv.args, 2,
+      {"--tenant", "--id", "--expires", "--models", "--max-objective", "--max-tokens", "--quota"});
+  json body = json::object();
+  if (auto v = o.get("--tenant")) body["tenant"] = *v;
+  if (!body.contains("tenant")) usage_error("key create needs --tenant");
+  if (auto v = o.get("--id")) body["id"] = *v;
+  // The server reads RFC 3339 UTC and unix seconds alike from a string.
+  if (auto v = o.get("--expires")) body["expires"] = *v;
+  if (auto v = o.get("--models")) {
+    json models = json::array();
+    for (std::size_t at = 0; at <= v->size();) {
+      const std::size_t comma = std::min(v->find(',', at), v->size());
+      if (comma > at) models.push_back(v->substr(at, comma - at));
+      at = comma + 1;
+    }
+    body["models"] = models;
+  }
+  if (auto v = o.get("--max-objective")) body["maxObjective"] = *v;
+  if (auto v = o.get("--max-tokens")) {
+    const bool digits =
+        !v->empty() && v->size() <= 10 && v->find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) usage_error("--max-tokens takes a whole number");
+    body["maxTokens"] = std::stoull(*v);
+  }
+  if (const auto specs = o.all("--quota"); !specs.empty()) {
+    json quotas = json::array();
+    for (const auto& spec : specs) quotas.push_back(quota_spec(spec));
+    body["quotas"] = quotas;
+  }
+  return inv.answer(ctl::Command::kKeyCreate, "",
+                    inv.client.call("POST", "/admin/v1/keys",
+                                    body.dump(-1, ' ', false, json::error_handler_t::replace)));
+}
+
 // key ID | key create --tenant T [--id ID] [--expires RFC3339|UNIX] [scope] |
 // key disable ID | key enable ID | key revoke ID
 int run_key(const Invocation& inv) {
   const auto& args = inv.args;
   const Client& client = inv.client;
   const std::string& sub = inv.arg(1, "an ID, or create, disable, enable or revoke");
-  if (sub == "create") {
-    auto o = parse_options(
-        args, 2, {"--tenant", "--id", "--expires", "--models", "--max-objective", "--max-tokens"});
-    json body = json::object();
-    if (auto v = o.get("--tenant")) body["tenant"] = *v;
-    if (!body.contains("tenant")) usage_error("key create needs --tenant");
-    if (auto v = o.get("--id")) body["id"] = *v;
-    // The server reads RFC 3339 UTC and unix seconds alike from a string.
-    if (auto v = o.get("--expires")) body["expires"] = *v;
-    if (auto v = o.get("--models")) {
-      json models = json::array();
-      for (std::size_t at = 0; at <= v->size();) {
-        const std::size_t comma = std::min(v->find(',', at), v->size());
-        if (comma > at) models.push_back(v->substr(at, comma - at));
-        at = comma + 1;
-      }
-      body["models"] = models;
-    }
-    if (auto v = o.get("--max-objective")) body["maxObjective"] = *v;
-    if (auto v = o.get("--max-tokens")) {
-      const bool digits =
-          !v->empty() && v->size() <= 10 && v->find_first_not_of("0123456789") == std::string::npos;
-      if (!digits) usage_error("--max-tokens takes a whole number");
-      body["maxTokens"] = std::stoull(*v);
-    }
-    return inv.answer(ctl::Command::kKeyCreate, "",
-                      client.call("POST", "/admin/v1/keys",
-                                  body.dump(-1, ' ', false, json::error_handler_t::replace)));
-  }
+  if (sub == "create") return run_key_create(inv);
   if (sub == "disable" || sub == "enable") {
     const std::string& id = key_id(inv, 2);
     parse_options(args, 3, {});
@@ -451,6 +576,40 @@ int run_key(const Invocation& inv) {
   return inv.answer(ctl::Command::kKey, id, client.call("GET", "/admin/v1/keys/" + id));
 }
 
+// A path segment or query value as sent: unreserved characters as they are,
+// any other byte %XX (the server decides what a valid tenant is).
+std::string url_encoded(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
+      out += c;
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// quotas [--tenant ID]
+int run_quotas(const Invocation& inv) {
+  auto o = parse_options(inv.args, 1, {"--tenant"});
+  std::string path = "/admin/v1/quotas";
+  if (auto t = o.get("--tenant")) path += "?tenant=" + url_encoded(*t);
+  return inv.answer(ctl::Command::kQuotas, "", inv.client.call("GET", path));
+}
+
+// quota reset TENANT
+int run_quota(const Invocation& inv) {
+  if (inv.arg(1, "reset TENANT") != "reset") usage_error("quota takes reset TENANT");
+  const std::string& tenant = inv.arg(2, "a TENANT");
+  parse_options(inv.args, 3, {});
+  return inv.answer(ctl::Command::kQuotaReset, tenant,
+                    inv.client.call("POST", "/admin/v1/quotas/" + url_encoded(tenant) + "/reset"));
+}
+
 // Runs the command; returns the exit code.
 int run(const Invocation& inv) {
   const std::string& cmd = inv.cmd();
@@ -463,6 +622,8 @@ int run(const Invocation& inv) {
   if (cmd == "drain") return run_drain(inv);
   if (cmd == "keys") return inv.simple(ctl::Command::kKeys, "GET", "/admin/v1/keys");
   if (cmd == "key") return run_key(inv);
+  if (cmd == "quotas") return run_quotas(inv);
+  if (cmd == "quota") return run_quota(inv);
   if (cmd == "metrics") return inv.simple(ctl::Command::kMetrics, "GET", "/metrics");
   usage_error("unknown command '" + cmd + "'");
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ constexpr Command kAllCommands[] = {
     Command::kBands,       Command::kBandSet,   Command::kBandDelete, Command::kEndpoints,
     Command::kReload,      Command::kDrain,     Command::kDrainWait,  Command::kDrainStatus,
     Command::kDrainCancel, Command::kKeys,      Command::kKey,        Command::kKeyCreate,
-    Command::kKeyDisable,  Command::kKeyEnable, Command::kKeyRevoke,  Command::kMetrics};
+    Command::kKeyDisable,  Command::kKeyEnable, Command::kKeyRevoke,  Command::kQuotas,
+    Command::kQuotaReset,  Command::kMetrics};
 static_assert(std::size(kAllCommands) == kCommandCount);
 
 Request request(Command c, bool as_json = false) {
@@ -709,6 +711,45 @@ TEST(CtlAnswers, CellsAreEscapedForTheTerminal) {
             "band 10: {\"p\":\"\\x7f\\xc2\\x85\\u0001\"}\n");
   EXPECT_EQ(read(Command::kDrainStatus, "{\"state\":\"dr\\u0007ained\"}").out,
             "dr\\x07ained: - queued, - in flight\n");
+}
+
+// Issue 41, item 6: GET /admin/v1/quotas as a table. Periods and resets
+// as Go prints durations, a cost in the config's units (the answer has
+// micro-units), a shadow limit's would-be refusals; --json is the answer.
+TEST(CtlAnswers, QuotasTable) {
+  const std::string body = R"([
+    {"tenant":"acme","name":"tpm","measure":"tokens","limit":20000,"used":1234,"reserved":100,
+     "remaining":18666,"resetsInMs":360000,"mode":"enforce","refused":2,"wouldRefuse":0,
+     "windowMs":60000},
+    {"key":"key_ops","name":"spend","measure":"cost","limit":5000000,"used":250000,
+     "reserved":0,"remaining":4750000,"resetsInMs":1500,"mode":"shadow","refused":0,
+     "wouldRefuse":3,"calendar":"month"},
+    {"tenant":"beta","name":"rps","measure":"requests","limit":10,"used":0,"reserved":0,
+     "remaining":10,"resetsInMs":250,"mode":"enforce","refused":0,"wouldRefuse":0,
+     "windowMs":5400000}])";
+  const auto o = read(Command::kQuotas, body);
+  ASSERT_EQ(o.exit_code, kExitDone) << o.err;
+  EXPECT_EQ(o.out,
+            "OWNER        NAME   MEASURE   PERIOD   LIMIT  USED  RESERVED  REMAINING  RESETS-IN  "
+            "MODE     REFUSED\n"
+            "tenant:acme  tpm    tokens    1m0s     20000  1234  100       18666      6m0s       "
+            "enforce  2\n"
+            "key:key_ops  spend  cost      month    5      0.25  0         4.75       1.5s       "
+            "shadow   would 3\n"
+            "tenant:beta  rps    requests  1h30m0s  10     0     0         10         250ms      "
+            "enforce  0\n");
+  EXPECT_EQ(read(Command::kQuotas, body, 200, true).out,
+            nlohmann::json::parse(body).dump(2) + "\n");
+  expect_unreadable(read(Command::kQuotas, R"([{"tenant":"a","used":"lots"}])"),
+                    "sluice-ctl: quotas: .[0].used: expected a number, got a string: \"lots\"\n");
+  const auto reset =
+      read_answer({Command::kQuotaReset, "acme", false}, 200, R"({"tenant":"acme","reset":true})");
+  EXPECT_EQ(reset.out,
+            "quota acme: reset; its windows count from now (what is in flight stays held)\n");
+  EXPECT_EQ(read_answer({Command::kQuotaReset, "nobody", false}, 404,
+                        R"({"error":{"code":"no-quota","message":"tenant 'nobody' has no quota"}})")
+                .err,
+            "sluice-ctl: 404 no-quota: tenant 'nobody' has no quota\n");
 }
 
 }  // namespace
