@@ -90,7 +90,11 @@ void TopologyExtractor::group() const {
       if (const std::uint32_t v = pass.rows[p][l])
         members_[next[4 * v + l]++] = static_cast<std::uint32_t>(p);
   regions_.resize(n);
-  for (std::size_t p = 0; p < n; ++p) regions_[p] = pass.rows[p][3];
+  zones_.resize(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    zones_[p] = pass.rows[p][2];
+    regions_[p] = pass.rows[p][3];
+  }
   marks_.assign(n, 0);
   groups_epoch_ = view_->labels_epoch;
   grouped_ = true;

@@ -136,6 +136,7 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
   // mark): the scorer marks host to zone and compares the region, which
   // most often holds the whole pool (no marking it endpoint by endpoint).
   const std::uint32_t* regions() const { return regions_.data(); }
+  const std::uint32_t* zones() const { return zones_.data(); }
   std::uint32_t region_at(std::size_t position) const { return regions_[position]; }
   const PoolView* view() const { return view_; }
 
@@ -158,6 +159,7 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
   mutable std::vector<std::uint32_t> starts_;
   mutable std::vector<std::uint32_t> members_;
   mutable std::vector<std::uint32_t> regions_;  // by position
+  mutable std::vector<std::uint32_t> zones_;    // by position
   // mark's notes by position: 0 none, else the level + 1; all 0 between
   // passes (each pass clears the groups it marked).
   mutable std::vector<std::uint8_t> marks_;

@@ -70,17 +70,23 @@ void TopologyAffinityScorer::score(CycleState& cycle, const Request&,
   const std::size_t n = candidates.size();
   double* out = scores.data();
   std::size_t i = 0;
-  // As the filter's, host to zone; the region (most often the whole
-  // pool) is compared, not marked. A score by mark and same region: the
-  // mark's level when marked, else the region's or none.
-  static constexpr double kByMark[8] = {kLevelScores[4], kLevelScores[3], kLevelScores[0],
-                                        kLevelScores[0], kLevelScores[1], kLevelScores[1],
-                                        kLevelScores[2], kLevelScores[2]};
-  const bool marked = x->mark(at, TopologyLevel::kZone);
+  // As the filter's, host and rack (small groups) are marked; the zone and
+  // the region (large ones, the region most often the whole pool) are
+  // compared by position: marking a zone's members and clearing them again
+  // cost more than the comparison. A score by mark, same zone and same
+  // region: the mark's level when marked, else the zone's, the region's or
+  // none.
+  static constexpr double kByMark[12] = {
+      kLevelScores[4], kLevelScores[3], kLevelScores[2], kLevelScores[2],   // not marked
+      kLevelScores[0], kLevelScores[0], kLevelScores[0], kLevelScores[0],   // host
+      kLevelScores[1], kLevelScores[1], kLevelScores[1], kLevelScores[1]};  // rack
+  const bool marked = x->mark(at, TopologyLevel::kRack);
   if (marked) {
     const std::uint8_t* marks = x->marks();
+    const std::uint32_t* zones = x->zones();
     const std::uint32_t* regions = x->regions();
-    // No region (0) is shared with no one: a number no endpoint has.
+    // No zone or region (0) is shared with no one: a number no endpoint has.
+    const std::uint32_t zone = at[2] != 0 ? at[2] : ~std::uint32_t{0};
     const std::uint32_t region = at[3] != 0 ? at[3] : ~std::uint32_t{0};
     const auto base = reinterpret_cast<std::uintptr_t>(x->view()->base);
     const std::size_t bytes = x->view()->size * sizeof(Endpoint);
@@ -89,12 +95,13 @@ void TopologyAffinityScorer::score(CycleState& cycle, const Request&,
       if (d >= bytes) [[unlikely]]
         break;
       const std::size_t p = d / sizeof(Endpoint);
-      out[i] = kByMark[2 * marks[p] + static_cast<unsigned>(regions[p] == region)];
+      out[i] = kByMark[4 * marks[p] + 2 * static_cast<unsigned>(zones[p] == zone) +
+                       static_cast<unsigned>(regions[p] == region)];
     }
   }
   for (; i < n; ++i)
     out[i] = kLevelScores[static_cast<int>(TopologyExtractor::compare(at, x->ids(*candidates[i])))];
-  if (marked) x->unmark(at, TopologyLevel::kZone);
+  if (marked) x->unmark(at, TopologyLevel::kRack);
 }
 
 }  // namespace sluice::scheduling
