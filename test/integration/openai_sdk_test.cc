@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "auth/api_keys.h"
 #include "flow_control_harness.h"
@@ -18,6 +19,17 @@ namespace {
 using json = nlohmann::json;
 
 std::string dir_of(const TempFile& f) { return f.path().substr(0, f.path().rfind('/')); }
+
+// A file's whole text; nullopt if it cannot be opened.
+std::optional<std::string> read_text(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return std::nullopt;
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
 
 TEST(OpenAiSdk, StreamingAndNotOverHttpsWithAnApiKey) {
   const std::string node_dir = SLUICE_NODE_DIR;
@@ -45,14 +57,9 @@ TEST(OpenAiSdk, StreamingAndNotOverHttpsWithAnApiKey) {
                   " && SLUICE_BASE_URL=https://127.0.0.1:" + std::to_string(sluice->tls_port()) +
                   "/v1 SLUICE_API_KEY=" + key->key + " NODE_EXTRA_CA_CERTS=" + pki.ca() +
                   " timeout 60 node openai_sdk.mjs >" + out + " 2>&1");
-  std::string text;
-  {
-    std::FILE* f = std::fopen(out.c_str(), "r");
-    ASSERT_NE(f, nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-    std::fclose(f);
-  }
+  const auto read = read_text(out);
+  ASSERT_TRUE(read) << out;
+  const std::string& text = *read;
   ASSERT_EQ(code, 0) << text;
   const json r = json::parse(text.substr(0, text.find('\n')), nullptr, false);
   ASSERT_TRUE(r.is_object()) << text;
@@ -91,14 +98,9 @@ TEST(OpenAiSdk, RetriesARateRefusalAndNotASpentQuota) {
   const int code = run_command(
       "cd " + node_dir + " && SLUICE_BASE_URL=http://127.0.0.1:" + std::to_string(sluice->port()) +
       "/v1 SLUICE_API_KEY=" + key->key + " timeout 60 node openai_quota.mjs >" + out + " 2>&1");
-  std::string text;
-  {
-    std::FILE* f = std::fopen(out.c_str(), "r");
-    ASSERT_NE(f, nullptr);
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-    std::fclose(f);
-  }
+  const auto read = read_text(out);
+  ASSERT_TRUE(read) << out;
+  const std::string& text = *read;
   ASSERT_EQ(code, 0) << text;
   const json r = json::parse(text.substr(0, text.find('\n')), nullptr, false);
   ASSERT_TRUE(r.is_object()) << text;
@@ -110,12 +112,9 @@ TEST(OpenAiSdk, RetriesARateRefusalAndNotASpentQuota) {
   EXPECT_EQ(sluice->stop(), 0);
   std::vector<json> lines;
   {
-    std::FILE* f = std::fopen(log.path().c_str(), "r");
-    ASSERT_NE(f, nullptr);
-    std::string all;
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) all.append(buf, n);
-    std::fclose(f);
+    const auto logged = read_text(log.path());
+    ASSERT_TRUE(logged) << log.path();
+    const std::string& all = *logged;
     for (std::size_t p = 0, e; (e = all.find('\n', p)) != std::string::npos; p = e + 1)
       if (e > p) lines.push_back(json::parse(all.substr(p, e - p)));
   }
