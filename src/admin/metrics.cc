@@ -204,6 +204,19 @@ void render_fleet(observe::MetricsText& m, fleet::FleetSync* fleet) {
            "Changes made through another replica that this one refused (a key record it does "
            "not take, ...): the replicas differ; /admin/v1/fleet lists the last ones and why.");
   m.sample("sluice_fleet_operations_refused_total", {}, static_cast<double>(st.operations_refused));
+  if (!st.quotas) return;
+  m.family("sluice_quota_fleet_degraded", "gauge",
+           "1 while quota leases have failed for a lease: quotas hold per replica by "
+           "quota.failMode.");
+  m.sample("sluice_quota_fleet_degraded", {}, st.quota.degraded ? 1 : 0);
+  m.family("sluice_quota_lease_rounds_total", "counter", "Quota lease rounds run.");
+  m.sample("sluice_quota_lease_rounds_total", {}, static_cast<double>(st.quota.rounds));
+  m.family("sluice_quota_lease_failures_total", "counter",
+           "Quota lease rounds that failed (Redis unreachable, a reply out of shape).");
+  m.sample("sluice_quota_lease_failures_total", {}, static_cast<double>(st.quota.failures));
+  m.family("sluice_quota_lease_scripts_total", "counter",
+           "Quota lease scripts run in Redis (one per busy limit per round).");
+  m.sample("sluice_quota_lease_scripts_total", {}, static_cast<double>(st.quota.scripts));
 }
 
 // Per endpoint: in flight, connect failures, ejections.
@@ -281,7 +294,7 @@ void render_quotas(observe::MetricsText& m, proxy::ProxyContext& ctx) {
   const auto rows = ctx.quotas.rows({}, now, SIZE_MAX);
   const std::size_t shown = ctx.config.server.metrics_max_flows;
   struct Sums {
-    double used = 0, remaining = 0, refused = 0, would = 0;
+    double used = 0, remaining = 0, refused = 0, would = 0, waits = 0;
   };
   std::map<std::pair<std::string, std::string>, Sums> other;  // (kind, quota)
   std::vector<std::tuple<std::string_view, const quota::Quotas::Row*>> each;
@@ -299,26 +312,30 @@ void render_quotas(observe::MetricsText& m, proxy::ProxyContext& ctx) {
     s.remaining += static_cast<double>(spent >= r.now.amount ? 0 : r.now.amount - spent);
     s.refused += static_cast<double>(r.now.refused);
     s.would += static_cast<double>(r.now.would_refuse);
+    s.waits += static_cast<double>(r.now.lease_waits);
   }
-  const std::array<std::pair<std::string_view, std::string_view>, 4> families{{
+  const std::array<std::pair<std::string_view, std::string_view>, 5> families{{
       {"sluice_quota_used",
        "Spent in the limit's current window (requests, tokens or micro-units)."},
       {"sluice_quota_remaining", "What the limit's window has room for beside what is held."},
       {"sluice_quota_refused_total", "Requests the limit refused (429)."},
       {"sluice_quota_shadow_refusals_total", "Requests a shadow limit would have refused."},
+      {"sluice_quota_lease_waits_total",
+       "Requests that waited for this replica's lease of a fleet limit (redis:) to grow."},
   }};
   for (std::size_t f = 0; f < families.size(); ++f) {
     m.family(families[f].first, f < 2 ? "gauge" : "counter", families[f].second);
     for (const auto& [kind, r] : each) {
       const std::uint64_t spent = r->now.used + r->now.held;
-      const double v[4] = {static_cast<double>(r->now.used),
+      const double v[5] = {static_cast<double>(r->now.used),
                            static_cast<double>(spent >= r->now.amount ? 0 : r->now.amount - spent),
                            static_cast<double>(r->now.refused),
-                           static_cast<double>(r->now.would_refuse)};
+                           static_cast<double>(r->now.would_refuse),
+                           static_cast<double>(r->now.lease_waits)};
       m.sample(families[f].first, {{kind, r->id}, {"quota", r->def.name}}, v[f]);
     }
     for (const auto& [key, s] : other) {
-      const double v[4] = {s.used, s.remaining, s.refused, s.would};
+      const double v[5] = {s.used, s.remaining, s.refused, s.would, s.waits};
       m.sample(families[f].first, {{key.first, "(other)"}, {"quota", key.second}}, v[f]);
     }
   }

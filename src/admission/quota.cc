@@ -47,6 +47,18 @@ std::string period_text(const quota::Period& p) {
 
 flowcontrol::ErrorAnswer quota_refused(const quota::Refusal& r) {
   flowcontrol::ErrorAnswer a;
+  if (r.unavailable) {
+    // A fleet limit, Redis unreachable, quota.failMode closed.
+    a.status = 503;
+    a.code = "quota_unavailable";
+    a.reason = "quota-unavailable";
+    a.retry_after_seconds = 1;
+    a.body = flowcontrol::openai_error_body(
+        "quota '" + r.limit.name + "' of " + r.owner +
+            " is held across the fleet and its store is unreachable; retry shortly",
+        "server_error", a.code);
+    return a;
+  }
   a.status = 429;
   const bool never = !r.retry_after;
   const bool insufficient = r.insufficient || never;
@@ -57,6 +69,11 @@ flowcontrol::ErrorAnswer quota_refused(const quota::Refusal& r) {
       std::string(measure_name(r.limit.measure)) + " " + period_text(r.limit.period) + ") ";
   if (never)
     message += "is smaller than this request's worst case; ask for fewer tokens";
+  else if (r.lease_short)
+    message +=
+        "is held across the fleet, and this replica's share of it is being refilled; "
+        "retry in " +
+        go_duration(*r.retry_after);
   else
     message += "has no room for this request now; retry in " + go_duration(*r.retry_after);
   a.body = flowcontrol::openai_error_body(message, insufficient ? "insufficient_quota" : "requests",

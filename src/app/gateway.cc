@@ -222,6 +222,31 @@ void Gateway::collect_stats(std::function<void(observe::ThreadStats)> done) {
   data_.collect_stats(std::move(done));
 }
 
+namespace {
+
+// Quotas' leases (issue 41): every busy limit each lease round, at most
+// ten a second (a script per limit; a lease covers twice a round's demand).
+fleet::QuotaLeaseOptions quota_lease_options(const config::Config& c,
+                                             std::chrono::milliseconds interval) {
+  fleet::QuotaLeaseOptions q;
+  q.interval = std::max<std::chrono::milliseconds>(
+      interval, std::chrono::milliseconds(quota::kLeaseIntervalMs));
+  switch (c.quota.fail_mode) {
+    case config::QuotaFailMode::kOpen:
+      q.fail_mode = fleet::QuotaFailMode::kOpen;
+      break;
+    case config::QuotaFailMode::kClosed:
+      q.fail_mode = fleet::QuotaFailMode::kClosed;
+      break;
+    case config::QuotaFailMode::kLocal:
+      q.fail_mode = fleet::QuotaFailMode::kLocal;
+      break;
+  }
+  return q;
+}
+
+}  // namespace
+
 void Gateway::start_fleet() {
   const auto& r = ctx_.config.redis;
   if (!r.enabled) return;
@@ -281,7 +306,9 @@ void Gateway::start_fleet() {
       SLUICE_LOG(kInfo, "fleet", message);
     }
   };
+  const auto interval = o.interval;
   fleet_ = std::make_unique<fleet::FleetSync>(std::move(o), exchange, logger);
+  fleet_->set_quota_ledger(ctx_.quotas.ledger(), quota_lease_options(ctx_.config, interval));
   fleet_->start();
 }
 

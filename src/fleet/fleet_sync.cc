@@ -141,10 +141,45 @@ void FleetSync::stop() {
   }
 }
 
+void FleetSync::set_quota_ledger(quota::Ledger& ledger, QuotaLeaseOptions options) {
+  options.prefix = options_.prefix;
+  options.writer = origin_;
+  options.lease = options_.lease;
+  quotas_ = std::make_unique<QuotaLeases>(std::move(options), ledger);
+  std::lock_guard<std::mutex> lock(status_mu_);
+  status_.quotas = true;
+}
+
+// The quota leases' round, after the fleet's (quota_leases.h): the
+// replicas the fleet saw, and whether it read Redis within a lease.
+void FleetSync::quota_round() {
+  if (!quotas_) return;
+  std::uint32_t replicas;
+  bool ok;
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    replicas = static_cast<std::uint32_t>(std::max<std::size_t>(1, status_.replicas.size()));
+    ok = !status_.degraded;
+  }
+  const bool was = quotas_->status().degraded;
+  quotas_->round(redis_, replicas, ok);
+  const QuotaLeaseStatus q = quotas_->status();
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    status_.quota = q;
+  }
+  if (logger_ && was != q.degraded)
+    logger_(q.degraded, q.degraded ? "fleet: quota leases failed for a lease (" + q.last_error +
+                                         "): quotas hold per replica by quota.failMode until "
+                                         "Redis is back"
+                                   : "fleet: quota leases are back: quotas hold fleet-wide");
+}
+
 void FleetSync::run() {
   auto next = Steady::now();
   while (true) {
     round();
+    quota_round();
     next += options_.interval;
     const auto now = Steady::now();
     if (next < now) next = now;  // a slow round: no burst to catch up
@@ -153,7 +188,10 @@ void FleetSync::run() {
   }
 }
 
-void FleetSync::sync_once() { round(); }
+void FleetSync::sync_once() {
+  round();
+  quota_round();
+}
 
 FleetStatus FleetSync::status() const {
   std::lock_guard<std::mutex> lock(status_mu_);

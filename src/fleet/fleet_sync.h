@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -44,6 +45,7 @@
 #include <vector>
 
 #include "fleet/fleet_view_merge.h"
+#include "fleet/quota_leases.h"
 #include "fleet/redis_connection.h"
 #include "flowcontrol/fleet_view.h"
 
@@ -120,6 +122,8 @@ struct FleetStatus {
   bool duplicate_id = false;
   std::uint64_t duplicate_id_syncs = 0;  // syncs that found its state under this id
   std::vector<ReplicaStatus> replicas;
+  bool quotas = false;  // quota leases synced here (set_quota_ledger)
+  QuotaLeaseStatus quota;
 };
 
 class FleetSync {
@@ -152,6 +156,10 @@ class FleetSync {
   // order they were made; at start, every stored change, its own from a
   // previous run included). Set once, before or after start().
   void set_operation_handler(std::function<void(const FleetOperation&)> handler);
+  // Quotas' leases (issue 41): each round also leases the busy limits of
+  // `ledger` (quota_leases.h). Before start().
+  void set_quota_ledger(quota::Ledger& ledger, QuotaLeaseOptions options);
+
   // Any thread: the handler's answer to another replica's change was a
   // refusal (counted, and kept among the last few shown by status()).
   void note_operation_refused(RefusedOperation refused);
@@ -196,6 +204,7 @@ class FleetSync {
   void merge_view(Round& r);
   void drop_gone(Round& r);
   void record_sync(const Round& r);
+  void quota_round();
   // What the steps share.
   std::vector<std::string> state_record(const flowcontrol::FleetOutbound& out) const;
   std::optional<std::vector<RedisReply>> send(Round& r,
@@ -224,6 +233,7 @@ class FleetSync {
   std::chrono::steady_clock::time_point duplicate_seen_{};
   std::chrono::steady_clock::time_point duplicate_logged_{};
   flowcontrol::FleetInbound inbound_;
+  std::unique_ptr<QuotaLeases> quotas_;
   std::unordered_map<std::string, Own> own_;
   std::vector<std::string> pruned_;
   std::vector<std::string> members_;  // others, as of the last read

@@ -161,6 +161,20 @@ bool Exchange::check_quota(protocol::OpenAIRequest& req) {
     quota_.logged.assign("shadow:");
     quota_.logged += a.admit.would_refuse;
   }
+  if (a.admit.refused && a.admit.refused->lease_short) {
+    if (!quota_.waited) {
+      // Room in the fleet, not in this replica's lease: the next lease
+      // round asks for what this request wants; it waits for that, once.
+      quota_.waited = quota_.waiting = true;
+      quota_.parked = std::move(req);
+      if (!quota_.wait) quota_.wait.emplace(conn_.client_.get_executor());
+      quota_.wait->expires_after(lease_wait());
+      quota_.wait->async_wait(
+          [self = guard()](const error_code& ec) { self->exchange_.resume_after_lease(ec); });
+      return false;
+    }
+    a.admit.refused->retry_after = lease_wait().count();
+  }
   if (a.admit.refused) {
     quota_.logged.assign(a.admit.refused->limit.name);
     auto ans = admission::quota_refused(*a.admit.refused);
@@ -174,6 +188,23 @@ bool Exchange::check_quota(protocol::OpenAIRequest& req) {
   quota_.worst = worst;
   quota_.headers = qp->headers == quota::HeadersMode::kAlways;
   return true;
+}
+
+std::chrono::milliseconds Exchange::lease_wait() const {
+  const auto round = std::max<std::chrono::milliseconds>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(ctx_.config.redis.sync_interval),
+      std::chrono::milliseconds(quota::kLeaseIntervalMs));
+  return round + round / 2;
+}
+
+void Exchange::resume_after_lease(const error_code& ec) {
+  if (!quota_.waiting) return;  // the connection closed meanwhile
+  quota_.waiting = false;
+  if (ec) return;
+  protocol::OpenAIRequest req = std::move(quota_.parked);
+  if (!check_quota(req)) return;
+  if (!check_legacy_saturation()) return;
+  admit(req);
 }
 
 // GET /v1/models and the like: no admission; any endpoint will do.

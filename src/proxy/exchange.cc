@@ -147,6 +147,7 @@ void Exchange::begin_request(bool head_read) {
   rec_.input_tokens = 0;
   tokens_.reset();
   quota_.logged.clear();
+  quota_.waited = false;
   identity_.clear();
 }
 
@@ -317,7 +318,13 @@ void Exchange::drop_upstream() {
   up_.dropped = std::move(up_.conn);
 }
 
-void Exchange::on_close() { end_request(499, "client-closed"); }
+void Exchange::on_close() {
+  if (quota_.waiting) {
+    quota_.waiting = false;
+    quota_.wait->cancel();
+  }
+  end_request(499, "client-closed");
+}
 
 void Exchange::release_after_close() {
   drop_upstream();

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -219,6 +220,10 @@ class Exchange {
   bool check_not_draining();
   void handle_passthrough();
   bool check_quota(protocol::OpenAIRequest& req);
+  // After a wait for a lease: the quota step again, and on.
+  void resume_after_lease(const error_code& ec);
+  // How long a request short of lease waits (about one lease round).
+  std::chrono::milliseconds lease_wait() const;
   bool check_legacy_saturation();
   void forward_without_admission();
   void admit(protocol::OpenAIRequest& parsed);
@@ -316,6 +321,12 @@ class Exchange {
     bool headers = false;  // x-ratelimit-* on the relayed answer
     std::string scratch;   // owner names (keeps capacity)
     std::string logged;    // the access log's quota field (refused, or shadow:<name>)
+    // A fleet limit this replica's lease was short of: the request waits
+    // one lease round, once (resume_after_lease), its parsed request kept.
+    std::optional<boost::asio::steady_timer> wait;
+    protocol::OpenAIRequest parked;
+    bool waited = false;   // this request waited already
+    bool waiting = false;  // the wait is pending (on_close ends it)
   } quota_;
   UpstreamCall up_;
   Relay relay_;

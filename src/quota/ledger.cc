@@ -79,8 +79,16 @@ void Limit::redefine(LimitDef def) {
 
 Limit::Snapshot Limit::snapshot(Millis now) {
   std::lock_guard lock(mu_);
-  window_.advance(now, def_.amount);
-  return {def_.amount, window_.used(), held_, window_.resets_at(), refused_, would_refuse_};
+  window_.advance(now, lease_.valid_until == 0 ? def_.amount : UINT64_MAX);
+  Snapshot s{def_.amount, window_.used(), held_,        window_.resets_at(),
+             refused_,    would_refuse_,  lease_.lease, lease_.waits};
+  if (lease_.valid_until != 0) {
+    // Leased from a fleet: the fleet's spend as last synced, and this
+    // replica's since.
+    s.used = saturating_add(lease_.fleet_used, lease_.since);
+    s.resets_at = std::max(s.resets_at, lease_.drains_at);
+  }
+  return s;
 }
 
 void Limit::reset() {
@@ -106,13 +114,22 @@ void Reservation::release() {
 }
 
 void Reservation::settle(Millis now) {
+  const bool fleet = ledger_ && ledger_->fleet_mode() != FleetMode::kSolo;
   for (std::size_t i = 0; i < n_; ++i) {
     Limit& l = *held_[i].limit;
     {
       std::lock_guard lock(l.mu_);
-      l.window_.advance(now, l.def_.amount);
+      // In a fleet the window is this replica's own spend, carried by the
+      // fleet's books (the sync's script), not here.
+      l.window_.advance(now, fleet ? UINT64_MAX : l.def_.amount);
       l.held_ -= std::min(l.held_, held_[i].amount);
-      l.window_.add(amount_of(l.def_.measure, used_, price_, dispatched_));
+      const std::uint64_t spent = amount_of(l.def_.measure, used_, price_, dispatched_);
+      l.window_.add(spent);
+      if (fleet) {
+        l.lease_.since = saturating_add(l.lease_.since, spent);
+        l.lease_.active_at = now;
+        ledger_->mark_busy(held_[i].limit);
+      }
     }
     held_[i].limit.reset();
   }
@@ -200,14 +217,14 @@ std::size_t Ledger::owners() const {
 
 namespace sluice::quota {
 
-namespace {
-
 // The limits of a reservation, locked together in address order.
 struct Locked {
   std::array<const std::shared_ptr<Limit>*, Reservation::kMaxLimits> limits{};
   std::array<std::unique_lock<std::mutex>, Reservation::kMaxLimits> locks;
   std::size_t n = 0;
 };
+
+namespace {
 
 // How long a refused demand waits: until the window makes room for it
 // beside what is held; when only what is held stands in the way (it
@@ -229,22 +246,60 @@ bool waits_longer(const std::optional<Millis>& a, const std::optional<Millis>& b
 }
 
 void note_headroom(Headroom& h, const LimitDef& d, const Window& w, std::uint64_t held,
-                   Millis now) {
+                   const LeaseState& s, Millis now) {
   const Kind k = kind_of(d.measure);
   if (d.shadow || k == Kind::kCost) return;
   Headroom::Of& of = k == Kind::kRequests ? h.requests : h.tokens;
-  const std::uint64_t spent = saturating_add(w.used(), held);
+  // Leased: the fleet's spend and the others' leases as last synced, and
+  // this replica's own since.
+  const std::uint64_t spent =
+      s.valid_until != 0
+          ? saturating_add(saturating_add(s.fleet_used, s.others), saturating_add(s.since, held))
+          : saturating_add(w.used(), held);
   const std::uint64_t remaining = spent >= d.amount ? 0 : d.amount - spent;
   if (of.present && remaining >= of.remaining) return;
-  of = {true, d.amount, remaining, std::max<Millis>(0, w.resets_at() - now)};
+  const Millis resets = std::max(w.resets_at(), s.valid_until != 0 ? s.drains_at : 0);
+  of = {true, d.amount, remaining, std::max<Millis>(0, resets - now)};
 }
 
-}  // namespace
+// Whether `demand` fits a limit now, by where its capacity comes from.
+enum class Room : std::uint8_t { kFits, kShort, kOver, kUnavailable };
 
-Ledger::Admit Ledger::reserve(std::initializer_list<const Limits*> owners, std::string_view model,
-                              const Usage& worst, const Price& price, Millis now) const {
-  Admit out;
-  Locked lk;
+Room room_for(const LimitDef& d, const Window& w, std::uint64_t held, const LeaseState& s,
+              std::uint64_t demand, Millis now, FleetMode mode, std::uint32_t replicas) {
+  const std::uint64_t own = saturating_add(saturating_add(w.used(), held), demand);
+  switch (mode) {
+    case FleetMode::kSolo:
+    case FleetMode::kOpen:
+      return own <= d.amount ? Room::kFits : Room::kOver;
+    case FleetMode::kLocal:
+      return own <= d.amount / replicas + (d.amount % replicas != 0) ? Room::kFits : Room::kOver;
+    case FleetMode::kClosed:
+      return Room::kUnavailable;
+    case FleetMode::kLeased:
+      break;
+  }
+  const std::uint64_t mine = saturating_add(saturating_add(held, s.since), demand);
+  if (now < s.valid_until && mine <= s.lease) return Room::kFits;
+  if (demand > d.amount) return Room::kOver;
+  // Never granted yet (a limit new here): the next sync asks for it.
+  if (s.valid_until == 0) return Room::kShort;
+  // The fleet as last synced: everyone's spend, the others' leases, this
+  // replica's hold and spend since: room the next sync can lease.
+  const std::uint64_t fleet = saturating_add(saturating_add(s.fleet_used, s.others), mine);
+  return fleet <= d.amount ? Room::kShort : Room::kOver;
+}
+
+// How long a refused request waits under a leased limit: until the
+// fleet's oldest counted spend leaves the window (or the period ends), at
+// least a second.
+Millis fleet_wait(const LeaseState& s, Millis now) {
+  return std::max<Millis>(1000, s.drains_at - now);
+}
+
+// The limits of a reservation (each once), locked together in address
+// order.
+void gather(std::initializer_list<const Limits*> owners, Locked& lk) {
   for (const Limits* o : owners)
     if (o)
       for (const auto& l : *o)
@@ -255,36 +310,109 @@ Ledger::Admit Ledger::reserve(std::initializer_list<const Limits*> owners, std::
   std::sort(first, last, by_address);
   auto same = [](auto* a, auto* b) { return a->get() == b->get(); };
   lk.n = static_cast<std::size_t>(std::unique(first, last, same) - first);
+}
+
+// How long a refused request waits, by where the limit's capacity comes
+// from (nullopt: never fits).
+std::optional<Millis> refusal_wait(Room room, const LimitDef& d, const Window& w,
+                                   std::uint64_t held, const LeaseState& s, std::uint64_t demand,
+                                   Millis now, FleetMode mode, std::uint32_t replicas) {
+  if (room == Room::kUnavailable) return 1000;
+  if (mode == FleetMode::kLeased)
+    return demand > d.amount ? std::nullopt : std::optional<Millis>(fleet_wait(s, now));
+  const std::uint64_t cap =
+      mode == FleetMode::kLocal ? d.amount / replicas + (d.amount % replicas != 0) : d.amount;
+  return wait_for(w, cap, held, demand, now);
+}
+
+}  // namespace
+
+void Ledger::headroom_of(const Limit& l, Headroom& h, Millis now) {
+  note_headroom(h, l.def_, l.window_, l.held_, l.lease_, now);
+}
+
+// Room in the fleet, not in this replica's lease: the next sync asks for
+// what the request wanted (`short_of` its limits); it is refused as
+// lease_short (the exchange waits a round for it).
+void Ledger::note_lease_short(Locked& lk, const std::array<bool, kMaxHeld>& short_of,
+                              const std::array<std::uint64_t, kMaxHeld>& demand, Millis now,
+                              Admit& out) const {
+  for (std::size_t i = 0; i < lk.n; ++i) {
+    if (!short_of[i]) continue;
+    Limit& l = **lk.limits[i];
+    l.lease_.shortfall = saturating_add(l.lease_.shortfall, demand[i]);
+    l.lease_.active_at = now;
+    if (!l.def_.shadow) {
+      ++l.lease_.waits;
+      if (!out.refused) out.refused = Refusal{l.owner_, l.def_, std::nullopt, false, true};
+    }
+    mark_busy(*lk.limits[i]);
+  }
+  lease_waits_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Ledger::mark_busy(const std::shared_ptr<Limit>& l) const {
+  if (l->lease_.busy) return;
+  l->lease_.busy = true;
+  std::lock_guard lock(busy_mu_);
+  busy_.push_back(l);
+}
+
+Ledger::Admit Ledger::reserve(std::initializer_list<const Limits*> owners, std::string_view model,
+                              const Usage& worst, const Price& price, Millis now) const {
+  Admit out;
+  Locked lk;
+  gather(owners, lk);
+  const FleetMode mode = fleet_mode();
+  const std::uint32_t replicas = replicas_.load(std::memory_order_relaxed);
+  const bool fleet = mode != FleetMode::kSolo;
   std::array<std::uint64_t, Reservation::kMaxLimits> demand{};
-  std::array<bool, Reservation::kMaxLimits> applies{};
+  std::array<bool, Reservation::kMaxLimits> applies{}, short_of{};
+  bool lease_short = false, unavailable = false;
   for (std::size_t i = 0; i < lk.n; ++i) {
     Limit& l = **lk.limits[i];
     lk.locks[i] = std::unique_lock(l.mu_);
     applies[i] = l.def_.applies_to(model);
     if (!applies[i]) continue;
-    l.window_.advance(now, l.def_.amount);
+    l.window_.advance(now, fleet ? UINT64_MAX : l.def_.amount);
     demand[i] = amount_of(l.def_.measure, worst, price);
-    const std::uint64_t after =
-        saturating_add(saturating_add(l.window_.used(), l.held_), demand[i]);
-    if (after <= l.def_.amount) continue;
+    const Room room =
+        room_for(l.def_, l.window_, l.held_, l.lease_, demand[i], now, mode, replicas);
+    if (room == Room::kFits) continue;
+    if (room == Room::kOver && mode == FleetMode::kLeased && demand[i] <= l.def_.amount) {
+      // Demand all the same: the limit keeps syncing (to see the fleet's
+      // window drain) and asks for room for it as room comes.
+      l.lease_.shortfall = saturating_add(l.lease_.shortfall, demand[i]);
+      l.lease_.active_at = now;
+      mark_busy(*lk.limits[i]);
+    }
     if (l.def_.shadow) {
+      // Never refuses: counted as it would have; a short lease is asked
+      // for all the same.
+      short_of[i] = room == Room::kShort;
+      if (room != Room::kOver) continue;
       ++l.would_refuse_;
       if (out.would_refuse.empty()) out.would_refuse = l.def_.name;
       continue;
     }
+    if (room == Room::kShort) {
+      short_of[i] = lease_short = true;
+      continue;
+    }
     ++l.refused_;
-    const auto wait = wait_for(l.window_, l.def_.amount, l.held_, demand[i], now);
+    unavailable = unavailable || room == Room::kUnavailable;
+    const auto wait =
+        refusal_wait(room, l.def_, l.window_, l.held_, l.lease_, demand[i], now, mode, replicas);
     if (!out.refused || waits_longer(wait, out.refused->retry_after))
       out.refused = Refusal{l.owner_, l.def_, wait, insufficient_kind(l.def_)};
   }
+  if (out.refused && unavailable) out.refused->unavailable = true;
+  if (!out.refused && lease_short) note_lease_short(lk, short_of, demand, now, out);
   if (out.refused) {
     // OpenAI's headers on the 429 too: the limits as they stand (nothing
     // of this request held).
     for (std::size_t i = 0; i < lk.n; ++i)
-      if (applies[i]) {
-        const Limit& l = **lk.limits[i];
-        note_headroom(out.headroom, l.def_, l.window_, l.held_, now);
-      }
+      if (applies[i]) headroom_of(**lk.limits[i], out.headroom, now);
     return out;
   }
   Reservation& r = out.reservation;
@@ -294,7 +422,13 @@ Ledger::Admit Ledger::reserve(std::initializer_list<const Limits*> owners, std::
     if (!applies[i]) continue;
     Limit& l = **lk.limits[i];
     l.held_ = saturating_add(l.held_, demand[i]);
-    note_headroom(out.headroom, l.def_, l.window_, l.held_, now);
+    if (fleet) {
+      l.lease_.admitted = saturating_add(l.lease_.admitted, demand[i]);
+      if (short_of[i]) l.lease_.shortfall = saturating_add(l.lease_.shortfall, demand[i]);
+      l.lease_.active_at = now;
+      mark_busy(*lk.limits[i]);
+    }
+    note_headroom(out.headroom, l.def_, l.window_, l.held_, l.lease_, now);
     r.held_[r.n_++] = Reservation::Held{*lk.limits[i], demand[i]};
   }
   return out;

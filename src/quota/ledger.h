@@ -19,7 +19,9 @@
 // (item 3) bound each limit's amount per replica.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,6 +35,38 @@
 #include "quota/window.h"
 
 namespace sluice::quota {
+
+// A fleet's lease round runs at most this often (its sync interval if
+// longer); a request short of lease waits about one round.
+inline constexpr Millis kLeaseIntervalMs = 100;
+
+// Where a limit's capacity comes from (issue 41, items 3 and 5).
+//   kSolo    this replica alone: the limit's amount (no fleet)
+//   kLeased  the fleet's: a lease this replica holds, granted at its sync
+//   kOpen    the fleet's, Redis unreachable, failMode open: the whole
+//            amount against this replica's own spend
+//   kLocal   ... failMode local: the amount / the replicas last seen
+//   kClosed  ... failMode closed: nothing (503 quota_unavailable)
+enum class FleetMode : std::uint8_t { kSolo, kLeased, kOpen, kLocal, kClosed };
+
+// A limit's share of the fleet (kLeased), as the last sync left it.
+struct LeaseState {
+  std::uint64_t lease = 0;       // what this replica may hold and spend until the next grant
+  Millis valid_until = 0;        // not used after this (0: never granted)
+  std::uint64_t since = 0;       // settled here since the spend last written
+  std::uint64_t pushed = 0;      // of `since`, written by the sync in flight
+  std::uint64_t admitted = 0;    // reserved since the last sync asked
+  std::uint64_t recent = 0;      // reserved in the round before
+  std::uint64_t shortfall = 0;   // refused for want of lease since the last ask
+  std::uint64_t fleet_used = 0;  // every replica's spend in the window, at the last grant
+  std::uint64_t others = 0;      // the other replicas' leases, at the last grant
+  Millis drains_at = 0;          // when the fleet's oldest counted spend leaves it
+  Millis active_at = 0;          // the last reserve or settle here
+  bool busy = false;             // on the ledger's list of limits to sync
+  std::uint64_t waits = 0;       // requests refused as lease_short (for a wait)
+};
+
+struct Locked;  // a reservation's limits, locked (ledger.cc)
 
 // One limit of one owner (a tenant or a key): its window and what is held.
 class Limit {
@@ -50,6 +84,7 @@ class Limit {
     std::uint64_t amount = 0, used = 0, held = 0;
     Millis resets_at = 0;
     std::uint64_t refused = 0, would_refuse = 0;
+    std::uint64_t lease = 0, lease_waits = 0;
   };
   Snapshot snapshot(Millis now);
   // An operator's reset: the window counts nothing (what is held stays
@@ -66,6 +101,33 @@ class Limit {
   std::uint64_t held_ = 0;
   std::uint64_t refused_ = 0;       // requests this limit refused
   std::uint64_t would_refuse_ = 0;  // shadow: would have refused
+  LeaseState lease_;                // in a fleet
+};
+
+// One limit's part of a fleet sync (Ledger::lease_asks): what this
+// replica spent by bucket (written to Redis as its own, absolute: a
+// rewrite after a Redis restart loses nothing), and what it wants.
+struct LeaseAsk {
+  std::shared_ptr<Limit> limit;
+  std::string key;  // "<owner>:<name>:<period>": the same limit on every replica
+  std::uint64_t amount = 0;
+  Period period;
+  Millis bucket_width = 0;  // sliding
+  int buckets = 0;          // sliding: B
+  Millis now = 0;
+  std::uint64_t want = 0;
+  std::uint64_t pushed = 0;
+  std::array<std::pair<std::int64_t, std::uint64_t>, Window::kMaxBuckets> own{};
+  int own_n = 0;
+};
+
+// What the fleet answered one ask.
+struct LeaseGrant {
+  std::uint64_t lease = 0;
+  std::uint64_t fleet_used = 0;  // every replica's spend in the window
+  std::uint64_t others = 0;      // the other replicas' live leases
+  Millis drains_at = 0;          // when its oldest counted spend leaves
+  Millis valid_until = 0;        // this replica's clock
 };
 
 // A request's hold on its limits; settles when destroyed. Move-only.
@@ -143,7 +205,40 @@ class Ledger {
 
   Millis now() const { return clock_(); }
 
+  // The fleet (any thread; read at each reserve): kSolo without one.
+  // `replicas`: those last seen (kLocal's divisor).
+  void set_fleet_mode(FleetMode m, std::uint32_t replicas = 1) {
+    replicas_.store(std::max<std::uint32_t>(replicas, 1), std::memory_order_relaxed);
+    mode_.store(m, std::memory_order_release);
+  }
+  FleetMode fleet_mode() const { return mode_.load(std::memory_order_acquire); }
+
+  // The sync thread's round (kLeased, kOpen, kLocal, kClosed): an ask for
+  // each busy limit (reserved or settled within `idle_ms`, or holding a
+  // lease to give back), its spend snapshot taken. Each ask is answered by
+  // lease_granted, or lease_failed if the fleet did not answer it.
+  std::vector<LeaseAsk> lease_asks(Millis now, Millis idle_ms);
+  void lease_granted(const LeaseAsk& ask, const LeaseGrant& g);
+  void lease_failed(const LeaseAsk& ask);
+  // Total requests told to wait for a lease so far (every limit).
+  std::uint64_t lease_waits() const { return lease_waits_.load(std::memory_order_relaxed); }
+
  private:
+  friend class Reservation;
+  static constexpr std::size_t kMaxHeld = Reservation::kMaxLimits;
+  static void headroom_of(const Limit& l, Headroom& h, Millis now);
+  void note_lease_short(Locked& lk, const std::array<bool, kMaxHeld>& short_of,
+                        const std::array<std::uint64_t, kMaxHeld>& demand, Millis now,
+                        Admit& out) const;
+  // A limit with fleet work to do joins the list of limits to sync (its
+  // lock held).
+  void mark_busy(const std::shared_ptr<Limit>& l) const;
+  std::atomic<FleetMode> mode_{FleetMode::kSolo};
+  std::atomic<std::uint32_t> replicas_{1};
+  mutable std::atomic<std::uint64_t> lease_waits_{0};
+  mutable std::mutex busy_mu_;
+  mutable std::vector<std::shared_ptr<Limit>> busy_;
+
   Clock clock_;
   std::size_t max_owners_;
   struct Hash {

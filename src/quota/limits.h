@@ -52,6 +52,11 @@ struct Refusal {
   std::optional<Millis> retry_after;  // ms from now
   // A cost or calendar limit: OpenAI's insufficient_quota, not a rate.
   bool insufficient = false;
+  // A fleet limit this replica holds too small a lease of, while the fleet
+  // has room (the next sync asks for more: worth waiting one sync for).
+  bool lease_short = false;
+  // A fleet limit with Redis unreachable and quota.failMode closed (503).
+  bool unavailable = false;
 };
 
 // The tightest enforced limit of each kind after a reservation, for

@@ -124,6 +124,21 @@ std::optional<Millis> Window::fits_at(std::uint64_t amount, std::uint64_t held,
   return (head_ + buckets_) * width_;  // unreachable: left reaches 0
 }
 
+int Window::export_counts(
+    std::array<std::pair<std::int64_t, std::uint64_t>, kMaxBuckets>& out) const {
+  if (used_ == 0) return 0;
+  if (period_.calendar != Calendar::kNone) {
+    out[0] = {calendar_start(period_.calendar, now_), used_};
+    return 1;
+  }
+  int n = 0;
+  for (std::int64_t k = head_ - buckets_ + 1; k <= head_; ++k) {
+    const auto c = counts_[static_cast<std::size_t>(((k % buckets_) + buckets_) % buckets_)];
+    if (c != 0 && n < kMaxBuckets) out[static_cast<std::size_t>(n++)] = {k, c};
+  }
+  return n;
+}
+
 Millis Window::resets_at() const {
   if (used_ == 0) return now_;
   if (period_.calendar != Calendar::kNone) return period_end_;

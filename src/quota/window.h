@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace sluice::quota {
 
@@ -61,6 +62,13 @@ class Window {
   std::optional<Millis> fits_at(std::uint64_t amount, std::uint64_t held, std::uint64_t more) const;
   // When everything counted now has left the window (now if nothing is).
   Millis resets_at() const;
+
+  // What is counted, by bucket: (bucket index, count) for each non-empty
+  // bucket of a sliding window (bucket k spans [k w, (k + 1) w) of unix
+  // time); (the period's start, count) for a calendar period. At most
+  // kMaxBuckets entries into `out`; returns how many.
+  int export_counts(std::array<std::pair<std::int64_t, std::uint64_t>, kMaxBuckets>& out) const;
+  int buckets() const { return buckets_; }
 
   const Period& period() const { return period_; }
   Millis bucket_width() const { return width_; }

@@ -12,6 +12,8 @@
 #include "flow_control_harness.h"
 #include "key_harness.h"
 #include "support/fake_upstream.h"
+#include "support/redis_server.h"
+#include "support/requires.h"
 
 namespace sluice::test {
 namespace {
@@ -37,8 +39,9 @@ class QuotaTest : public ::testing::Test {
     return c.post_json("/v1/completions", body, h);
   }
   // Inference requests the engine saw.
-  std::size_t engine_requests() {
-    HttpClient admin(kHost, sluice_->admin_port());
+  std::size_t engine_requests() { return engine_requests(*sluice_); }
+  static std::size_t engine_requests(const Process& sluice) {
+    HttpClient admin(kHost, sluice.admin_port());
     auto m = admin.request("GET", "/metrics");
     std::size_t n = 0;
     for (std::size_t p = m.body.find("sluice_tenant_requests_total{"); p != std::string::npos;
@@ -291,6 +294,76 @@ TEST_F(QuotaTest, AKeysOwnLimitIsChargedBesideItsTenants) {
   EXPECT_EQ(other.status, 200);
   EXPECT_EQ(other.header("x-ratelimit-limit-requests"), "100");
   EXPECT_TRUE(eventually([&] { return engine_requests() == 2u; }));
+}
+
+// Two replicas share a tenant's limit through Redis (issue 41, item 3):
+// each admits from its lease (the first request waits for one, then is
+// served), the spend of one is the other's, and the fleet never serves
+// more than the limit: a request that fits no lease is refused on either
+// replica without reaching the engine.
+TEST_F(QuotaTest, TwoReplicasShareOneLimitThroughRedis) {
+  SLUICE_REQUIRE(redis_server_bin(), "redis-server", kRedisPackage);
+  TempDir dir;
+  RedisServer redis(dir.path);
+  ASSERT_TRUE(redis.start());
+  Key acme = make_key("acme", "key_acme");
+  const std::string tenants = R"(tenants:
+  - id: acme
+    quotas:
+      - {name: tpm, tokens: 200, window: 1m}
+)";
+  auto fleet = [&](const std::string& id) {
+    return "redis:\n  unixSocket: " + redis.socket() + "\n  replicaId: " + id +
+           "\n  syncInterval: 10ms\n  lease: 1s\n  timeout: 100ms\n" + tenants;
+  };
+  start(fleet("r1"), {acme.record});
+  TempFile cfg2(make_config({mock_->address()}) + "auth:\n  apiKeys: {file: " + keys_->path() +
+                ", pollInterval: 50ms}\n" + fleet("r2"));
+  auto second = start_sluice(cfg2);
+  ASSERT_TRUE(second);
+  auto post_to = [&](const Process& p, const std::string& limits) {
+    HttpClient c(kHost, p.port());
+    return c.post_json("/v1/completions", body_with(limits), bearer(acme.secret));
+  };
+  // Each replica's first request waits for its lease, and is served.
+  std::uint64_t used = 0;
+  for (const Process* p : {sluice_.get(), second.get()}) {
+    auto r = post_to(*p, R"("max_tokens":30)");
+    ASSERT_EQ(r.status, 200) << r.body;
+    used += json::parse(r.body)["usage"]["total_tokens"].get<std::uint64_t>();
+  }
+  // Spent on both: each replica sees the fleet's spend once synced.
+  for (const Process* p : {sluice_.get(), second.get()}) {
+    HttpClient admin(kHost, p->admin_port());
+    EXPECT_TRUE(eventually([&] {
+      auto v = admin.request("GET", "/admin/v1/quotas?tenant=acme");
+      return v.status == 200 && json::parse(v.body).at(0)["used"] == used;
+    })) << admin.request("GET", "/admin/v1/quotas?tenant=acme").body;
+  }
+  // Alternate replicas until refused: the fleet serves at most the limit.
+  int served = 2;
+  Response refused;
+  for (int i = 0; i < 20 && refused.status == 0; ++i) {
+    auto r = post_to(i % 2 ? *second : *sluice_, R"("max_tokens":30)");
+    if (r.status == 200) {
+      ++served;
+      used += json::parse(r.body)["usage"]["total_tokens"].get<std::uint64_t>();
+    } else {
+      refused = r;
+    }
+  }
+  EXPECT_LE(used, 200u);
+  expect_quota_refused(refused, "rate_limit_exceeded", "quota-exceeded");
+  EXPECT_TRUE(eventually([&] {
+    return engine_requests(*sluice_) + engine_requests(*second) == static_cast<std::size_t>(served);
+  })) << "a refused request reached the engine";
+  HttpClient admin(kHost, sluice_->admin_port());
+  auto m = admin.request("GET", "/metrics");
+  const std::string waits = "sluice_quota_lease_waits_total{tenant=\"acme\",quota=\"tpm\"} ";
+  const auto at = m.body.find(waits);
+  ASSERT_NE(at, std::string::npos) << m.body;
+  EXPECT_GE(std::stoul(m.body.substr(at + waits.size())), 1u) << "the first request waited";
+  EXPECT_NE(m.body.find("sluice_quota_fleet_degraded 0"), std::string::npos);
 }
 
 }  // namespace
