@@ -100,8 +100,14 @@ void reset_quota(HandlerContext& hc, const Request& req, Respond respond) {
   p.remove_suffix(kReset.size());
   if (!protocol::is_valid_steering_value(p, 256))
     return respond(error_reply(400, "invalid-tenant", "tenant must be a valid tenant id"));
-  if (!hc.ctx.quotas.reset_tenant(p))
+  if (!hc.ctx.quotas.reset_tenant(p)) {
+    // Another replica's reset (fleet-wide) of a tenant with no books here:
+    // nothing to reset, nothing refused.
+    if (req.replicated)
+      return respond(
+          AdminReply{200, json{{"tenant", p}, {"reset", false}}.dump(-1, ' ', false, kReplace)});
     return respond(error_reply(404, "no-quota", "tenant '" + std::string(p) + "' has no quota"));
+  }
   respond(AdminReply{200, json{{"tenant", p}, {"reset", true}}.dump(-1, ' ', false, kReplace)});
 }
 

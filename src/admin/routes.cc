@@ -51,7 +51,7 @@ constexpr std::array<Route, 15> kRoutes{{
        {"PUT", kFleetWide, put_key},
        {"DELETE", kFleetWide, delete_key}}}},
     {"/admin/v1/quotas", Access::kToken, nullptr, {{{"GET", kLocal, list_quotas}}}},
-    {"/admin/v1/quotas/{tenant}", Access::kToken, nullptr, {{{"POST", kLocal, reset_quota}}}},
+    {"/admin/v1/quotas/{tenant}", Access::kToken, nullptr, {{{"POST", kFleetWide, reset_quota}}}},
 }};
 
 }  // namespace

@@ -14,17 +14,22 @@ using quota::Millis;
 // KEYS[1] the limit's hash. ARGV: 1 writer, 2 now (unix ms), 3 's' sliding
 // or 'c' calendar, 4 bucket width | the period's start, 5 buckets | the
 // previous period's start, 6 amount, 7 want, 8 the lease's expiry (unix
-// ms), 9 the key's expiry (ms from now), then (bucket, spend) pairs: the
-// writer's own. Returns {grant, spend in the window, others' leases,
-// oldest bucket counted (-1: none)}.
+// ms), 9 the key's expiry (ms from now), 10 '1' if an operator reset the
+// limit (everyone else's spend goes; leases stay), then (bucket, spend) pairs: the writer's
+// own, all of it (its other buckets are dropped). Returns {grant, spend in
+// the window, others' leases, oldest bucket counted (-1: none)}.
 constexpr const char* kLeaseScript = R"lua(
 local h, me, now = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local sliding = ARGV[3] == 's'
 local a4, a5 = tonumber(ARGV[4]), tonumber(ARGV[5])
 local amount, want = tonumber(ARGV[6]), tonumber(ARGV[7])
-for i = 10, #ARGV - 1, 2 do
+local reset = ARGV[10] == '1'
+local own = {}
+for i = 11, #ARGV - 1, 2 do
+  own['b:' .. ARGV[i] .. ':' .. me] = true
   redis.call('HSET', h, 'b:' .. ARGV[i] .. ':' .. me, ARGV[i + 1])
 end
+local suffix = ':' .. me
 local all = redis.call('HGETALL', h)
 local used, prev, others, oldest = 0, 0, 0, -1
 local first = 0
@@ -38,6 +43,8 @@ for i = 1, #all - 1, 2 do
   if kind == 'b:' then
     local idx = tonumber(string.match(f, '^b:(%-?%d+):'))
     if idx == nil or n == nil then
+      dead[#dead + 1] = f
+    elseif not own[f] and (reset or string.sub(f, -#suffix) == suffix) then
       dead[#dead + 1] = f
     elseif sliding then
       if idx >= first then
@@ -112,7 +119,11 @@ QuotaLeases::QuotaLeases(QuotaLeaseOptions options, quota::Ledger& ledger)
 
 std::vector<std::string> QuotaLeases::script_call(const LeaseAsk& a) const {
   const Millis lease = options_.lease.count();
-  std::vector<std::string> c{"EVALSHA", sha_, "1", options_.prefix + ":q:" + a.key, options_.writer,
+  std::vector<std::string> c{"EVALSHA",
+                             sha_,
+                             "1",
+                             options_.prefix + ":q:" + a.key,
+                             options_.writer,
                              std::to_string(a.now)};
   Millis ttl = 0;
   if (a.period.calendar == Calendar::kNone) {
@@ -128,7 +139,7 @@ std::vector<std::string> QuotaLeases::script_call(const LeaseAsk& a) const {
     ttl = quota::calendar_next(a.period.calendar, next) - a.now + lease;
   }
   c.insert(c.end(), {num(a.amount), num(a.want), std::to_string(a.now + lease),
-                     std::to_string(std::max<Millis>(ttl, 1000))});
+                     std::to_string(std::max<Millis>(ttl, 1000)), a.reset ? "1" : "0"});
   for (int i = 0; i < a.own_n; ++i) {
     c.push_back(std::to_string(a.own[static_cast<std::size_t>(i)].first));
     c.push_back(num(a.own[static_cast<std::size_t>(i)].second));

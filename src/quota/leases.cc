@@ -49,7 +49,7 @@ std::vector<LeaseAsk> Ledger::lease_asks(Millis now, Millis idle_ms) {
     const bool active = now - s.active_at <= idle_ms;
     // Idle, holding nothing, owing no spend, leasing nothing: off the list
     // until it is used again (its fleet books expire with its windows).
-    if (!active && l.held_ == 0 && s.since == 0 && s.lease == 0) {
+    if (!active && l.held_ == 0 && s.since == 0 && s.lease == 0 && !s.reset) {
       s.busy = false;
       continue;
     }
@@ -65,6 +65,8 @@ std::vector<LeaseAsk> Ledger::lease_asks(Millis now, Millis idle_ms) {
     a.own_n = l.window_.export_counts(a.own);
     a.pushed = s.since;
     s.pushed = s.since;
+    a.reset = s.reset;
+    s.reset = false;
     // What it holds, and twice its demand of the last two rounds (room for
     // growth until the next), and what waited for a lease; nothing more
     // once idle (the lease goes back to the fleet).
@@ -107,6 +109,15 @@ void Ledger::lease_failed(const LeaseAsk& ask) {
   // Its spend is written again at the next ask (absolute: a write that
   // did land is rewritten with the same numbers).
   l.lease_.pushed = 0;
+  l.lease_.reset = l.lease_.reset || ask.reset;
+}
+
+void Ledger::reset(const std::shared_ptr<Limit>& l) {
+  l->reset();
+  if (fleet_mode() == FleetMode::kSolo) return;
+  std::lock_guard lock(l->mu_);
+  l->lease_.active_at = now();
+  mark_busy(l);
 }
 
 }  // namespace sluice::quota

@@ -94,6 +94,9 @@ Limit::Snapshot Limit::snapshot(Millis now) {
 void Limit::reset() {
   std::lock_guard lock(mu_);
   window_ = Window(def_.period);
+  lease_.since = 0;
+  lease_.fleet_used = 0;
+  lease_.reset = true;
 }
 
 Reservation& Reservation::operator=(Reservation&& o) noexcept {
@@ -284,9 +287,10 @@ Room room_for(const LimitDef& d, const Window& w, std::uint64_t held, const Leas
   if (demand > d.amount) return Room::kOver;
   // Never granted yet (a limit new here): the next sync asks for it.
   if (s.valid_until == 0) return Room::kShort;
-  // The fleet as last synced: everyone's spend, the others' leases, this
-  // replica's hold and spend since: room the next sync can lease.
-  const std::uint64_t fleet = saturating_add(saturating_add(s.fleet_used, s.others), mine);
+  // The fleet's spend as last synced and this replica's hold and spend
+  // since: room the next sync can lease (the others' leases are not
+  // spend: an idle replica's lease goes back within two rounds).
+  const std::uint64_t fleet = saturating_add(s.fleet_used, mine);
   return fleet <= d.amount ? Room::kShort : Room::kOver;
 }
 

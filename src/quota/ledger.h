@@ -64,6 +64,7 @@ struct LeaseState {
   Millis active_at = 0;          // the last reserve or settle here
   bool busy = false;             // on the ledger's list of limits to sync
   std::uint64_t waits = 0;       // requests refused as lease_short (for a wait)
+  bool reset = false;            // an operator's reset, for the fleet's books too
 };
 
 struct Locked;  // a reservation's limits, locked (ledger.cc)
@@ -117,6 +118,7 @@ struct LeaseAsk {
   Millis now = 0;
   std::uint64_t want = 0;
   std::uint64_t pushed = 0;
+  bool reset = false;  // an operator reset it: the fleet's spend of it goes
   std::array<std::pair<std::int64_t, std::uint64_t>, Window::kMaxBuckets> own{};
   int own_n = 0;
 };
@@ -220,6 +222,9 @@ class Ledger {
   std::vector<LeaseAsk> lease_asks(Millis now, Millis idle_ms);
   void lease_granted(const LeaseAsk& ask, const LeaseGrant& g);
   void lease_failed(const LeaseAsk& ask);
+  // An operator's reset of `l` (Limit::reset): in a fleet the next lease
+  // round drops every replica's spend of it from Redis.
+  void reset(const std::shared_ptr<Limit>& l);
   // Total requests told to wait for a lease so far (every limit).
   std::uint64_t lease_waits() const { return lease_waits_.load(std::memory_order_relaxed); }
 

@@ -105,7 +105,7 @@ std::vector<Quotas::Row> Quotas::rows(std::string_view tenant, Millis now, std::
 bool Quotas::reset_tenant(std::string_view tenant) {
   const auto limits = ledger_.find(std::string(kTenant) + std::string(tenant));
   if (!limits) return false;
-  for (const auto& l : *limits) l->reset();
+  for (const auto& l : *limits) ledger_.reset(l);
   return true;
 }
 

@@ -7,8 +7,6 @@
 // spend (each replica writes its own again); a key of the wrong type or a
 // reply out of shape fails that limit's lease, never the process; Redis
 // gone for a lease puts the ledger in quota.failMode.
-#include "fleet/quota_leases.h"
-
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fleet/quota_leases.h"
 #include "support/redis_server.h"
 #include "support/requires.h"
 
@@ -50,8 +49,8 @@ struct Replica {
   Ledger ledger{fake_now};
   RedisConnection redis;
   std::unique_ptr<QuotaLeases> leases;
-  Replica(const std::string& id, const std::string& socket, QuotaFailMode mode = QuotaFailMode::kLocal,
-          std::chrono::milliseconds lease = 2s)
+  Replica(const std::string& id, const std::string& socket,
+          QuotaFailMode mode = QuotaFailMode::kLocal, std::chrono::milliseconds lease = 2s)
       : redis([&] {
           RedisAddress a;
           a.unix_socket = socket;
@@ -242,6 +241,35 @@ TEST_F(QuotaLeaseTest, ARedisRestartLosesNoSpendAndCountsNoneTwice) {
   EXPECT_EQ(a2.snap().used, 300u);
 }
 
+// An operator's reset (applied on every replica: the admin API sends it
+// to the others) drops every replica's spend of the limit from Redis, and
+// each replica's own: the window counts nothing after the next rounds.
+TEST_F(QuotaLeaseTest, AResetDropsTheFleetsSpend) {
+  Replica a("a", server_->socket()), b("b", server_->socket());
+  a.configure(tokens(1000));
+  b.configure(tokens(1000));
+  a.try_spend(300);
+  a.round();
+  ASSERT_FALSE(a.try_spend(300).refused);
+  b.try_spend(100);
+  b.round();
+  ASSERT_FALSE(b.try_spend(100).refused);
+  a.round();
+  b.round();
+  ASSERT_EQ(b.snap().used, 400u);
+  for (auto* r : {&a, &b}) r->ledger.reset((*r->ledger.find("t:acme"))[0]);
+  a.round();
+  b.round();
+  a.round();
+  EXPECT_EQ(a.snap().used, 0u);
+  EXPECT_EQ(b.snap().used, 0u);
+  // Spend after the reset counts again, once.
+  ASSERT_FALSE(a.try_spend(a.snap().lease).refused);
+  a.round();
+  b.round();
+  EXPECT_EQ(b.snap().used, a.snap().used);
+}
+
 // A reply out of shape fails that limit's lease (no crash, counted); a
 // key of another type (an operator's) is Redis's WRONGTYPE, the same.
 TEST_F(QuotaLeaseTest, AKeyOfTheWrongTypeFailsThatLeaseOnly) {
@@ -279,14 +307,14 @@ TEST(QuotaLeaseReply, OutOfShapeIsRefused) {
   RedisReply str;
   str.type = RedisReply::Type::kString;
   str.str = "50";
-  for (const auto& bad : {array({integer(50), integer(10), integer(0)}),
-                          array({integer(50), integer(10), integer(0), integer(5), integer(1)}),
-                          array({str, integer(10), integer(0), integer(5)}),
-                          array({integer(101), integer(10), integer(0), integer(5)}),
-                          array({integer(-1), integer(10), integer(0), integer(5)}),
-                          array({integer(1), integer(-10), integer(0), integer(5)}),
-                          array({integer(1), integer(10), integer(0), integer(-2)}), str,
-                          RedisReply{}})
+  for (const auto& bad :
+       {array({integer(50), integer(10), integer(0)}),
+        array({integer(50), integer(10), integer(0), integer(5), integer(1)}),
+        array({str, integer(10), integer(0), integer(5)}),
+        array({integer(101), integer(10), integer(0), integer(5)}),
+        array({integer(-1), integer(10), integer(0), integer(5)}),
+        array({integer(1), integer(-10), integer(0), integer(5)}),
+        array({integer(1), integer(10), integer(0), integer(-2)}), str, RedisReply{}})
     EXPECT_FALSE(parse_lease_reply(bad, ask, 1));
 }
 

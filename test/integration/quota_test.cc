@@ -364,6 +364,17 @@ TEST_F(QuotaTest, TwoReplicasShareOneLimitThroughRedis) {
   ASSERT_NE(at, std::string::npos) << m.body;
   EXPECT_GE(std::stoul(m.body.substr(at + waits.size())), 1u) << "the first request waited";
   EXPECT_NE(m.body.find("sluice_quota_fleet_degraded 0"), std::string::npos);
+  // An operator's reset through one replica is every replica's: both count
+  // nothing, and the tenant is served again on either.
+  EXPECT_EQ(admin.request("POST", "/admin/v1/quotas/acme/reset").status, 200);
+  for (const Process* p : {sluice_.get(), second.get()}) {
+    HttpClient a(kHost, p->admin_port());
+    EXPECT_TRUE(eventually([&] {
+      auto v = a.request("GET", "/admin/v1/quotas?tenant=acme");
+      return v.status == 200 && json::parse(v.body).at(0)["used"] == 0;
+    })) << a.request("GET", "/admin/v1/quotas?tenant=acme").body;
+  }
+  EXPECT_EQ(post_to(*second, R"("max_tokens":30)").status, 200);
 }
 
 }  // namespace
