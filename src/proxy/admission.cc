@@ -161,20 +161,7 @@ bool Exchange::check_quota(protocol::OpenAIRequest& req) {
     quota_.logged.assign("shadow:");
     quota_.logged += a.admit.would_refuse;
   }
-  if (a.admit.refused && a.admit.refused->lease_short) {
-    if (!quota_.waited) {
-      // Room in the fleet, not in this replica's lease: the next lease
-      // round asks for what this request wants; it waits for that, once.
-      quota_.waited = quota_.waiting = true;
-      quota_.parked = std::move(req);
-      if (!quota_.wait) quota_.wait.emplace(conn_.client_.get_executor());
-      quota_.wait->expires_after(lease_wait());
-      quota_.wait->async_wait(
-          [self = guard()](const error_code& ec) { self->exchange_.resume_after_lease(ec); });
-      return false;
-    }
-    a.admit.refused->retry_after = lease_wait().count();
-  }
+  if (a.admit.refused && wait_for_quota(req, *a.admit.refused)) return false;
   if (a.admit.refused) {
     quota_.logged.assign(a.admit.refused->limit.name);
     auto ans = admission::quota_refused(*a.admit.refused);
@@ -187,6 +174,49 @@ bool Exchange::check_quota(protocol::OpenAIRequest& req) {
   quota_.headroom = a.admit.headroom;
   quota_.worst = worst;
   quota_.headers = qp->headers == quota::HeadersMode::kAlways;
+  return true;
+}
+
+// A refusal worth waiting for: a fleet limit this replica's lease was
+// short of while the fleet had room (one lease round, once; then refused
+// with that wait), or a limit with onExceeded: queue that has room within
+// the request's TTL (its own, else flowControl.defaultRequestTTL, else a
+// minute): the request is parked, its parsed body kept, and the quota step
+// runs again when the wait ends. True if parked.
+bool Exchange::wait_for_quota(protocol::OpenAIRequest& req, quota::Refusal& refused) {
+  std::chrono::milliseconds wait{0};
+  if (refused.lease_short) {
+    if (quota_.waited) {
+      refused.retry_after = lease_wait().count();
+      return false;
+    }
+    quota_.waited = true;
+    wait = lease_wait();
+  } else {
+    if (!refused.limit.queue || !refused.retry_after || refused.unavailable) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!quota_.queue_until) {
+      admission::FlowRequest f;
+      const admission::Request r(request_, identity_, route_, &req);
+      if (!admission::build_flow_request(thread_.policy().objectives, flowcontrol::Clock::now(), r,
+                                         f)
+               .admitted())
+        return false;
+      const auto ttl =
+          f.ttl ? *f.ttl
+                : ctx_.config.flow_control.default_request_ttl.value_or(std::chrono::minutes(1));
+      quota_.queue_until = rec_.start + std::chrono::duration_cast<std::chrono::milliseconds>(ttl);
+    }
+    wait = std::chrono::milliseconds(std::max<quota::Millis>(*refused.retry_after, 1));
+    if (now + wait > *quota_.queue_until) return false;
+    ++quota_.queued;
+  }
+  quota_.waiting = true;
+  quota_.parked = std::move(req);
+  if (!quota_.wait) quota_.wait.emplace(conn_.client_.get_executor());
+  quota_.wait->expires_after(wait);
+  quota_.wait->async_wait(
+      [self = guard()](const error_code& ec) { self->exchange_.resume_after_lease(ec); });
   return true;
 }
 

@@ -148,6 +148,8 @@ void Exchange::begin_request(bool head_read) {
   tokens_.reset();
   quota_.logged.clear();
   quota_.waited = false;
+  quota_.queue_until.reset();
+  quota_.queued = 0;
   identity_.clear();
 }
 

@@ -220,6 +220,7 @@ class Exchange {
   bool check_not_draining();
   void handle_passthrough();
   bool check_quota(protocol::OpenAIRequest& req);
+  bool wait_for_quota(protocol::OpenAIRequest& req, quota::Refusal& refused);
   // After a wait for a lease: the quota step again, and on.
   void resume_after_lease(const error_code& ec);
   // How long a request short of lease waits (about one lease round).
@@ -325,8 +326,11 @@ class Exchange {
     // one lease round, once (resume_after_lease), its parsed request kept.
     std::optional<boost::asio::steady_timer> wait;
     protocol::OpenAIRequest parked;
-    bool waited = false;   // this request waited already
+    bool waited = false;   // this request waited for a lease already
     bool waiting = false;  // the wait is pending (on_close ends it)
+    // onExceeded: queue: waits until this (its TTL); how many times.
+    std::optional<std::chrono::steady_clock::time_point> queue_until;
+    std::uint32_t queued = 0;
   } quota_;
   UpstreamCall up_;
   Relay relay_;

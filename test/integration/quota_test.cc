@@ -296,6 +296,37 @@ TEST_F(QuotaTest, AKeysOwnLimitIsChargedBesideItsTenants) {
   EXPECT_TRUE(eventually([&] { return engine_requests() == 2u; }));
 }
 
+// onExceeded: queue: a request over a limit waits for the window to make
+// room (within its TTL) instead of being refused; one whose TTL ends first
+// is refused at once, as with refuse; another tenant is not held up.
+TEST_F(QuotaTest, AQueueLimitWaitsForRoomWithinTheRequestsTtl) {
+  Key acme = make_key("acme", "key_acme");
+  Key beta = make_key("beta", "key_beta");
+  start(R"(tenants:
+  - id: acme
+    quotas:
+      - {name: rps, requests: 2, window: 2s, onExceeded: queue}
+)",
+        {acme.record, beta.record});
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":5)")).status, 200);
+  // A TTL of 50 ms: the window has no room that soon.
+  Headers short_ttl = bearer(acme.secret);
+  short_ttl.emplace_back("x-gateway-inference-ttl-ms", "50");
+  auto refused = post(short_ttl, body_with(R"("max_tokens":5)"));
+  expect_quota_refused(refused, "rate_limit_exceeded", "quota-exceeded");
+  // The default TTL (a minute): it waits until the window has room.
+  auto waited = post(bearer(acme.secret), body_with(R"("max_tokens":5)"));
+  EXPECT_EQ(waited.status, 200) << waited.body;
+  EXPECT_EQ(post(bearer(beta.secret), body_with(R"("max_tokens":5)")).status, 200);
+  EXPECT_TRUE(eventually([&] { return engine_requests() == 4u; }));
+  // The books: three acme requests spent (two before, one after the wait).
+  auto lines = log_lines(5);
+  ASSERT_GE(lines.size(), 5u);
+  EXPECT_EQ(lines[2]["status"], 429);
+  EXPECT_EQ(lines[2]["quota"], "rps");
+}
+
 // Two replicas share a tenant's limit through Redis (issue 41, item 3):
 // each admits from its lease (the first request waits for one, then is
 // served), the spend of one is the other's, and the fleet never serves
