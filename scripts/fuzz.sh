@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 
 all_targets=(fuzz_request fuzz_response fuzz_config fuzz_endpoints_file fuzz_prometheus
   fuzz_scenario fuzz_json_render fuzz_admin_body fuzz_ctl_answer fuzz_flow_control fuzz_jwt
-  fuzz_jwks fuzz_keyfile)
+  fuzz_jwks fuzz_keyfile fuzz_redis_reply)
 
 smoke=0
 build_it=1
