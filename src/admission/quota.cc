@@ -14,6 +14,11 @@ quota::Usage quota_worst_case(const Request& r, std::uint64_t default_output_tok
     if (r.body->max_tokens)
       output = static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.body->max_tokens));
   }
+  // Each of the answers it asks for (n, best_of) may be that long.
+  if (r.body && r.body->choices > 1)
+    output = r.body->choices > UINT64_MAX / std::max<std::uint64_t>(output, 1)
+                 ? UINT64_MAX
+                 : output * r.body->choices;
   // An embedding produces no tokens.
   u.output_tokens = r.route == protocol::Route::kEmbeddings ? 0 : output;
   return u;

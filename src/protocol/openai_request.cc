@@ -127,6 +127,22 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text,
       o.max = o.present ? std::max(o.max, n) : n;
       o.present = true;
       r.max_tokens = r.max_tokens ? std::max(*r.max_tokens, n) : n;
+    } else if (key == "n" || key == "best_of") {
+      // A whole number of at least 1 (an engine's lax JSON would read 2.0
+      // as 2: so does this), or null; anything else is refused here rather
+      // than read differently by the engine.
+      if (v.is_null()) continue;
+      std::int64_t n = 0;
+      double d = 0;
+      if (v.get_int64().get(n) != simdjson::SUCCESS) {
+        if (v.get_double().get(d) != simdjson::SUCCESS || !(d >= 1 && d <= 1e9) ||
+            d != static_cast<double>(static_cast<std::int64_t>(d)))
+          return fail("invalid-field", "'" + std::string(key) + "' must be a positive integer");
+        n = static_cast<std::int64_t>(d);
+      }
+      if (n < 1)
+        return fail("invalid-field", "'" + std::string(key) + "' must be a positive integer");
+      r.choices = std::max(r.choices, static_cast<std::uint64_t>(n));
     } else if (key == "priority") {
       r.has_priority = true;
       std::int64_t n = 0;

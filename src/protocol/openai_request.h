@@ -39,6 +39,10 @@ struct OpenAIRequest {
   std::uint64_t prompt_chars = 0;      // characters of prompt text seen
   std::uint64_t prompt_token_ids = 0;  // tokens given directly as integer ids
   std::uint32_t message_count = 0;
+  // How many answers the body asks for: the largest of `n` and `best_of`
+  // (every occurrence; vLLM generates best_of sequences), at least 1. Each
+  // may be as long as the output limit: a quota reserves them all.
+  std::uint64_t choices = 1;
   // A top-level "priority" member (vLLM's engine priority): present, and its
   // value when it is an integer. sluice never forwards a client's own to an
   // endpoint that schedules by it.

@@ -49,6 +49,20 @@ TEST(QuotaStep, TheLargestOutputLimitIsReservedInEitherOrder) {
   EXPECT_EQ(f.worst(R"({"model":"m","input":"x","max_output_tokens":77})").output_tokens, 77u);
 }
 
+// n and best_of ask for that many answers, each as long as the output
+// limit: all are reserved (the largest of every occurrence of either).
+TEST(QuotaStep, EveryAnswerAskedForIsReserved) {
+  Fixture f;
+  EXPECT_EQ(f.worst(R"({"model":"m","prompt":"x","max_tokens":100,"n":4})").output_tokens, 400u);
+  EXPECT_EQ(f.worst(R"({"model":"m","prompt":"x","n":2,"max_tokens":100,"best_of":5,"n":1})")
+                .output_tokens,
+            500u);
+  EXPECT_EQ(f.worst(R"({"model":"m","prompt":"x","max_tokens":100,"n":2.0})").output_tokens, 200u);
+  EXPECT_EQ(f.worst(R"({"model":"m","prompt":"x","max_tokens":100,"n":null})").output_tokens, 100u);
+  // Without max_tokens: the default, times n.
+  EXPECT_EQ(f.worst(R"({"model":"m","prompt":"x","n":3})", 0, 10).output_tokens, 30u);
+}
+
 TEST(QuotaStep, WithoutALimitTheTenantsMaxTokensElseTheDefaultIsReserved) {
   Fixture f;
   EXPECT_EQ(f.worst(R"({"model":"m","prompt":"hi"})", 300).output_tokens, 300u);

@@ -105,6 +105,14 @@ TEST(OpenAIRequest, MissingOrBadFields) {
   EXPECT_EQ(parse(R"({"model":"m","max_tokens":-1})").error_code, "invalid-field");
   EXPECT_EQ(parse(R"({"model":"m","messages":"hi"})").error_code, "invalid-field");
   EXPECT_EQ(parse(R"({"model":"m","messages":["hi"]})").error_code, "invalid-field");
+  // n and best_of: a whole number of at least 1, or null; anything an
+  // engine could read differently is refused.
+  for (const char* bad : {R"("n":0)", R"("n":-2)", R"("n":2.5)", R"("n":"2")", R"("best_of":0)",
+                          R"("n":1e30)", R"("best_of":[2])", R"("n":true)"})
+    EXPECT_EQ(parse(std::string(R"({"model":"m",)") + bad + "}").error_code, "invalid-field")
+        << bad;
+  EXPECT_EQ(parse(R"({"model":"m","n":3,"best_of":2})").request.choices, 3u);
+  EXPECT_EQ(parse(R"({"model":"m","n":null})").request.choices, 1u);
 }
 
 TEST(OpenAIRequest, BodyContentsUnchanged) {
