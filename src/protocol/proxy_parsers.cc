@@ -286,6 +286,9 @@ void RelayResponseParser::on_field_impl(http::field name, string_view name_strin
     // a drop reason, the time flow control held the request. An endpoint
     // cannot speak for sluice.
     return;
+  } else if (own_rate_limits_ && name == http::field::unknown && name_string.size() >= 12 &&
+             iequals(name_string.substr(0, 12), "x-ratelimit-")) {
+    return;
   }
   append_field(head_.forward_headers, name_string, value);
 }

@@ -108,7 +108,13 @@ struct ResponseHead {
 
 class RelayResponseParser final : public boost::beast::http::basic_parser<false> {
  public:
-  explicit RelayResponseParser(ResponseHead& head) : head_(head) { head_.clear(); }
+  // `own_rate_limits`: sluice writes OpenAI's x-ratelimit-* of its own
+  // quotas on this answer; the engine's are dropped (two sets would
+  // disagree, and a client reads one).
+  explicit RelayResponseParser(ResponseHead& head, bool own_rate_limits = false)
+      : head_(head), own_rate_limits_(own_rate_limits) {
+    head_.clear();
+  }
 
  private:
   using string_view = boost::beast::string_view;
@@ -126,6 +132,7 @@ class RelayResponseParser final : public boost::beast::http::basic_parser<false>
   void on_finish_impl(error_code&) override {}
 
   ResponseHead& head_;
+  bool own_rate_limits_ = false;
 };
 
 }  // namespace sluice::protocol

@@ -406,7 +406,7 @@ void Exchange::record_endpoint_failure(const char* what) {
 }
 
 void Exchange::start_response_parser() {
-  relay_.parser.emplace(relay_.response);
+  relay_.parser.emplace(relay_.response, quota_.headers);
   relay_.parser->body_limit(boost::none);  // relayed, never buffered whole
   relay_.parser->header_limit(wire::kMaxResponseHeadBytes);
   relay_.parser->eager(true);

@@ -12,9 +12,9 @@
 namespace sluice::protocol {
 namespace {
 
-ResponseHead parse(const std::string& wire) {
+ResponseHead parse(const std::string& wire, bool own_rate_limits = false) {
   ResponseHead head;
-  RelayResponseParser parser(head);
+  RelayResponseParser parser(head, own_rate_limits);
   parser.eager(true);
   boost::beast::error_code ec;
   parser.put(boost::asio::buffer(wire), ec);
@@ -39,6 +39,23 @@ TEST(RelayResponse, SluicesOwnFieldsFromAnEndpointAreDroppedItsOwnKept) {
   EXPECT_EQ(head.status, 200);
   EXPECT_EQ(head.forward_headers, "x-engine-own: kept\r\nCache-Control: no-store\r\n");
   EXPECT_EQ(head.body, "ok");
+}
+
+// An engine's (or a provider's) x-ratelimit-* pass through, unless sluice
+// writes its own quotas' on the answer: then only sluice's are sent.
+TEST(RelayResponse, AnEnginesRateLimitHeadersGoWhenSluiceSendsItsOwn) {
+  const std::string wire =
+      "HTTP/1.1 200 OK\r\n"
+      "Content-Length: 2\r\n"
+      "x-ratelimit-remaining-tokens: 5\r\n"
+      "X-RateLimit-Limit-Requests: 9\r\n"
+      "x-ratelimited: kept\r\n"
+      "\r\n"
+      "ok";
+  EXPECT_EQ(parse(wire).forward_headers,
+            "x-ratelimit-remaining-tokens: 5\r\nX-RateLimit-Limit-Requests: 9\r\nx-ratelimited: "
+            "kept\r\n");
+  EXPECT_EQ(parse(wire, true).forward_headers, "x-ratelimited: kept\r\n");
 }
 
 }  // namespace
