@@ -80,6 +80,24 @@ ParseResult fail(std::string code, std::string message) {
   return p;
 }
 
+// `n` or `best_of`: a whole number of at least 1 (an engine's lax JSON
+// would read 2.0 as 2: so does this), or null; anything else is refused
+// (false) rather than read differently by the engine. The largest is kept.
+bool read_choices(simdjson::dom::element v, OpenAIRequest& r) {
+  if (v.is_null()) return true;
+  std::int64_t n = 0;
+  double d = 0;
+  if (v.get_int64().get(n) != simdjson::SUCCESS) {
+    if (v.get_double().get(d) != simdjson::SUCCESS || !(d >= 1 && d <= 1e9) ||
+        d != static_cast<double>(static_cast<std::int64_t>(d)))
+      return false;
+    n = static_cast<std::int64_t>(d);
+  }
+  if (n < 1) return false;
+  r.choices = std::max(r.choices, static_cast<std::uint64_t>(n));
+  return true;
+}
+
 }  // namespace
 
 ParseResult parse_openai_request(std::string& body, std::string* prompt_text,
@@ -128,21 +146,8 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text,
       o.present = true;
       r.max_tokens = r.max_tokens ? std::max(*r.max_tokens, n) : n;
     } else if (key == "n" || key == "best_of") {
-      // A whole number of at least 1 (an engine's lax JSON would read 2.0
-      // as 2: so does this), or null; anything else is refused here rather
-      // than read differently by the engine.
-      if (v.is_null()) continue;
-      std::int64_t n = 0;
-      double d = 0;
-      if (v.get_int64().get(n) != simdjson::SUCCESS) {
-        if (v.get_double().get(d) != simdjson::SUCCESS || !(d >= 1 && d <= 1e9) ||
-            d != static_cast<double>(static_cast<std::int64_t>(d)))
-          return fail("invalid-field", "'" + std::string(key) + "' must be a positive integer");
-        n = static_cast<std::int64_t>(d);
-      }
-      if (n < 1)
+      if (!read_choices(v, r))
         return fail("invalid-field", "'" + std::string(key) + "' must be a positive integer");
-      r.choices = std::max(r.choices, static_cast<std::uint64_t>(n));
     } else if (key == "priority") {
       r.has_priority = true;
       std::int64_t n = 0;

@@ -51,6 +51,7 @@ std::vector<LeaseAsk> Ledger::lease_asks(Millis now, Millis idle_ms) {
     // until it is used again (its fleet books expire with its windows).
     if (!active && l.held_ == 0 && s.since == 0 && s.lease == 0 && !s.reset) {
       s.busy = false;
+      s.peak = 0;
       continue;
     }
     LeaseAsk a;
@@ -67,16 +68,19 @@ std::vector<LeaseAsk> Ledger::lease_asks(Millis now, Millis idle_ms) {
     s.pushed = s.since;
     a.reset = s.reset;
     s.reset = false;
-    // What it holds, and twice its demand of the last two rounds (room for
-    // growth until the next), and what waited for a lease; nothing more
-    // once idle (the lease goes back to the fleet).
-    const std::uint64_t demand =
-        active ? sat_add(sat_add(std::max(s.admitted, s.recent), std::max(s.admitted, s.recent)),
-                         s.shortfall)
-               : 0;
+    // What it holds; twice its demand of the last two rounds (room for
+    // growth until the next), at least its largest request while it is
+    // busy (a request now and then never waits); and what waited for a
+    // lease in this round and the last (a waiting request retries within
+    // two rounds). Nothing more once idle: the lease goes back.
+    const std::uint64_t recent = std::max(s.admitted, s.recent);
+    const std::uint64_t demand = active ? sat_add(std::max(sat_add(recent, recent), s.peak),
+                                                  sat_add(s.shortfall, s.short_before))
+                                        : 0;
     a.want = sat_add(l.held_, demand);
     s.recent = s.admitted;
     s.admitted = 0;
+    s.short_before = s.shortfall;
     s.shortfall = 0;
     asks.push_back(std::move(a));
     still.push_back(lp);

@@ -345,6 +345,7 @@ void Ledger::note_lease_short(Locked& lk, const std::array<bool, kMaxHeld>& shor
     if (!short_of[i]) continue;
     Limit& l = **lk.limits[i];
     l.lease_.shortfall = saturating_add(l.lease_.shortfall, demand[i]);
+    l.lease_.peak = std::max(l.lease_.peak, demand[i]);
     l.lease_.active_at = now;
     if (!l.def_.shadow) {
       ++l.lease_.waits;
@@ -428,6 +429,7 @@ Ledger::Admit Ledger::reserve(std::initializer_list<const Limits*> owners, std::
     l.held_ = saturating_add(l.held_, demand[i]);
     if (fleet) {
       l.lease_.admitted = saturating_add(l.lease_.admitted, demand[i]);
+      l.lease_.peak = std::max(l.lease_.peak, demand[i]);
       if (short_of[i]) l.lease_.shortfall = saturating_add(l.lease_.shortfall, demand[i]);
       l.lease_.active_at = now;
       mark_busy(*lk.limits[i]);

@@ -51,20 +51,22 @@ enum class FleetMode : std::uint8_t { kSolo, kLeased, kOpen, kLocal, kClosed };
 
 // A limit's share of the fleet (kLeased), as the last sync left it.
 struct LeaseState {
-  std::uint64_t lease = 0;       // what this replica may hold and spend until the next grant
-  Millis valid_until = 0;        // not used after this (0: never granted)
-  std::uint64_t since = 0;       // settled here since the spend last written
-  std::uint64_t pushed = 0;      // of `since`, written by the sync in flight
-  std::uint64_t admitted = 0;    // reserved since the last sync asked
-  std::uint64_t recent = 0;      // reserved in the round before
-  std::uint64_t shortfall = 0;   // refused for want of lease since the last ask
-  std::uint64_t fleet_used = 0;  // every replica's spend in the window, at the last grant
-  std::uint64_t others = 0;      // the other replicas' leases, at the last grant
-  Millis drains_at = 0;          // when the fleet's oldest counted spend leaves it
-  Millis active_at = 0;          // the last reserve or settle here
-  bool busy = false;             // on the ledger's list of limits to sync
-  std::uint64_t waits = 0;       // requests refused as lease_short (for a wait)
-  bool reset = false;            // an operator's reset, for the fleet's books too
+  std::uint64_t lease = 0;         // what this replica may hold and spend until the next grant
+  Millis valid_until = 0;          // not used after this (0: never granted)
+  std::uint64_t since = 0;         // settled here since the spend last written
+  std::uint64_t pushed = 0;        // of `since`, written by the sync in flight
+  std::uint64_t admitted = 0;      // reserved since the last sync asked
+  std::uint64_t recent = 0;        // reserved in the round before
+  std::uint64_t shortfall = 0;     // refused for want of lease since the last ask
+  std::uint64_t short_before = 0;  // ... in the round before (its requests wait for this one)
+  std::uint64_t peak = 0;          // the largest request since the limit became busy
+  std::uint64_t fleet_used = 0;    // every replica's spend in the window, at the last grant
+  std::uint64_t others = 0;        // the other replicas' leases, at the last grant
+  Millis drains_at = 0;            // when the fleet's oldest counted spend leaves it
+  Millis active_at = 0;            // the last reserve or settle here
+  bool busy = false;               // on the ledger's list of limits to sync
+  std::uint64_t waits = 0;         // requests refused as lease_short (for a wait)
+  bool reset = false;              // an operator's reset, for the fleet's books too
 };
 
 struct Locked;  // a reservation's limits, locked (ledger.cc)

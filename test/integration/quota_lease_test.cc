@@ -188,14 +188,15 @@ TEST_F(QuotaLeaseTest, AStoppedReplicasLeaseReturnsAfterTheLease) {
   Replica a("a", server_->socket()), b("b", server_->socket());
   a.configure(tokens(1000));
   b.configure(tokens(1000));
-  // a wants 800 (waited-for demand), and gets it.
+  // a wants 800 (waited-for demand) and its largest request (100) more,
+  // and gets it.
   for (int i = 0; i < 8; ++i) a.try_spend(100);
   a.round();
-  EXPECT_EQ(a.snap().lease, 800u);
-  // b wants 400: only 200 is left.
+  EXPECT_EQ(a.snap().lease, 900u);
+  // b wants 500: only 100 is left.
   for (int i = 0; i < 4; ++i) b.try_spend(100);
   b.round();
-  EXPECT_EQ(b.snap().lease, 200u);
+  EXPECT_EQ(b.snap().lease, 100u);
   // a stops; after its lease (2 s of fake time), b may have the rest.
   g_now += 2001;
   for (int i = 0; i < 4; ++i) b.try_spend(100);
