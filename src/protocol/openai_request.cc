@@ -129,6 +129,7 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text,
       if (v.get_bool().get(b)) return fail("invalid-field", "'stream' must be a boolean");
       r.stream = b;
     } else if (key == "stream_options") {
+      r.stream_options = true;
       bool b = false;
       if (v.is_object() && v["include_usage"].get_bool().get(b) == simdjson::SUCCESS)
         r.include_usage = b;

@@ -27,7 +27,8 @@ struct OutputLimit {
 struct OpenAIRequest {
   std::string model;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;   // stream_options.include_usage
+  bool stream_options = false;  // a top-level stream_options member, of any value
   // The output-token limits a body may carry: every engine reads one of
   // them first (vLLM: max_completion_tokens on chat, max_output_tokens on
   // /v1/responses, else max_tokens), so a ceiling must hold for each.

@@ -13,6 +13,7 @@
 #include "observe/log.h"
 #include "protocol/openai_request.h"
 #include "protocol/steering.h"
+#include "protocol/stream_usage.h"
 #include "proxy/client_connection.h"
 #include "proxy/exchange.h"
 #include "registry/flow_table.h"
@@ -171,6 +172,7 @@ bool Exchange::check_quota(protocol::OpenAIRequest& req) {
     return false;
   }
   quota_.reservation = std::move(a.admit.reservation);
+  ask_stream_usage(req);
   quota_.headroom = a.admit.headroom;
   quota_.worst = worst;
   quota_.headers = qp->headers == quota::HeadersMode::kAlways;
@@ -218,6 +220,19 @@ bool Exchange::wait_for_quota(protocol::OpenAIRequest& req, quota::Refusal& refu
   quota_.wait->async_wait(
       [self = guard()](const error_code& ec) { self->exchange_.resume_after_lease(ec); });
   return true;
+}
+
+// A stream under a quota settles to the engine's usage only if the body
+// asks for it (stream_options.include_usage): sluice asks for a client
+// that did not say (one that set stream_options its own way is left as it
+// is: its input settles to sluice's estimate), and takes the usage event
+// out of the stream it relays (relay_what_came).
+void Exchange::ask_stream_usage(const protocol::OpenAIRequest& req) {
+  if (!req.stream || req.include_usage || req.stream_options) return;
+  if (route_ != protocol::Route::kChatCompletions && route_ != protocol::Route::kCompletions)
+    return;
+  request_.body = protocol::body_with_stream_usage(request_.body);
+  quota_.usage_asked = true;
 }
 
 std::chrono::milliseconds Exchange::lease_wait() const {

@@ -150,6 +150,7 @@ void Exchange::begin_request(bool head_read) {
   quota_.waited = false;
   quota_.queue_until.reset();
   quota_.queued = 0;
+  quota_.usage_asked = false;
   identity_.clear();
 }
 

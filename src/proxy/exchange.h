@@ -221,6 +221,7 @@ class Exchange {
   void handle_passthrough();
   bool check_quota(protocol::OpenAIRequest& req);
   bool wait_for_quota(protocol::OpenAIRequest& req, quota::Refusal& refused);
+  void ask_stream_usage(const protocol::OpenAIRequest& req);
   // After a wait for a lease: the quota step again, and on.
   void resume_after_lease(const error_code& ec);
   // How long a request short of lease waits (about one lease round).
@@ -331,6 +332,9 @@ class Exchange {
     // onExceeded: queue: waits until this (its TTL); how many times.
     std::optional<std::chrono::steady_clock::time_point> queue_until;
     std::uint32_t queued = 0;
+    // The forwarded body asks for the stream's usage on the client's
+    // behalf: the usage event is taken out of what the client sees.
+    bool usage_asked = false;
   } quota_;
   UpstreamCall up_;
   Relay relay_;

@@ -7,6 +7,7 @@
 
 #include "admission/quota.h"
 #include "observe/log.h"
+#include "protocol/stream_usage.h"
 #include "proxy/client_connection.h"
 #include "proxy/exchange.h"
 #include "proxy/reactor_hint.h"
@@ -130,6 +131,10 @@ void Exchange::relay_what_came(std::size_t held) {
   }
   if (relay_.response.is_sse && relay_.framing == Framing::kChunked && !p.is_done())
     relay_.sse.hold(relay_.response.body, held, ctx_.config.server.sse_event_hold_bytes);
+  // The usage event sluice asked for on the client's behalf (counted
+  // above): not the client's to see.
+  if (quota_.usage_asked && relay_.response.is_sse && relay_.framing == Framing::kChunked)
+    protocol::drop_usage_events(relay_.response.body, relay_.response.body.size());
   if (!relay_.head_sent || !relay_.response.body.empty() || p.is_done()) return write_to_client();
   up_.conn->stream.expires_after(ctx_.config.server.upstream_idle_timeout);
   read_upstream();

@@ -218,6 +218,44 @@ TEST_F(QuotaTest, StreamsSettleToWhatWasProducedEvenWhenCancelled) {
   EXPECT_LE(after_cancel - after_whole, input + 60);  // not its 200 reserved
 }
 
+// A stream under a quota is charged the engine's own usage: sluice asks
+// for it (stream_options.include_usage) for a client that did not, and
+// that client never sees the usage event; one that asked sees it.
+TEST_F(QuotaTest, AStreamIsChargedTheEnginesUsageAndTheClientSeesOnlyWhatItAskedFor) {
+  Key acme = make_key("acme", "key_acme");
+  start(R"(tenants:
+  - id: acme
+    quotas:
+      - {name: tpm, tokens: 100k, window: 1m}
+)",
+        {acme.record});
+  const Headers h = bearer(acme.secret, {{"Content-Type", "application/json"}});
+  // The same request, not streamed: what the engine reports it used.
+  auto plain = post(h, body_with(R"("max_tokens":20)"));
+  ASSERT_EQ(plain.status, 200);
+  const std::uint64_t total = json::parse(plain.body)["usage"]["total_tokens"];
+  const std::uint64_t before = settled_row("acme")["used"];
+  for (bool asked : {false, true}) {
+    HttpClient c(kHost, sluice_->port());
+    int usage_events = 0, events = 0;
+    auto r = c.stream(
+        "/v1/completions",
+        body_with(asked ? R"("max_tokens":20,"stream":true,"stream_options":{"include_usage":true})"
+                        : R"("max_tokens":20,"stream":true)"),
+        h, [&](const Response&, const SseEvent& e) {
+          ++events;
+          auto j = json::parse(e.data, nullptr, false);
+          if (!j.is_discarded() && j.contains("usage") && !j["usage"].is_null()) ++usage_events;
+          return true;
+        });
+    ASSERT_TRUE(r.complete) << r.error;
+    EXPECT_GE(events, 20);
+    EXPECT_EQ(usage_events, asked ? 1 : 0) << (asked ? "asked" : "not asked");
+  }
+  // Each stream was charged exactly what the engine reported.
+  EXPECT_EQ(settled_row("acme")["used"].get<std::uint64_t>() - before, 2 * total);
+}
+
 // A shadow limit is counted, logged and exported, never enforced; a
 // refusal names its limit in the access log.
 TEST_F(QuotaTest, AShadowLimitIsCountedAndLoggedNeverEnforced) {
