@@ -20,15 +20,7 @@ namespace {
 
 using json = nlohmann::json;
 
-void rewrite(const TempFile& f, const std::string& contents) {
-  // Written whole to a new name, then renamed: a reload never reads half a file.
-  const std::string tmp = f.path() + ".new";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << contents;
-  }
-  ASSERT_EQ(std::rename(tmp.c_str(), f.path().c_str()), 0);
-}
+void rewrite(const TempFile& f, const std::string& contents) { ASSERT_TRUE(f.replace(contents)); }
 
 // Requests from `threads` clients until stopped; every status counted.
 class Load {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "auth/api_keys.h"
@@ -216,6 +217,55 @@ TEST_F(QuotaTest, StreamsSettleToWhatWasProducedEvenWhenCancelled) {
   const std::uint64_t input = after_whole - 20;
   EXPECT_GE(after_cancel - after_whole, input + 3);   // what it produced was charged
   EXPECT_LE(after_cancel - after_whole, input + 60);  // not its 200 reserved
+}
+
+// Limits changed by a reload: an amount changed keeps the spend of a limit
+// of the same name and period, a new limit counts from the reload, a
+// limit removed is forgotten, and a tenant whose quotas go is no longer
+// limited; in-flight reservations are not lost meanwhile.
+TEST_F(QuotaTest, ALoadOfChangedLimitsKeepsTheSpendByName) {
+  Key acme = make_key("acme", "key_acme");
+  const std::string limits100 = R"(tenants:
+  - id: acme
+    quotas:
+      - {name: tpm, tokens: 100, window: 1m}
+      - {name: old, requests: 100, window: 1m}
+)";
+  start(limits100, {acme.record});
+  auto r = post(bearer(acme.secret), body_with(R"("max_tokens":30)"));
+  ASSERT_EQ(r.status, 200);
+  const std::uint64_t used = json::parse(r.body)["usage"]["total_tokens"];
+  HttpClient admin(kHost, sluice_->admin_port());
+  auto config_with = [&](const std::string& tenants) {
+    return make_config({mock_->address()}, "  accessLog: " + log_->path() + "\n") +
+           "auth:\n  apiKeys: {file: " + keys_->path() + ", pollInterval: 50ms}\n" + tenants;
+  };
+  ASSERT_TRUE(cfg_->replace(config_with(R"(tenants:
+  - id: acme
+    quotas:
+      - {name: tpm, tokens: 200, window: 1m}
+      - {name: rpm, requests: 1, window: 1m}
+)")));
+  auto reload = admin.request("POST", "/admin/v1/reload");
+  ASSERT_EQ(reload.status, 200) << reload.body;
+  auto rows = json::parse(admin.request("GET", "/admin/v1/quotas?tenant=acme").body);
+  ASSERT_EQ(rows.size(), 2u) << rows.dump();
+  std::map<std::string, json> by_name;
+  for (const auto& row : rows) by_name[row["name"]] = row;
+  EXPECT_EQ(by_name["tpm"]["limit"], 200);
+  EXPECT_EQ(by_name["tpm"]["used"], used) << "the spend of a limit kept by name";
+  EXPECT_EQ(by_name["rpm"]["used"], 0) << "a new limit counts from the reload";
+  EXPECT_EQ(by_name.count("old"), 0u);
+  // The new limit binds: one request a minute.
+  EXPECT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":5)")).status, 200);
+  expect_quota_refused(post(bearer(acme.secret), body_with(R"("max_tokens":5)")),
+                       "rate_limit_exceeded", "quota-exceeded");
+  // No quotas at all: nothing limits the tenant, and there are no books.
+  ASSERT_TRUE(cfg_->replace(config_with("tenants:\n  - id: acme\n")));
+  ASSERT_EQ(admin.request("POST", "/admin/v1/reload").status, 200);
+  EXPECT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":5)")).status, 200);
+  auto none = admin.request("GET", "/admin/v1/quotas?tenant=acme");
+  EXPECT_TRUE(none.status == 404 || json::parse(none.body).empty()) << none.body;
 }
 
 // A stream under a quota is charged the engine's own usage: sluice asks

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -174,6 +175,15 @@ TempFile::TempFile(const std::string& contents, const std::string& name) {
   dir_ = mkdtemp(tmpl);
   path_ = dir_ + "/" + name;
   std::ofstream(path_) << contents;
+}
+
+bool TempFile::replace(const std::string& contents) const {
+  const std::string tmp = path_ + ".new";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << contents;
+  }
+  return std::rename(tmp.c_str(), path_.c_str()) == 0;
 }
 
 TempFile::~TempFile() {

@@ -76,6 +76,10 @@ class TempFile {
   explicit TempFile(const std::string& contents, const std::string& name = "config.yaml");
   ~TempFile();
   const std::string& path() const { return path_; }
+  // New contents, written whole to a new name and renamed over the file: a
+  // reader (a reload, a file watch) never sees half of it. False if the
+  // rename failed.
+  bool replace(const std::string& contents) const;
 
  private:
   std::string dir_;
