@@ -242,6 +242,37 @@ TEST_F(QuotaLeaseTest, ARedisRestartLosesNoSpendAndCountsNoneTwice) {
   EXPECT_EQ(a2.snap().used, 300u);
 }
 
+// Redis SIGKILLed and restarted mid-window with its append-only file: the
+// spend is there before any replica writes again; and a replica that
+// never comes back (its spend stays, its lease runs out) costs the others
+// nothing after redis.lease.
+TEST_F(QuotaLeaseTest, ARedisWithAppendOnlyKeepsTheSpendAndADeadReplicasLeaseReturns) {
+  server_.reset();
+  server_ = std::make_unique<RedisServer>(dir_.path, "", true);
+  ASSERT_TRUE(server_->start());
+  auto a = std::make_unique<Replica>("a", server_->socket());
+  Replica b("b", server_->socket());
+  a->configure(tokens(1000));
+  b.configure(tokens(1000));
+  for (int i = 0; i < 6; ++i) a->try_spend(100);  // waits: a asks for 600 and more
+  a->round();
+  ASSERT_FALSE(a->try_spend(400).refused);
+  a->round();
+  server_->kill();
+  server_ = std::make_unique<RedisServer>(dir_.path, "", true);
+  ASSERT_TRUE(server_->start());
+  a.reset();  // SIGKILLed with Redis: never syncs again
+  b.try_spend(100);
+  b.round();
+  EXPECT_EQ(b.snap().used, 400u) << "a's spend, read back from the append-only file";
+  EXPECT_EQ(b.snap().lease, 0u) << "a's lease still holds the rest";
+  g_now += 2001;  // a's lease runs out
+  b.try_spend(100);
+  b.round();
+  EXPECT_GE(b.snap().lease, 100u);
+  EXPECT_FALSE(b.try_spend(100).refused);
+}
+
 // An operator's reset (applied on every replica: the admin API sends it
 // to the others) drops every replica's spend of the limit from Redis, and
 // each replica's own: the window counts nothing after the next rounds.

@@ -39,11 +39,13 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
 };
 
-// redis-server on `socket`, nothing on TCP, nothing persisted.
+// redis-server on `socket`, nothing on TCP, nothing persisted (but the
+// append-only file, with `appendonly`: a restart in the same directory
+// reads it back).
 class RedisServer {
  public:
-  RedisServer(std::string dir, std::string password = "")
-      : dir_(std::move(dir)), password_(std::move(password)) {}
+  RedisServer(std::string dir, std::string password = "", bool appendonly = false)
+      : dir_(std::move(dir)), password_(std::move(password)), appendonly_(appendonly) {}
   std::string socket() const { return dir_ + "/redis.sock"; }
 
   // Starts it and waits (bounded) until it answers PING.
@@ -60,7 +62,9 @@ class RedisServer {
                                      "--save",
                                      "",
                                      "--appendonly",
-                                     "no",
+                                     appendonly_ ? "yes" : "no",
+                                     "--appendfsync",
+                                     "always",
                                      "--loglevel",
                                      "warning"};
     if (!password_.empty()) {
@@ -96,6 +100,7 @@ class RedisServer {
  private:
   std::string dir_;
   std::string password_;
+  bool appendonly_ = false;
   std::unique_ptr<Process> process_;
 };
 
