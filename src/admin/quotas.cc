@@ -100,10 +100,10 @@ void reset_quota(HandlerContext& hc, const Request& req, Respond respond) {
   p.remove_suffix(kReset.size());
   if (!protocol::is_valid_steering_value(p, 256))
     return respond(error_reply(400, "invalid-tenant", "tenant must be a valid tenant id"));
-  if (!hc.ctx.quotas.reset_tenant(p)) {
-    // Another replica's reset (fleet-wide) of a tenant with no books here:
-    // nothing to reset, nothing refused.
-    if (req.replicated)
+  if (!hc.ctx.quotas.reset_tenant(p, !req.replicated)) {
+    // No books of the tenant here: in a fleet the others may have some
+    // (the reset is sent on when this answer is a success).
+    if (req.replicated || hc.fleet())
       return respond(
           AdminReply{200, json{{"tenant", p}, {"reset", false}}.dump(-1, ' ', false, kReplace)});
     return respond(error_reply(404, "no-quota", "tenant '" + std::string(p) + "' has no quota"));

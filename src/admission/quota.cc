@@ -9,16 +9,21 @@ quota::Usage quota_worst_case(const Request& r, std::uint64_t default_output_tok
   std::uint64_t output = default_output_tokens;
   if (r.identity.policy && r.identity.policy->max_tokens > 0)
     output = r.identity.policy->max_tokens;
+  // Input: the larger of sluice's estimate of the prompt and a quarter of
+  // the body's bytes (text the estimate does not read, tools and schemas,
+  // is input too); settled to the engine's count when it reports one.
+  u.input_tokens = r.head.body.size() / 4;
   if (r.body) {
-    u.input_tokens = r.body->estimated_input_tokens;
+    u.input_tokens = std::max<std::uint64_t>(u.input_tokens, r.body->estimated_input_tokens);
     if (r.body->max_tokens)
       output = static_cast<std::uint64_t>(std::max<std::int64_t>(0, *r.body->max_tokens));
   }
-  // Each of the answers it asks for (n, best_of) may be that long.
-  if (r.body && r.body->choices > 1)
-    output = r.body->choices > UINT64_MAX / std::max<std::uint64_t>(output, 1)
-                 ? UINT64_MAX
-                 : output * r.body->choices;
+  // Each of the answers it asks for (n, best_of; for each prompt of a
+  // batch) may be that long.
+  if (r.body)
+    for (const std::uint64_t k : {r.body->choices, r.body->prompts})
+      if (k > 1)
+        output = k > UINT64_MAX / std::max<std::uint64_t>(output, 1) ? UINT64_MAX : output * k;
   // An embedding produces no tokens.
   u.output_tokens = r.route == protocol::Route::kEmbeddings ? 0 : output;
   return u;

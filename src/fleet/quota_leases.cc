@@ -15,23 +15,30 @@ using quota::Millis;
 // or 'c' calendar, 4 bucket width | the period's start, 5 buckets | the
 // previous period's start, 6 amount, 7 want, 8 the lease's expiry (unix
 // ms), 9 the key's expiry (ms from now), 10 '1' if an operator reset the
-// limit (everyone else's spend goes; leases stay), then (bucket, spend) pairs: the writer's
-// own, all of it (its other buckets are dropped). Returns {grant, spend in
-// the window, others' leases, oldest bucket counted (-1: none)}.
+// limit (everyone else's spend goes; leases stay), 11 the spend the writer
+// settled since its last grant (written now: it leaves its lease for the
+// spend), then (bucket, spend) pairs: the writer's own, all of it (its
+// other buckets are dropped, but a calendar limit's previous period, whose
+// excess carries). Returns {grant, spend in the window, others' leases,
+// oldest bucket counted (-1: none)}. The grant is at least what the
+// writer's lease still held beside that spend (up to what it wants): it
+// may have admitted against it while this script was on its way, and the
+// others were never granted it.
 constexpr const char* kLeaseScript = R"lua(
 local h, me, now = KEYS[1], ARGV[1], tonumber(ARGV[2])
 local sliding = ARGV[3] == 's'
 local a4, a5 = tonumber(ARGV[4]), tonumber(ARGV[5])
 local amount, want = tonumber(ARGV[6]), tonumber(ARGV[7])
 local reset = ARGV[10] == '1'
+local pushed = tonumber(ARGV[11])
 local own = {}
-for i = 11, #ARGV - 1, 2 do
+for i = 12, #ARGV - 1, 2 do
   own['b:' .. ARGV[i] .. ':' .. me] = true
   redis.call('HSET', h, 'b:' .. ARGV[i] .. ':' .. me, ARGV[i + 1])
 end
 local suffix = ':' .. me
 local all = redis.call('HGETALL', h)
-local used, prev, others, oldest = 0, 0, 0, -1
+local used, prev, others, oldest, held = 0, 0, 0, -1, 0
 local first = 0
 if sliding then first = math.floor(now / a4) - a5 + 1 end
 local dead = {}
@@ -44,7 +51,8 @@ for i = 1, #all - 1, 2 do
     local idx = tonumber(string.match(f, '^b:(%-?%d+):'))
     if idx == nil or n == nil then
       dead[#dead + 1] = f
-    elseif not own[f] and (reset or string.sub(f, -#suffix) == suffix) then
+    elseif not own[f] and (reset or (string.sub(f, -#suffix) == suffix and
+                                    (sliding or idx ~= a5))) then
       dead[#dead + 1] = f
     elseif sliding then
       if idx >= first then
@@ -61,9 +69,13 @@ for i = 1, #all - 1, 2 do
       dead[#dead + 1] = f
     end
   elseif kind == 'l:' then
-    if f ~= mine then
-      local g, e = string.match(v, '^(%d+) (%d+)$')
-      if g and tonumber(e) > now then others = others + tonumber(g) else dead[#dead + 1] = f end
+    local g, e = string.match(v, '^(%d+) (%d+)$')
+    if f == mine then
+      if g and tonumber(e) > now then held = tonumber(g) end
+    elseif g and tonumber(e) > now then
+      others = others + tonumber(g)
+    else
+      dead[#dead + 1] = f
     end
   else
     dead[#dead + 1] = f
@@ -75,6 +87,9 @@ for i = 1, #dead, 500 do
 end
 local grant = amount - used - others
 if grant > want then grant = want end
+local floor = held - pushed
+if floor > want then floor = want end
+if grant < floor then grant = floor end
 if grant < 0 then grant = 0 end
 redis.call('HSET', h, mine, string.format('%d %d', grant, tonumber(ARGV[8])))
 redis.call('PEXPIRE', h, ARGV[9])
@@ -107,7 +122,11 @@ std::optional<LeaseGrant> parse_lease_reply(const RedisReply& r, const LeaseAsk&
     g.drains_at = quota::calendar_next(ask.period.calendar, ask.now);
   } else if (oldest >= 0 && ask.bucket_width > 0 &&
              oldest < (INT64_MAX / ask.bucket_width) - ask.buckets) {
+    // A bucket counted is one of the window's: its end within a window (and
+    // a bucket) of now; anything else is a reply out of shape.
     g.drains_at = (oldest + ask.buckets) * ask.bucket_width;
+    if (g.drains_at < ask.now || g.drains_at > ask.now + (ask.buckets + 1) * ask.bucket_width)
+      return std::nullopt;
   } else {
     g.drains_at = ask.now;
   }
@@ -138,8 +157,9 @@ std::vector<std::string> QuotaLeases::script_call(const LeaseAsk& a) const {
     const Millis next = quota::calendar_next(a.period.calendar, a.now);
     ttl = quota::calendar_next(a.period.calendar, next) - a.now + lease;
   }
-  c.insert(c.end(), {num(a.amount), num(a.want), std::to_string(a.now + lease),
-                     std::to_string(std::max<Millis>(ttl, 1000)), a.reset ? "1" : "0"});
+  c.insert(c.end(),
+           {num(a.amount), num(a.want), std::to_string(a.now + lease),
+            std::to_string(std::max<Millis>(ttl, 1000)), a.reset ? "1" : "0", num(a.pushed)});
   for (int i = 0; i < a.own_n; ++i) {
     c.push_back(std::to_string(a.own[static_cast<std::size_t>(i)].first));
     c.push_back(num(a.own[static_cast<std::size_t>(i)].second));

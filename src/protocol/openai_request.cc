@@ -155,6 +155,10 @@ ParseResult parse_openai_request(std::string& body, std::string* prompt_text,
       if (v.get_int64().get(n) == simdjson::SUCCESS) r.priority = n;
     } else if (key == "prompt" || key == "input") {
       count_prompt(v, r, prompt_text, prompt_text_limit);
+      simdjson::dom::array batch;
+      if (key == "prompt" && v.get_array().get(batch) == simdjson::SUCCESS && batch.size() > 0 &&
+          !batch.at(0).is_int64() && !batch.at(0).is_uint64())
+        r.prompts = std::max<std::uint64_t>(r.prompts, batch.size());
     } else if (key == "messages") {
       simdjson::dom::array messages;
       if (v.get_array().get(messages))

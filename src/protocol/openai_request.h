@@ -44,6 +44,9 @@ struct OpenAIRequest {
   // (every occurrence; vLLM generates best_of sequences), at least 1. Each
   // may be as long as the output limit: a quota reserves them all.
   std::uint64_t choices = 1;
+  // Prompts in a batched completion ("prompt" an array of strings or of
+  // token-id arrays): each gets `choices` answers. At least 1.
+  std::uint64_t prompts = 1;
   // A top-level "priority" member (vLLM's engine priority): present, and its
   // value when it is an integer. sluice never forwards a client's own to an
   // endpoint that schedules by it.

@@ -56,7 +56,9 @@ bool is_usage_event(std::string_view event) {
     i = end;
   }
   if (data.empty() || data.size() > (1u << 20)) return false;
-  simdjson::dom::parser parser;
+  // One parser a thread, its buffers reused (an event that names "usage"
+  // in its text comes to this; few are usage events).
+  static thread_local simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(data).get(doc)) return false;
   simdjson::dom::array choices;

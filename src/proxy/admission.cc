@@ -209,8 +209,9 @@ bool Exchange::wait_for_quota(protocol::OpenAIRequest& req, quota::Refusal& refu
                 : ctx_.config.flow_control.default_request_ttl.value_or(std::chrono::minutes(1));
       quota_.queue_until = rec_.start + std::chrono::duration_cast<std::chrono::milliseconds>(ttl);
     }
+    if (*refused.retry_after > (*quota_.queue_until - now) / std::chrono::milliseconds(1))
+      return false;  // (compared as counts: a wait of years cannot overflow a time point)
     wait = std::chrono::milliseconds(std::max<quota::Millis>(*refused.retry_after, 1));
-    if (now + wait > *quota_.queue_until) return false;
     ++quota_.queued;
   }
   quota_.waiting = true;
@@ -247,6 +248,7 @@ void Exchange::resume_after_lease(const error_code& ec) {
   quota_.waiting = false;
   if (ec) return;
   protocol::OpenAIRequest req = std::move(quota_.parked);
+  if (!check_not_draining()) return;
   if (!check_quota(req)) return;
   if (!check_legacy_saturation()) return;
   admit(req);

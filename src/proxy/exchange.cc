@@ -336,6 +336,11 @@ void Exchange::release_after_close() {
 
 void Exchange::force_close() {
   if (up_.conn) up_.conn->stream.close();
+  if (quota_.waiting) {
+    // Shutdown's deadline: a request waiting for quota is not resumed.
+    quota_.waiting = false;
+    quota_.wait->cancel();
+  }
 }
 
 void Exchange::cancel() {

@@ -49,7 +49,7 @@ std::vector<LeaseAsk> Ledger::lease_asks(Millis now, Millis idle_ms) {
     const bool active = now - s.active_at <= idle_ms;
     // Idle, holding nothing, owing no spend, leasing nothing: off the list
     // until it is used again (its fleet books expire with its windows).
-    if (!active && l.held_ == 0 && s.since == 0 && s.lease == 0 && !s.reset) {
+    if (s.removed || (!active && l.held_ == 0 && s.since == 0 && s.lease == 0 && !s.reset)) {
       s.busy = false;
       s.peak = 0;
       continue;
@@ -78,6 +78,10 @@ std::vector<LeaseAsk> Ledger::lease_asks(Millis now, Millis idle_ms) {
                                                   sat_add(s.shortfall, s.short_before))
                                         : 0;
     a.want = sat_add(l.held_, demand);
+    // Until the grant comes, no more than the fleet will count as this
+    // replica's (the script grants at least the old lease's rest, up to
+    // `want`): a lease never shrinks in flight.
+    s.lease = std::min(s.lease, sat_add(a.pushed, a.want));
     s.recent = s.admitted;
     s.admitted = 0;
     s.short_before = s.shortfall;
@@ -116,10 +120,14 @@ void Ledger::lease_failed(const LeaseAsk& ask) {
   l.lease_.reset = l.lease_.reset || ask.reset;
 }
 
-void Ledger::reset(const std::shared_ptr<Limit>& l) {
+void Ledger::reset(const std::shared_ptr<Limit>& l, bool fleet_books) {
   l->reset();
-  if (fleet_mode() == FleetMode::kSolo) return;
   std::lock_guard lock(l->mu_);
+  // Another replica's reset (sent to every replica, and stored: applied
+  // again when a replica starts) empties this replica's own books only;
+  // the fleet's are emptied by the replica that took the operator's.
+  l->lease_.reset = fleet_books;
+  if (fleet_mode() == FleetMode::kSolo) return;
   l->lease_.active_at = now();
   mark_busy(l);
 }

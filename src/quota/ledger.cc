@@ -153,6 +153,7 @@ bool Ledger::evict_idle_locked(Millis now) {
       const auto s = l->snapshot(now);
       if (s.used != 0 || s.held != 0) return false;
     }
+    for (const auto& l : *entry.second.limits) forget(*l);
     --bounded_;
     return true;
   });
@@ -178,6 +179,9 @@ bool Ledger::set_owner(const std::string& owner, const std::vector<LimitDef>& de
       limits->push_back(std::make_shared<Limit>(owner, d));
     }
   }
+  if (it != owners_.end())
+    for (const auto& old : *it->second.limits)
+      if (std::find(limits->begin(), limits->end(), old) == limits->end()) forget(*old);
   if (it == owners_.end()) {
     owners_.emplace(owner, Entry{std::move(limits), bounded});
     bounded_ += bounded;
@@ -198,6 +202,7 @@ std::shared_ptr<const Limits> Ledger::find(std::string_view owner) const {
 void Ledger::remove_owner(std::string_view owner) {
   std::lock_guard lock(mu_);
   if (auto it = owners_.find(owner); it != owners_.end()) {
+    for (const auto& l : *it->second.limits) forget(*l);
     bounded_ -= it->second.bounded;
     owners_.erase(it);
   }
@@ -354,6 +359,13 @@ void Ledger::note_lease_short(Locked& lk, const std::array<bool, kMaxHeld>& shor
     mark_busy(*lk.limits[i]);
   }
   lease_waits_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Ledger::forget(Limit& l) {
+  // A request may still hold it (it settles as usual); the fleet's books
+  // of it are left to expire, this replica's lease with them.
+  std::lock_guard lock(l.mu_);
+  l.lease_.removed = true;
 }
 
 void Ledger::mark_busy(const std::shared_ptr<Limit>& l) const {

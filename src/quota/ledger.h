@@ -67,6 +67,7 @@ struct LeaseState {
   bool busy = false;               // on the ledger's list of limits to sync
   std::uint64_t waits = 0;         // requests refused as lease_short (for a wait)
   bool reset = false;              // an operator's reset, for the fleet's books too
+  bool removed = false;            // its owner or the limit is gone: not synced again
 };
 
 struct Locked;  // a reservation's limits, locked (ledger.cc)
@@ -226,7 +227,9 @@ class Ledger {
   void lease_failed(const LeaseAsk& ask);
   // An operator's reset of `l` (Limit::reset): in a fleet the next lease
   // round drops every replica's spend of it from Redis.
-  void reset(const std::shared_ptr<Limit>& l);
+  // `fleet_books`: the operator's reset was made here (not another
+  // replica's, sent on).
+  void reset(const std::shared_ptr<Limit>& l, bool fleet_books = true);
   // Total requests told to wait for a lease so far (every limit).
   std::uint64_t lease_waits() const { return lease_waits_.load(std::memory_order_relaxed); }
 
@@ -240,6 +243,8 @@ class Ledger {
   // A limit with fleet work to do joins the list of limits to sync (its
   // lock held).
   void mark_busy(const std::shared_ptr<Limit>& l) const;
+  // A limit no longer in the table: the sync round drops it.
+  static void forget(Limit& l);
   std::atomic<FleetMode> mode_{FleetMode::kSolo};
   std::atomic<std::uint32_t> replicas_{1};
   mutable std::atomic<std::uint64_t> lease_waits_{0};

@@ -102,10 +102,10 @@ std::vector<Quotas::Row> Quotas::rows(std::string_view tenant, Millis now, std::
   return out;
 }
 
-bool Quotas::reset_tenant(std::string_view tenant) {
+bool Quotas::reset_tenant(std::string_view tenant, bool fleet_books) {
   const auto limits = ledger_.find(std::string(kTenant) + std::string(tenant));
   if (!limits) return false;
-  for (const auto& l : *limits) ledger_.reset(l);
+  for (const auto& l : *limits) ledger_.reset(l, fleet_books);
   return true;
 }
 

@@ -86,7 +86,10 @@ class Quotas {
   };
   std::vector<Row> rows(std::string_view tenant, Millis now, std::size_t max) const;
   // Resets a tenant's limits (not its keys'); false if it has none.
-  bool reset_tenant(std::string_view tenant);
+  // `fleet_books`: in a fleet, the fleet's spend of them goes too (the
+  // operator's reset, made here); else this replica's own (another
+  // replica's reset, sent on).
+  bool reset_tenant(std::string_view tenant, bool fleet_books = true);
 
   std::shared_ptr<const QuotaPolicy> current() const;
 

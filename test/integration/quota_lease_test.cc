@@ -289,7 +289,17 @@ TEST_F(QuotaLeaseTest, AResetDropsTheFleetsSpend) {
   a.round();
   b.round();
   ASSERT_EQ(b.snap().used, 400u);
-  for (auto* r : {&a, &b}) r->ledger.reset((*r->ledger.find("t:acme"))[0]);
+  // Another replica's reset, sent on (and stored: a replica that starts
+  // applies it again) empties only that replica's own books.
+  b.ledger.reset((*b.ledger.find("t:acme"))[0], false);
+  b.round();
+  a.round();
+  b.round();
+  EXPECT_EQ(b.snap().used, 300u) << "a's spend stays; b's own went";
+  b.try_spend(100);
+  // The operator's, on every replica (made on a, sent on to b).
+  a.ledger.reset((*a.ledger.find("t:acme"))[0]);
+  b.ledger.reset((*b.ledger.find("t:acme"))[0], false);
   a.round();
   b.round();
   a.round();
@@ -320,6 +330,7 @@ TEST_F(QuotaLeaseTest, AKeyOfTheWrongTypeFailsThatLeaseOnly) {
 
 TEST(QuotaLeaseReply, OutOfShapeIsRefused) {
   quota::LeaseAsk ask;
+  ask.now = 100'000;
   ask.want = 100;
   ask.bucket_width = 1000;
   ask.buckets = 61;
@@ -335,7 +346,8 @@ TEST(QuotaLeaseReply, OutOfShapeIsRefused) {
     r.elements = std::move(e);
     return r;
   };
-  EXPECT_TRUE(parse_lease_reply(array({integer(50), integer(10), integer(0), integer(5)}), ask, 1));
+  EXPECT_TRUE(
+      parse_lease_reply(array({integer(50), integer(10), integer(0), integer(50)}), ask, 1));
   RedisReply str;
   str.type = RedisReply::Type::kString;
   str.str = "50";
@@ -346,7 +358,10 @@ TEST(QuotaLeaseReply, OutOfShapeIsRefused) {
         array({integer(101), integer(10), integer(0), integer(5)}),
         array({integer(-1), integer(10), integer(0), integer(5)}),
         array({integer(1), integer(-10), integer(0), integer(5)}),
-        array({integer(1), integer(10), integer(0), integer(-2)}), str, RedisReply{}})
+        array({integer(1), integer(10), integer(0), integer(-2)}),
+        // a bucket that is not the window's (a Retry-After of years)
+        array({integer(1), integer(10), integer(0), integer(1'000'000'000)}),
+        array({integer(1), integer(10), integer(0), integer(1)}), str, RedisReply{}})
     EXPECT_FALSE(parse_lease_reply(bad, ask, 1));
 }
 

@@ -61,6 +61,24 @@ TEST(QuotaStep, EveryAnswerAskedForIsReserved) {
   EXPECT_EQ(f.worst(R"({"model":"m","prompt":"x","max_tokens":100,"n":null})").output_tokens, 100u);
   // Without max_tokens: the default, times n.
   EXPECT_EQ(f.worst(R"({"model":"m","prompt":"x","n":3})", 0, 10).output_tokens, 30u);
+  // A batch of prompts: n answers for each.
+  EXPECT_EQ(f.worst(R"({"model":"m","prompt":["a","b","c"],"n":2,"max_tokens":10})").output_tokens,
+            60u);
+  EXPECT_EQ(f.worst(R"({"model":"m","prompt":[[1,2],[3]],"max_tokens":10})").output_tokens, 20u);
+  EXPECT_EQ(f.worst(R"({"model":"m","prompt":[1,2,3],"max_tokens":10})").output_tokens, 10u);
+}
+
+// Input is reserved as the larger of the prompt's estimate and a quarter of
+// the body's bytes: text the estimate does not read (tools, schemas) is
+// input too, so a client cannot shrink its reservation by moving text
+// there.
+TEST(QuotaStep, InputIsAtLeastAQuarterOfTheBody) {
+  Fixture f;
+  const std::string tools(4000, 'x');
+  const auto u =
+      f.worst(R"({"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"d":")" +
+              tools + R"("}]})");
+  EXPECT_GE(u.input_tokens, 1000u);
 }
 
 TEST(QuotaStep, WithoutALimitTheTenantsMaxTokensElseTheDefaultIsReserved) {
