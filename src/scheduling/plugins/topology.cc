@@ -96,8 +96,42 @@ void TopologyExtractor::group() const {
     regions_[p] = pass.rows[p][3];
   }
   marks_.assign(n, 0);
+  // The (zone, region) classes: a linear search of the few found so far
+  // (once per labels epoch).
+  classes_.clear();
+  class_of_.resize(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    const std::array<std::uint32_t, 2> zr{zones_[p], regions_[p]};
+    std::size_t c = 0;
+    while (c < classes_.size() && classes_[c] != zr) ++c;
+    if (c == classes_.size()) classes_.push_back(zr);
+    class_of_[p] = static_cast<std::uint32_t>(c);
+  }
+  codes_ = class_of_;
   groups_epoch_ = view_->labels_epoch;
   grouped_ = true;
+}
+
+bool TopologyExtractor::code(const Ids& peer, bool set) const {
+  if (!view_ || view_->size == 0) return false;
+  if (set) group();  // unmark_codes restores what mark_codes wrote, of the same grouping
+  std::uint32_t* codes = codes_.data();  // locals: see visit()
+  const std::uint32_t* back = class_of_.data();
+  const std::uint32_t* members = members_.data();
+  const std::uint32_t* starts = starts_.data();
+  const std::size_t keys = starts_.size();
+  const auto classes = static_cast<std::uint32_t>(classes_.size());
+  // The rack first, so that the host (a tighter group inside it) wins.
+  for (int l = 1; l >= 0; --l) {
+    const std::uint32_t v = peer[static_cast<std::size_t>(l)];
+    const std::size_t key = 4 * static_cast<std::size_t>(v) + static_cast<std::size_t>(l);
+    if (v == 0 || key + 1 >= keys) continue;
+    const std::uint32_t mark = classes + (l == 0 ? 1u : 0u);
+    const std::uint32_t end = starts[key + 1];
+    for (std::uint32_t k = starts[key]; k < end; ++k)
+      codes[members[k]] = set ? mark : back[members[k]];
+  }
+  return true;
 }
 
 bool TopologyExtractor::visit(const Ids& peer, TopologyLevel loosest, bool set) const {

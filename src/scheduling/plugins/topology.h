@@ -140,10 +140,22 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
   std::uint32_t region_at(std::size_t position) const { return regions_[position]; }
   const PoolView* view() const { return view_; }
 
+  // The scorer's one code by position: the endpoint's (zone, region) class
+  // (0 .. classes().size() - 1, fixed per labels epoch: a pool has few),
+  // except, between mark_codes(peer) and unmark_codes(peer), the peer's
+  // rack (classes().size()) and host (classes().size() + 1). So a score is
+  // one load of a per-pass table by code (issue 40: one code load a
+  // candidate instead of a mark, a zone and a region).
+  bool mark_codes(const Ids& peer) const { return code(peer, true); }
+  void unmark_codes(const Ids& peer) const { code(peer, false); }
+  const std::uint32_t* codes() const { return codes_.data(); }
+  const std::vector<std::array<std::uint32_t, 2>>& classes() const { return classes_; }
+
  private:
   Ids intern(const Endpoint& e) const;
   void group() const;
   bool visit(const Ids& peer, TopologyLevel loosest, bool set) const;
+  bool code(const Ids& peer, bool set) const;
 
   LabelNames labels_;
   // Memoized on the dispatcher thread, the one that runs the plugins.
@@ -163,6 +175,11 @@ class TopologyExtractor final : public Plugin, public PoolViewer {
   // mark's notes by position: 0 none, else the level + 1; all 0 between
   // passes (each pass clears the groups it marked).
   mutable std::vector<std::uint8_t> marks_;
+  // (zone, region) by class; each position's class; the codes (the class
+  // but where mark_codes put the peer's rack or host).
+  mutable std::vector<std::array<std::uint32_t, 2>> classes_;
+  mutable std::vector<std::uint32_t> class_of_;
+  mutable std::vector<std::uint32_t> codes_;
 };
 
 // The startup warning for a topology-affinity plugin that can see no

@@ -70,38 +70,38 @@ void TopologyAffinityScorer::score(CycleState& cycle, const Request&,
   const std::size_t n = candidates.size();
   double* out = scores.data();
   std::size_t i = 0;
-  // As the filter's, host and rack (small groups) are marked; the zone and
-  // the region (large ones, the region most often the whole pool) are
-  // compared by position: marking a zone's members and clearing them again
-  // cost more than the comparison. A score by mark, same zone and same
-  // region: the mark's level when marked, else the zone's, the region's or
-  // none.
-  static constexpr double kByMark[12] = {
-      kLevelScores[4], kLevelScores[3], kLevelScores[2], kLevelScores[2],   // not marked
-      kLevelScores[0], kLevelScores[0], kLevelScores[0], kLevelScores[0],   // host
-      kLevelScores[1], kLevelScores[1], kLevelScores[1], kLevelScores[1]};  // rack
-  const bool marked = x->mark(at, TopologyLevel::kRack);
+  // One code by position (the extractor's): the endpoint's (zone, region)
+  // class, or the peer's rack or host, whose members (8 + 32 at 512) are
+  // coded for this pass; a table of this pass's score by code. The zone
+  // and the region (large groups, the region most often the whole pool)
+  // are never visited endpoint by endpoint: their classes are few.
+  const bool marked = x->mark_codes(at);
   if (marked) {
-    const std::uint8_t* marks = x->marks();
-    const std::uint32_t* zones = x->zones();
-    const std::uint32_t* regions = x->regions();
-    // No zone or region (0) is shared with no one: a number no endpoint has.
-    const std::uint32_t zone = at[2] != 0 ? at[2] : ~std::uint32_t{0};
-    const std::uint32_t region = at[3] != 0 ? at[3] : ~std::uint32_t{0};
+    const auto& classes = x->classes();
+    const std::size_t k = classes.size();
+    table_.resize(k + 2);
+    for (std::size_t c = 0; c < k; ++c) {
+      // No zone or region (0) is shared with no one.
+      const bool zone = at[2] != 0 && classes[c][0] == at[2];
+      const bool region = at[3] != 0 && classes[c][1] == at[3];
+      table_[c] = zone ? kLevelScores[2] : region ? kLevelScores[3] : kLevelScores[4];
+    }
+    table_[k] = kLevelScores[1];      // the peer's rack
+    table_[k + 1] = kLevelScores[0];  // its host
+    const double* table = table_.data();
+    const std::uint32_t* codes = x->codes();
     const auto base = reinterpret_cast<std::uintptr_t>(x->view()->base);
     const std::size_t bytes = x->view()->size * sizeof(Endpoint);
     for (; i < n; ++i) {
       const std::uintptr_t d = reinterpret_cast<std::uintptr_t>(candidates[i]) - base;
       if (d >= bytes) [[unlikely]]
         break;
-      const std::size_t p = d / sizeof(Endpoint);
-      out[i] = kByMark[4 * marks[p] + 2 * static_cast<unsigned>(zones[p] == zone) +
-                       static_cast<unsigned>(regions[p] == region)];
+      out[i] = table[codes[d / sizeof(Endpoint)]];
     }
   }
   for (; i < n; ++i)
     out[i] = kLevelScores[static_cast<int>(TopologyExtractor::compare(at, x->ids(*candidates[i])))];
-  if (marked) x->unmark(at, TopologyLevel::kRack);
+  if (marked) x->unmark_codes(at);
 }
 
 }  // namespace sluice::scheduling

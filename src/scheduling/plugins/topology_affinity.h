@@ -53,6 +53,7 @@ class TopologyAffinityScorer final : public Plugin, public Scorer {
 
  private:
   const TopologyExtractor* extractor_;
+  std::vector<double> table_;  // this pass's score by code (TopologyExtractor::codes)
 };
 
 }  // namespace sluice::scheduling
