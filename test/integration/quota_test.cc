@@ -94,6 +94,13 @@ class QuotaTest : public ::testing::Test {
   std::unique_ptr<Process> sluice_;
 };
 
+// acme with 100k tokens a minute: more than any of these tests spends.
+constexpr const char* kAcmeTpm100k = R"(tenants:
+  - id: acme
+    quotas:
+      - {name: tpm, tokens: 100k, window: 1m}
+)";
+
 std::string body_with(const std::string& limits) {
   return R"({"model":"mock-model","prompt":"Say something about fairness.",)" + limits + "}";
 }
@@ -191,12 +198,7 @@ TEST_F(QuotaTest, TheLargestOutputLimitIsReservedInEitherOrder) {
 // the 200 tokens it reserved.
 TEST_F(QuotaTest, StreamsSettleToWhatWasProducedEvenWhenCancelled) {
   Key acme = make_key("acme", "key_acme");
-  start(R"(tenants:
-  - id: acme
-    quotas:
-      - {name: tpm, tokens: 100k, window: 1m}
-)",
-        {acme.record}, {"--decode-ms-per-token", "20"});
+  start(kAcmeTpm100k, {acme.record}, {"--decode-ms-per-token", "20"});
   const Headers h = bearer(acme.secret, {{"Content-Type", "application/json"}});
   HttpClient whole(kHost, sluice_->port());
   int events = 0;
@@ -217,6 +219,39 @@ TEST_F(QuotaTest, StreamsSettleToWhatWasProducedEvenWhenCancelled) {
   const std::uint64_t input = after_whole - 20;
   EXPECT_GE(after_cancel - after_whole, input + 3);   // what it produced was charged
   EXPECT_LE(after_cancel - after_whole, input + 60);  // not its 200 reserved
+}
+
+// quota.failMode reaches the fleet's leases: with Redis gone for a lease
+// and failMode closed, a request under a limit is refused 503
+// quota_unavailable (the default, local, would admit it on one replica),
+// and never reaches the engine.
+TEST_F(QuotaTest, RedisGoneWithFailModeClosedRefusesUnderALimit) {
+  SLUICE_REQUIRE(redis_server_bin(), "redis-server", kRedisPackage);
+  TempDir dir;
+  auto redis = std::make_unique<RedisServer>(dir.path);
+  ASSERT_TRUE(redis->start());
+  Key acme = make_key("acme", "key_acme");
+  start("redis:\n  unixSocket: " + redis->socket() +
+            "\n  replicaId: r1\n  syncInterval: 10ms\n  lease: 500ms\n  timeout: 50ms\n"
+            "quota:\n  failMode: closed\n" +
+            kAcmeTpm100k,
+        {acme.record});
+  ASSERT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":5)")).status, 200);
+  redis->kill();
+  Response r;
+  EXPECT_TRUE(eventually([&] {
+    r = post(bearer(acme.secret), body_with(R"("max_tokens":5)"));
+    return r.status == 503;
+  })) << r.status
+      << " " << r.body;
+  EXPECT_EQ(r.header("x-gateway-inference-dropped-reason"), "quota-unavailable");
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "quota_unavailable") << r.body;
+  const std::size_t served = engine_requests();
+  EXPECT_EQ(post(bearer(acme.secret), body_with(R"("max_tokens":5)")).status, 503);
+  EXPECT_EQ(engine_requests(), served) << "a refused request reached the engine";
+  HttpClient admin(kHost, sluice_->admin_port());
+  EXPECT_NE(admin.request("GET", "/metrics").body.find("sluice_quota_fleet_degraded 1"),
+            std::string::npos);
 }
 
 // Limits changed by a reload: an amount changed keeps the spend of a limit
@@ -273,12 +308,7 @@ TEST_F(QuotaTest, ALoadOfChangedLimitsKeepsTheSpendByName) {
 // that client never sees the usage event; one that asked sees it.
 TEST_F(QuotaTest, AStreamIsChargedTheEnginesUsageAndTheClientSeesOnlyWhatItAskedFor) {
   Key acme = make_key("acme", "key_acme");
-  start(R"(tenants:
-  - id: acme
-    quotas:
-      - {name: tpm, tokens: 100k, window: 1m}
-)",
-        {acme.record});
+  start(kAcmeTpm100k, {acme.record});
   const Headers h = bearer(acme.secret, {{"Content-Type", "application/json"}});
   // The same request, not streamed: what the engine reports it used.
   auto plain = post(h, body_with(R"("max_tokens":20)"));
